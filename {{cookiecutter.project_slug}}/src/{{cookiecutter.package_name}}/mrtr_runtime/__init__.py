@@ -1,0 +1,98 @@
+"""mrtr_runtime: a small MCP server runtime with multi round-trip requests (SEP-2322).
+
+Vendored from the mrtr-server cookiecutter template, runtime version 0.1.0. It is part of
+this project now: change it if you must, but tools should need only what is exported here.
+
+Serves MCP 2026-07-28 (stateless, per-request `_meta`) and, in the same process, 2025-11-25
+(`initialize`) over stdio. Depends on anyio and pydantic only.
+"""
+
+from __future__ import annotations
+
+from ._capabilities import ClientCapabilities
+from ._client import (
+    ClientSession,
+    InputHandler,
+    Requester,
+    RpcError,
+    TooManyRounds,
+    call_tool_with_inputs,
+    default_input_handler,
+    request_with_inputs,
+)
+from ._context import Context, InvalidInputResponse
+from ._inputs import (
+    ElicitResult,
+    InputRequest,
+    Root,
+    RootsResult,
+    SamplingResult,
+    elicit_form,
+    elicit_url,
+    list_roots,
+    sample,
+)
+from ._keys import (
+    KeyRing,
+    SigningConfigError,
+    SigningKey,
+    WeakSigningKey,
+    codec_from_environment,
+    new_signing_key_hex,
+    parse_signing_key,
+    write_key_file,
+)
+from ._memory import MemoryClient
+from ._registry import Registry, ToolAnnotations
+from ._results import InputRequired, ToolError, ToolResult
+from ._router import LEGACY_VERSIONS, MODERN_VERSIONS, Server
+from ._state import Binding, InvalidRequestState, RequestStateCodec, RoundState, digest_arguments
+from ._stdio import serve_stdio
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "LEGACY_VERSIONS",
+    "MODERN_VERSIONS",
+    "Binding",
+    "ClientCapabilities",
+    "ClientSession",
+    "Context",
+    "ElicitResult",
+    "InputHandler",
+    "InputRequest",
+    "InputRequired",
+    "InvalidInputResponse",
+    "InvalidRequestState",
+    "KeyRing",
+    "MemoryClient",
+    "Registry",
+    "RequestStateCodec",
+    "Requester",
+    "Root",
+    "RootsResult",
+    "RoundState",
+    "RpcError",
+    "SamplingResult",
+    "Server",
+    "SigningConfigError",
+    "SigningKey",
+    "TooManyRounds",
+    "ToolAnnotations",
+    "ToolError",
+    "ToolResult",
+    "WeakSigningKey",
+    "call_tool_with_inputs",
+    "codec_from_environment",
+    "default_input_handler",
+    "digest_arguments",
+    "elicit_form",
+    "elicit_url",
+    "list_roots",
+    "new_signing_key_hex",
+    "parse_signing_key",
+    "request_with_inputs",
+    "sample",
+    "serve_stdio",
+    "write_key_file",
+)

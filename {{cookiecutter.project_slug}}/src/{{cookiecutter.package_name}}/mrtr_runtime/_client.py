@@ -1,0 +1,826 @@
+"""The client side: a session with a spawned stdio server, and the MRTR retry loop.
+
+This is what the generated project's end-to-end tests drive the real server with, and a
+small, dependable client for scripts. It imports nothing else from the runtime.
+
+- ``ClientSession.spawn(...)``: newline-delimited JSON-RPC over a child's stdin/stdout
+  (2026-07-28 basic/transports/stdio). One task reads stdout and routes each line; one task
+  drains stderr so the child never blocks on a full pipe. Anything on stdout that is not a
+  valid JSON-RPC message is recorded in ``protocol_violations`` (the server "MUST NOT write
+  anything to its stdout that is not a valid MCP message").
+- ``request_with_inputs`` / ``call_tool_with_inputs``: the loop of the design notes' Q4 (call;
+  while ``input_required``: resolve the input requests, retry the same call with this round's
+  ``inputResponses`` and the echoed ``requestState``), capped at ``max_rounds`` retries.
+- ``default_input_handler``: routes each input request to the elicitation / sampling / roots
+  callback, the same callbacks a legacy session uses for real server->client requests.
+
+Uses anyio only, so it runs on any anyio backend.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from os import PathLike
+from typing import Literal, Protocol, TypeVar, cast
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+__all__ = [
+    "ClientSession",
+    "ElicitationHandler",
+    "InputHandler",
+    "InvalidServerResponse",
+    "NotificationHandler",
+    "Requester",
+    "RootsHandler",
+    "RpcError",
+    "SamplingHandler",
+    "SessionClosed",
+    "TooManyRounds",
+    "call_tool_with_inputs",
+    "default_input_handler",
+    "request_with_inputs",
+]
+
+logger = logging.getLogger(__name__)
+
+MODERN_PROTOCOL_VERSION = "2026-07-28"
+LEGACY_PROTOCOL_VERSION = "2025-11-25"
+# 2026-07-28 basic/index "Request metadata": the per-request _meta keys.
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+
+DEFAULT_CLIENT_INFO: Mapping[str, str] = {"name": "mrtr-runtime-client", "version": "1.0"}
+DEFAULT_MAX_ROUNDS = 16  # design notes Q4: "Default maxRounds is 16"
+
+# JSON-RPC 2.0 error codes used in replies to server->client requests.
+METHOD_NOT_FOUND = -32601
+INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
+
+_MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer stdout line is a violation; its bytes are dropped
+_STDERR_KEEP_BYTES = 1024 * 1024  # stderr_text() keeps the newest MiB
+_KILL_GRACE_SECONDS = 1.0  # after terminate() and again after kill()
+_VIOLATION_EXCERPT = 200
+# Python SDK mcp/client/_input_required.py: a state-only result is retried after a short
+# backoff, 50 ms doubling to a 250 ms cap.
+_STATE_ONLY_BACKOFF_START = 0.05
+_STATE_ONLY_BACKOFF_CAP = 0.25
+
+Era = Literal["modern", "legacy"]
+_S = TypeVar("_S", ByteSendStream, ByteReceiveStream)
+# The handlers get a request's params and return the full result object: an ElicitResult
+# ({"action", "content"?}), a CreateMessageResult, a ListRootsResult (2026-07-28 schema.ts).
+RequestHandler = Callable[[dict[str, object]], Awaitable[Mapping[str, object]]]
+ElicitationHandler = RequestHandler
+SamplingHandler = RequestHandler
+RootsHandler = RequestHandler
+NotificationHandler = Callable[[dict[str, object]], Awaitable[None]]
+# inputRequests ({key: {"method", "params"}}) -> inputResponses ({key: result}).
+InputHandler = Callable[[Mapping[str, Mapping[str, object]]], Awaitable[Mapping[str, object]]]
+
+
+class RpcError(Exception):
+    """A JSON-RPC error: from the server, or a client handler's refusal."""
+
+    def __init__(self, code: int, message: str, data: object | None = None) -> None:
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
+
+class TooManyRounds(Exception):
+    """The server still asked for input after ``max_rounds`` retries."""
+
+    def __init__(self, method: str, max_rounds: int, pending_keys: Sequence[str]) -> None:
+        # Never the requestState token or any answer: only the method, cap and keys.
+        keys = ", ".join(repr(key) for key in pending_keys) or "none (state only)"
+        super().__init__(
+            f"{method}: the server still required input after {max_rounds} retries "
+            f"({max_rounds + 1} calls); pending input keys: {keys}. "
+            "A server that keeps asking and never settles is usually a server bug."
+        )
+        self.method = method
+        self.max_rounds = max_rounds
+        self.pending_keys = tuple(pending_keys)
+
+
+class SessionClosed(Exception):
+    """The server's stdout ended (it exited or closed it) or its stdin is closed."""
+
+
+class InvalidServerResponse(Exception):
+    """The server answered with something this client must treat as invalid."""
+
+
+class Requester(Protocol):
+    """Anything that can send a request and return its ``result``; raises RpcError."""
+
+    async def request(self, method: str, params: Mapping[str, object]) -> dict[str, object]: ...
+
+
+def derive_capabilities(
+    *,
+    elicitation: bool,
+    sampling: bool,
+    roots: bool,
+) -> dict[str, object]:
+    """Declare a capability only for the callbacks given (as the Python SDK client does)."""
+    capabilities: dict[str, object] = {}
+    if elicitation:
+        capabilities["elicitation"] = {"form": {}, "url": {}}
+    if sampling:
+        capabilities["sampling"] = {}
+    if roots:
+        capabilities["roots"] = {}
+    return capabilities
+
+
+@dataclass
+class _Pending:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    message: dict[str, object] | None = None
+    failure: Exception | None = None
+
+    def resolve(self, message: dict[str, object] | None, failure: Exception | None) -> None:
+        if not self.done.is_set():
+            self.message, self.failure = message, failure
+            self.done.set()
+
+
+class ClientSession(Requester):
+    """A JSON-RPC session with one spawned stdio server. Create it with ``spawn``."""
+
+    def __init__(
+        self,
+        process: Process,
+        *,
+        era: Era,
+        capabilities: Mapping[str, object],
+        client_info: Mapping[str, object],
+        elicitation_handler: ElicitationHandler | None,
+        sampling_handler: SamplingHandler | None,
+        roots_handler: RootsHandler | None,
+        notification_handler: NotificationHandler | None,
+        close_timeout: float,
+    ) -> None:
+        self._process = process
+        self.era: Era = era
+        self.capabilities: dict[str, object] = dict(capabilities)
+        self.client_info: dict[str, object] = dict(client_info)
+        self.protocol_version = (
+            MODERN_PROTOCOL_VERSION if era == "modern" else LEGACY_PROTOCOL_VERSION
+        )
+        self.initialize_result: dict[str, object] | None = None
+        self.notifications: list[dict[str, object]] = []
+        self.protocol_violations: list[str] = []
+        # Error responses with "id": null (e.g. the server's answer to an unparseable line).
+        self.unmatched_responses: list[dict[str, object]] = []
+        self._handlers: dict[str, RequestHandler | None] = {
+            "elicitation/create": elicitation_handler,
+            "sampling/createMessage": sampling_handler,
+            "roots/list": roots_handler,
+        }
+        self._notification_handler = notification_handler
+        self._close_timeout = close_timeout
+        self._next_id = 1
+        self._pending: dict[int, _Pending] = {}
+        self._abandoned: set[int] = set()  # ids we timed out on or cancelled
+        self._write_lock = anyio.Lock()
+        self._stdin_closed = False
+        self._stdout_done = anyio.Event()
+        self._stderr_done = anyio.Event()
+        self._stderr = bytearray()
+        self._lines_read = 0
+        self._task_group: TaskGroup | None = None
+        self._notify_send: MemoryObjectSendStream[dict[str, object]]
+        self._notify_receive: MemoryObjectReceiveStream[dict[str, object]]
+        self._notify_send, self._notify_receive = anyio.create_memory_object_stream[
+            dict[str, object]
+        ](math.inf)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def spawn(
+        cls,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | PathLike[str] | None = None,
+        era: Era = "modern",
+        capabilities: Mapping[str, object] | None = None,
+        elicitation_handler: ElicitationHandler | None = None,
+        sampling_handler: SamplingHandler | None = None,
+        roots_handler: RootsHandler | None = None,
+        notification_handler: NotificationHandler | None = None,
+        client_info: Mapping[str, object] = DEFAULT_CLIENT_INFO,
+        close_timeout: float = 5.0,
+    ) -> AsyncIterator[ClientSession]:
+        """Start ``command``; on exit close its stdin and wait for it (bounded, then kill).
+
+        ``env=None`` inherits this process's environment. ``capabilities=None`` declares
+        exactly the handlers given. A legacy session sends ``initialize`` (2025-11-25) and
+        ``notifications/initialized`` before the body runs.
+        """
+        if era not in ("modern", "legacy"):
+            raise ValueError(f"era must be 'modern' or 'legacy', not {era!r}")
+        if capabilities is None:
+            capabilities = derive_capabilities(
+                elicitation=elicitation_handler is not None,
+                sampling=sampling_handler is not None,
+                roots=roots_handler is not None,
+            )
+        process = await anyio.open_process(list(command), env=env, cwd=cwd)
+        session = cls(
+            process,
+            era=era,
+            capabilities=capabilities,
+            client_info=client_info,
+            elicitation_handler=elicitation_handler,
+            sampling_handler=sampling_handler,
+            roots_handler=roots_handler,
+            notification_handler=notification_handler,
+            close_timeout=close_timeout,
+        )
+        try:
+            async with anyio.create_task_group() as task_group:
+                session._task_group = task_group
+                task_group.start_soon(session._read_stdout, _stream(process.stdout))
+                task_group.start_soon(session._drain_stderr, _stream(process.stderr))
+                task_group.start_soon(session._deliver_notifications)
+                try:
+                    if era == "legacy":
+                        await session._initialize()
+                    yield session
+                finally:
+                    await session.close()
+                    # Let the readers take the last bytes; a grandchild holding the pipes open
+                    # must not keep us here.
+                    with anyio.move_on_after(_KILL_GRACE_SECONDS, shield=True):
+                        await session._stdout_done.wait()
+                        await session._stderr_done.wait()
+                    task_group.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # Our own tasks never raise, so a group holds just the body's exception: re-raise
+            # it as itself so callers can catch what they expect.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+
+    async def close(self, bound: float | None = None) -> int | None:
+        """Close stdin and wait for the server to exit; terminate, then kill, past the bound.
+
+        2026-07-28 basic/transports/stdio: servers SHOULD exit promptly on stdin EOF. Returns
+        within ``bound`` seconds (default: spawn's ``close_timeout``) plus two 1 s grace periods.
+        """
+        if bound is None:
+            bound = self._close_timeout
+        with anyio.CancelScope(shield=True):
+            if not self._stdin_closed:
+                self._stdin_closed = True
+                with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    await _stream(self._process.stdin).aclose()
+            with anyio.move_on_after(bound):
+                await self._process.wait()
+            for stop in (self._process.terminate, self._process.kill):
+                if self._process.returncode is not None:
+                    break
+                logger.debug("server did not exit after stdin closed; sending %s", stop.__name__)
+                with suppress(ProcessLookupError):
+                    stop()
+                with anyio.move_on_after(_KILL_GRACE_SECONDS):
+                    await self._process.wait()
+        return self._process.returncode
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+    def stderr_text(self) -> str:
+        """What the server wrote to stderr so far (the newest MiB), decoded leniently."""
+        return self._stderr.decode("utf-8", errors="replace")
+
+    @property
+    def input_handler(self) -> InputHandler:
+        """A ``default_input_handler`` over this session's own callbacks."""
+        return default_input_handler(
+            elicitation=self._handlers["elicitation/create"],
+            sampling=self._handlers["sampling/createMessage"],
+            roots=self._handlers["roots/list"],
+        )
+
+    # -- sending -----------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, object] | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the contract's per-request bound
+        with_meta: bool = True,
+    ) -> dict[str, object]:
+        """Send a request and return its ``result``; raise RpcError for an error response.
+
+        Modern era: ``params._meta`` gets protocolVersion, clientCapabilities and clientInfo;
+        keys the caller put in ``_meta`` (a progressToken, an override) win. ``with_meta=False``
+        sends the params exactly as given (for testing a server's -32602 on missing _meta).
+        On timeout or cancellation the server is sent ``notifications/cancelled``.
+        """
+        request_id = self._next_id
+        self._next_id += 1
+        body = dict(params) if params is not None else {}
+        if self.era == "modern" and with_meta:
+            body["_meta"] = self._request_meta(body.get("_meta"))
+        message: dict[str, object] = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": method,
+            "params": body,
+        }
+        pending = _Pending()
+        self._pending[request_id] = pending
+        try:
+            if self._stdout_done.is_set():
+                raise SessionClosed(self._closed_message(method))
+            with anyio.fail_after(timeout):
+                await self._write(message)
+                await pending.done.wait()
+        except (TimeoutError, anyio.get_cancelled_exc_class()):
+            if not pending.done.is_set():
+                self._abandoned.add(request_id)
+                await self._send_cancelled(request_id)
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+        if pending.failure is not None:
+            raise pending.failure
+        response = cast("dict[str, object]", pending.message)
+        if "error" in response:
+            error = cast("dict[str, object]", response["error"])
+            raise RpcError(cast(int, error["code"]), cast(str, error["message"]), error.get("data"))
+        return cast("dict[str, object]", response["result"])
+
+    async def notify(self, method: str, params: Mapping[str, object] | None = None) -> None:
+        message: dict[str, object] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        await self._write(message)
+
+    async def send_raw(self, line: bytes) -> None:
+        """Write ``line`` to the server's stdin exactly as given (add the newline yourself)."""
+        await self._write_bytes(line)
+
+    def _request_meta(self, caller_meta: object) -> dict[str, object]:
+        meta: dict[str, object] = {
+            META_PROTOCOL_VERSION: MODERN_PROTOCOL_VERSION,
+            META_CLIENT_CAPABILITIES: self.capabilities,
+            META_CLIENT_INFO: self.client_info,
+        }
+        if isinstance(caller_meta, Mapping):
+            meta.update(cast("Mapping[str, object]", caller_meta))
+        return meta
+
+    async def _initialize(self) -> None:
+        # 2025-11-25 basic/lifecycle: initialize, then notifications/initialized.
+        result = await self.request(
+            "initialize",
+            {
+                "protocolVersion": LEGACY_PROTOCOL_VERSION,
+                "capabilities": self.capabilities,
+                "clientInfo": self.client_info,
+            },
+        )
+        self.initialize_result = result
+        version = result.get("protocolVersion")
+        if isinstance(version, str):
+            self.protocol_version = version
+        await self.notify("notifications/initialized")
+
+    async def _send_cancelled(self, request_id: int) -> None:
+        # 2026-07-28 basic/transports/stdio: a client that gives up on a request MUST send
+        # notifications/cancelled. Best effort and bounded: the pipe may be full or gone.
+        with anyio.move_on_after(_KILL_GRACE_SECONDS, shield=True), suppress(SessionClosed):
+            await self.notify(
+                "notifications/cancelled",
+                {"requestId": request_id, "reason": "client gave up waiting"},
+            )
+
+    async def _write(self, message: Mapping[str, object]) -> None:
+        # Compact JSON escapes every newline, so one message is one line (stdio: messages
+        # MUST NOT contain embedded newlines); allow_nan=False keeps it valid JSON.
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        await self._write_bytes(data.encode("utf-8") + b"\n")
+
+    async def _write_bytes(self, data: bytes) -> None:
+        if self._stdin_closed:
+            raise SessionClosed("the server's stdin is already closed")
+        async with self._write_lock:
+            try:
+                await _stream(self._process.stdin).send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise SessionClosed(self._closed_message("write")) from exc
+
+    def _closed_message(self, what: str) -> str:
+        tail = self.stderr_text()[-2000:]
+        return (
+            f"{what}: the server closed the connection (returncode {self.returncode}); "
+            f"stderr tail: {tail!r}"
+        )
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    async def _read_stdout(self, stream: ByteReceiveStream) -> None:
+        buffer = bytearray()
+        discarding = False  # inside an over-long line
+        try:
+            async for chunk in stream:
+                buffer += chunk
+                while (newline := buffer.find(b"\n")) >= 0:
+                    line = bytes(buffer[:newline])
+                    del buffer[: newline + 1]
+                    if discarding:
+                        discarding = False
+                        continue
+                    self._on_line(line)
+                if len(buffer) > _MAX_LINE_BYTES:
+                    if not discarding:
+                        self._lines_read += 1
+                        self._violation(bytes(buffer[:_VIOLATION_EXCERPT]), "line too long")
+                    discarding = True
+                    buffer.clear()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            if buffer and not discarding:
+                self._lines_read += 1
+                self._violation(bytes(buffer), "unterminated line at end of output")
+            self._stdout_done.set()
+            for request_id, pending in self._pending.items():
+                pending.resolve(None, SessionClosed(self._closed_message(f"request {request_id}")))
+
+    async def _drain_stderr(self, stream: ByteReceiveStream) -> None:
+        try:
+            async for chunk in stream:
+                self._stderr += chunk
+                if len(self._stderr) > _STDERR_KEEP_BYTES:
+                    del self._stderr[: len(self._stderr) - _STDERR_KEEP_BYTES]
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            self._stderr_done.set()
+
+    def _on_line(self, line: bytes) -> None:
+        self._lines_read += 1
+        try:
+            message = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError) as exc:
+            self._violation(line, f"not JSON ({type(exc).__name__})")
+            return
+        kind, problem = _classify(message)
+        if problem is not None:
+            self._violation(line, problem)
+            # Unblock a request whose answer was malformed instead of leaving it waiting.
+            if isinstance(message, dict):
+                pending = self._pending.get(_as_int_id(message.get("id")))
+                if pending is not None:
+                    pending.resolve(None, InvalidServerResponse(f"invalid response: {problem}"))
+            return
+        message = cast("dict[str, object]", message)
+        if kind == "response":
+            self._on_response(line, message)
+        elif kind == "request":
+            self._on_server_request(line, message)
+        else:
+            self.notifications.append(message)
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._notify_send.send_nowait(message)
+
+    def _on_response(self, line: bytes, message: dict[str, object]) -> None:
+        request_id = message.get("id")
+        if request_id is None:
+            self.unmatched_responses.append(message)
+            return
+        if (
+            self.era == "modern"
+            and isinstance(message.get("result"), dict)
+            and "resultType" not in cast("dict[str, object]", message["result"])
+        ):
+            # 2026-07-28 basic/index: "The result MUST include a resultType field".
+            self._violation(line, "result without resultType")
+        numeric_id = _as_int_id(request_id)
+        pending = self._pending.get(numeric_id)
+        if pending is not None:
+            pending.resolve(message, None)
+        elif numeric_id not in self._abandoned:
+            self._violation(line, "response to an id this client never sent")
+
+    def _on_server_request(self, line: bytes, message: dict[str, object]) -> None:
+        if self.era == "modern":
+            # 2026-07-28 basic/transports/stdio: "The server MUST NOT write JSON-RPC requests
+            # to stdout". It is still answered (-32601), so the server is not left waiting.
+            self._violation(line, "server-initiated request on a 2026-07-28 session")
+        if self._task_group is not None:
+            self._task_group.start_soon(self._answer_server_request, message)
+
+    async def _answer_server_request(self, message: dict[str, object]) -> None:
+        # Legacy 2025-11-25: the server may ask us with real requests. A method we do not
+        # know is -32601; a known one without a handler is -32600 (what the Python SDK
+        # answers, e.g. "Elicitation not supported").
+        request_id = message["id"]
+        method = cast(str, message["method"])
+        params = dict(cast("Mapping[str, object]", message.get("params") or {}))
+        reply: dict[str, object]
+        if self.era == "modern":
+            reply = _error_reply(
+                request_id, METHOD_NOT_FOUND, "2026-07-28 servers must not send requests"
+            )
+        elif method == "ping":
+            reply = {"jsonrpc": "2.0", "id": request_id, "result": {}}
+        elif method not in self._handlers:
+            reply = _error_reply(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        elif (handler := self._handlers[method]) is None:
+            reply = _error_reply(request_id, INVALID_REQUEST, f"{method} not supported")
+        else:
+            try:
+                result = await handler(params)
+            except RpcError as exc:
+                reply = _error_reply(request_id, exc.code, exc.message, exc.data)
+            except Exception as exc:
+                logger.debug("client handler for %s failed", method, exc_info=True)
+                reply = _error_reply(
+                    request_id, INTERNAL_ERROR, f"client handler failed: {type(exc).__name__}"
+                )
+            else:
+                reply = {"jsonrpc": "2.0", "id": request_id, "result": dict(result)}
+        await self._reply(reply)
+
+    async def _reply(self, reply: dict[str, object]) -> None:
+        with suppress(SessionClosed):
+            await self._write(reply)
+
+    async def _deliver_notifications(self) -> None:
+        # In arrival order, off the reader task, so a slow callback never stalls responses.
+        async with self._notify_receive:
+            async for message in self._notify_receive:
+                if self._notification_handler is None:
+                    continue
+                try:
+                    await self._notification_handler(message)
+                except Exception:
+                    logger.warning("notification handler failed", exc_info=True)
+
+    def _violation(self, line: bytes, reason: str) -> None:
+        excerpt = line[:_VIOLATION_EXCERPT]
+        suffix = "..." if len(line) > _VIOLATION_EXCERPT else ""
+        self.protocol_violations.append(
+            f"stdout line {self._lines_read}: {reason}: {excerpt!r}{suffix}"
+        )
+        # The line may hold a token or answers: the log gets the reason only.
+        logger.warning("protocol violation on server stdout line %d: %s", self._lines_read, reason)
+
+
+def _stream(stream: _S | None) -> _S:
+    if stream is None:  # pragma: no cover - open_process pipes all three by default
+        raise SessionClosed("the server process has no pipe")
+    return stream
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _as_int_id(value: object) -> int:
+    # This client only sends integer ids; anything else can never match.
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def _is_id(value: object) -> bool:
+    # MCP RequestId = string | number (schema.ts); null is not an id for a request.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _classify(message: object) -> tuple[str, str | None]:
+    """Return ("request" | "notification" | "response", problem-or-None)."""
+    if not isinstance(message, dict):
+        return "", "not a JSON object"
+    if message.get("jsonrpc") != "2.0":
+        return "", 'missing "jsonrpc": "2.0"'
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "", "method is not a string"
+        if "params" in message and not isinstance(message["params"], dict):
+            return "", "params is not an object"
+        if "result" in message or "error" in message:
+            return "", "a request with result/error"
+        if "id" not in message:
+            return "notification", None
+        return ("request", None) if _is_id(message["id"]) else ("", "invalid request id")
+    if "id" not in message:
+        return "", "neither a request, a notification nor a response"
+    request_id = message["id"]
+    if request_id is not None and not _is_id(request_id):
+        return "", "invalid response id"
+    if ("result" in message) == ("error" in message):
+        return "", "a response needs exactly one of result and error"
+    if "result" in message:
+        if request_id is None:
+            return "", "a result with a null id"
+        if not isinstance(message["result"], dict):
+            return "", "result is not an object"
+        return "response", None
+    error = message["error"]
+    if not isinstance(error, dict):
+        return "", "error is not an object"
+    code = error.get("code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        return "", "error.code is not an integer"
+    if not isinstance(error.get("message"), str):
+        return "", "error.message is not a string"
+    return "response", None
+
+
+def _error_reply(
+    request_id: object, code: int, message: str, data: object | None = None
+) -> dict[str, object]:
+    error: dict[str, object] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+# -- MRTR: the input handler and the retry loop ------------------------------------------------
+
+
+def default_input_handler(
+    *,
+    elicitation: ElicitationHandler | None = None,
+    sampling: SamplingHandler | None = None,
+    roots: RootsHandler | None = None,
+) -> InputHandler:
+    """Route each input request to the callback for its method; run them concurrently.
+
+    Design notes Q4: the callbacks are the ones a host already has for real server->client
+    requests. An unknown method or a missing callback raises RpcError naming the method
+    before any callback runs; a callback's exception aborts the round (and the loop).
+    """
+    callbacks: dict[str, RequestHandler | None] = {
+        "elicitation/create": elicitation,
+        "sampling/createMessage": sampling,
+        "roots/list": roots,
+    }
+
+    async def handle(requests: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
+        work: list[tuple[str, RequestHandler, dict[str, object]]] = []
+        for key in sorted(requests):
+            entry = requests[key]
+            method = entry.get("method")
+            if method not in callbacks:
+                raise RpcError(
+                    METHOD_NOT_FOUND, f"input request {key!r}: unsupported method {method!r}"
+                )
+            callback = callbacks[method]
+            if callback is None:
+                raise RpcError(INVALID_REQUEST, f"input request {key!r}: no handler for {method!r}")
+            params = entry.get("params")
+            work.append((key, callback, dict(cast("Mapping[str, object]", params or {}))))
+
+        answers: dict[str, object] = {}
+        failures: list[Exception] = []
+
+        async def run(
+            key: str, callback: RequestHandler, params: dict[str, object], scope: anyio.CancelScope
+        ) -> None:
+            try:
+                answers[key] = await callback(params)
+            except Exception as exc:
+                failures.append(exc)
+                scope.cancel()
+
+        # Like the Python SDK's driver: every entry of a round runs concurrently.
+        async with anyio.create_task_group() as task_group:
+            for key, callback, params in work:
+                task_group.start_soon(run, key, callback, params, task_group.cancel_scope)
+        if failures:
+            raise failures[0]
+        return {key: answers[key] for key, _, _ in work}
+
+    return handle
+
+
+def _as_mapping(value: object, what: str) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise InvalidServerResponse(f"{what} is not an object")
+    return cast("Mapping[str, object]", value)
+
+
+def _input_requests(result: Mapping[str, object]) -> dict[str, Mapping[str, object]]:
+    raw = result.get("inputRequests")
+    if raw is None:
+        return {}
+    requests: dict[str, Mapping[str, object]] = {}
+    for key, entry in _as_mapping(raw, "inputRequests").items():
+        request = _as_mapping(entry, f"inputRequests[{key!r}]")
+        if not isinstance(request.get("method"), str):
+            raise InvalidServerResponse(f"inputRequests[{key!r}] has no method")
+        if request.get("params") is not None:
+            _as_mapping(request["params"], f"inputRequests[{key!r}].params")
+        requests[key] = request
+    return requests
+
+
+async def request_with_inputs(
+    requester: Requester,
+    method: str,
+    params: Mapping[str, object],
+    input_handler: InputHandler | None,
+    *,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+) -> dict[str, object]:
+    """Call ``method``; while the result is ``input_required``, answer and retry.
+
+    2026-07-28 basic/patterns/mrtr: the retry is the same method with the same params, plus
+    this round's ``inputResponses`` and the ``requestState`` echoed unchanged (omitted when the
+    server sent none). At most ``max_rounds`` retries (``max_rounds + 1`` calls), then
+    TooManyRounds. A state-only result is retried after a short backoff without asking.
+    ``inputResponses``/``requestState`` given in ``params`` seed the first call only.
+    """
+    if max_rounds < 0:
+        raise ValueError("max_rounds must be >= 0")
+    base = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
+    result = await requester.request(method, params)
+    rounds = 0
+    backoff = _STATE_ONLY_BACKOFF_START
+    while True:
+        result_type = result.get("resultType")
+        # Legacy (2025-11-25) results carry no resultType; they are always complete.
+        if result_type is None or result_type == "complete":
+            return result
+        if result_type != "input_required":
+            # basic/index: "A resultType of any value unrecognized by the client MUST be
+            # considered invalid."
+            raise InvalidServerResponse(f"{method}: unrecognised resultType {result_type!r}")
+        requests = _input_requests(result)
+        state = result.get("requestState")
+        if state is not None and not isinstance(state, str):
+            raise InvalidServerResponse(f"{method}: requestState is not a string")
+        if rounds >= max_rounds:
+            raise TooManyRounds(method, max_rounds, sorted(requests))
+        retry = dict(base)
+        if requests:
+            if input_handler is None:
+                asked = ", ".join(
+                    f"{key!r} ({requests[key]['method']})" for key in sorted(requests)
+                )
+                raise RpcError(
+                    INVALID_REQUEST,
+                    f"{method}: the server asked for input ({asked}) but no input_handler "
+                    "was given",
+                )
+            logger.debug(
+                "%s round %d: answering %s", method, rounds + 1, ", ".join(sorted(requests))
+            )
+            answers = await input_handler(requests)
+            retry["inputResponses"] = dict(answers)  # this round's answers only
+            backoff = _STATE_ONLY_BACKOFF_START
+        else:
+            logger.debug("%s round %d: state only, retrying in %.2fs", method, rounds + 1, backoff)
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, _STATE_ONLY_BACKOFF_CAP)
+        if state is not None:
+            retry["requestState"] = state  # opaque: echoed exactly as received
+        rounds += 1
+        result = await requester.request(method, retry)
+
+
+async def call_tool_with_inputs(
+    requester: Requester,
+    name: str,
+    arguments: Mapping[str, object] | None = None,
+    input_handler: InputHandler | None = None,
+    *,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+) -> dict[str, object]:
+    """``tools/call`` through ``request_with_inputs`` (design notes Q4 CallToolWithInputs)."""
+    params: dict[str, object] = {"name": name}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return await request_with_inputs(
+        requester, "tools/call", params, input_handler, max_rounds=max_rounds
+    )

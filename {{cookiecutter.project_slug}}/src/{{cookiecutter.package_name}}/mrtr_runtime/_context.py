@@ -1,0 +1,136 @@
+"""The Context a handler receives: its answers so far, the client's capabilities, progress."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ._capabilities import ClientCapabilities
+from ._inputs import InputRequest
+from ._results import InputRequired
+
+__all__ = ("Context", "InvalidInputResponse", "Notifier")
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+Notifier = Callable[[str, dict[str, Any]], Awaitable[None]]
+Era = Literal["modern", "legacy"]
+
+_logger = logging.getLogger("mrtr_runtime.tools")
+
+
+class InvalidInputResponse(Exception):
+    """An answer that does not fit what the handler asked for; the client gets -32602."""
+
+    def __init__(self, key: str, detail: str) -> None:
+        super().__init__(f"Invalid inputResponses[{key!r}]: {detail}")
+        self.key = key
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "value"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+class Context:
+    """Everything a handler may know about the call beyond its arguments.
+
+    A handler is called once per round with the same arguments and a growing set of
+    answers; it decides each time whether it has what it needs (design notes Q3).
+    """
+
+    __slots__ = (
+        "_answers",
+        "_last_progress",
+        "_notify",
+        "client_capabilities",
+        "era",
+        "log",
+        "progress_token",
+        "protocol_version",
+        "request_state",
+    )
+
+    def __init__(
+        self,
+        *,
+        answers: Mapping[str, Any],
+        request_state: str | None,
+        client_capabilities: ClientCapabilities,
+        protocol_version: str,
+        era: Era,
+        progress_token: str | int | None = None,
+        notify: Notifier | None = None,
+    ) -> None:
+        self._answers = answers
+        self._notify = notify
+        self._last_progress: float | None = None
+        self.request_state = request_state
+        self.client_capabilities = client_capabilities
+        self.protocol_version = protocol_version
+        self.era: Era = era
+        self.progress_token = progress_token
+        self.log = _logger
+
+    @property
+    def input_responses(self) -> Mapping[str, Any]:
+        return self._answers
+
+    def has_input_responses(self) -> bool:
+        return bool(self._answers)
+
+    def input_response(self, key: str) -> Any:
+        """The client's raw answer under `key` (e.g. `{"action": "accept", "content": {...}}`)."""
+        return self._answers.get(key)
+
+    def input_response_as(self, key: str, model: type[ModelT]) -> ModelT | None:
+        """The answer under `key` validated into `model`, or None when it has not been given.
+
+        Raises `InvalidInputResponse` (the client gets JSON-RPC -32602 with the reason) when
+        the answer does not fit; handlers need not catch it.
+        """
+        raw = self._answers.get(key)
+        if raw is None:
+            return None
+        try:
+            return model.model_validate(raw)
+        except ValidationError as error:
+            raise InvalidInputResponse(key, _describe(error)) from None
+
+    def can_request(self, request: InputRequest) -> bool:
+        """Whether the client declared what `request` needs, so a handler can pick another way."""
+        return self.client_capabilities.supports(request.required_capabilities)
+
+    def request_input(self, requests: Mapping[str, InputRequest]) -> InputRequired:
+        """Return this from the handler to ask for input; keys are the handler's own names."""
+        for key, request in requests.items():
+            if not isinstance(key, str) or not key:
+                raise ValueError("input request keys must be non-empty strings")
+            if not isinstance(request, InputRequest):
+                raise TypeError(f"input request {key!r} must be built with elicit_form/sample/...")
+        return InputRequired(dict(requests))
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Send `notifications/progress` if the caller asked for it (a `progressToken`).
+
+        basic/utilities/progress: the value "MUST increase with each notification", so a
+        value that does not is dropped rather than sent.
+        """
+        if self.progress_token is None or self._notify is None:
+            return
+        if self._last_progress is not None and progress <= self._last_progress:
+            _logger.debug("progress %s dropped: not above %s", progress, self._last_progress)
+            return
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._notify("notifications/progress", params)

@@ -1,0 +1,154 @@
+"""MRTR dispatch for one round: verify -> merge -> call the handler -> reshape or finish.
+
+2026-07-28 basic/patterns/mrtr, "Server Requirements": the server keeps nothing between
+rounds. Everything answered so far travels in the signed `requestState`, so any round can be
+served by any process holding the key, including one started after the previous round.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ._capabilities import ClientCapabilities
+from ._context import Context, InvalidInputResponse
+from ._inputs import answer_shape_error
+from ._jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, ProtocolError
+from ._results import InputRequired
+from ._state import Binding, InvalidRequestState, RequestStateCodec, digest_arguments
+
+__all__ = (
+    "MAX_INPUT_RESPONSE_BYTES",
+    "MAX_INPUT_RESPONSE_KEYS",
+    "Call",
+    "merge_missing",
+    "read_input_responses",
+    "run_round",
+)
+
+#: Bounds on what one retry may carry. mrtr "Security Considerations": requestState and the
+#: answers are attacker-controlled, and every accepted answer is re-signed into the next
+#: token, so an unbounded map would let one client grow every later message without limit.
+MAX_INPUT_RESPONSE_KEYS: Final = 64
+MAX_INPUT_RESPONSE_BYTES: Final = 32 * 1024
+
+MakeContext = Callable[[Mapping[str, Any], str | None], Context]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a method that may ask for input: tools/call, prompts/get or resources/read."""
+
+    method: str
+    #: The tool or prompt name, or the resource URI: what a requestState is bound to.
+    target: str
+    arguments: Mapping[str, Any]
+    #: Runs the handler once with a context; returns whatever the handler returned.
+    run: Callable[[Context], Awaitable[Any]]
+    #: Turns the handler's final return value into the method's result object.
+    finish: Callable[[Any], dict[str, Any]]
+
+    def binding(self) -> Binding:
+        return Binding(self.method, self.target, digest_arguments(self.arguments))
+
+
+def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
+    """`params.inputResponses` checked for shape and size; {} when the client sent none.
+
+    mrtr "Error Handling": servers SHOULD validate that inputResponses is a valid
+    InputResponses object and answer protocol errors with a JSON-RPC error.
+    """
+    if "inputResponses" not in params:
+        return {}
+    responses = params["inputResponses"]
+    if not isinstance(responses, dict):
+        raise ProtocolError(INVALID_PARAMS, "Invalid inputResponses: must be an object")
+    if len(responses) > MAX_INPUT_RESPONSE_KEYS:
+        raise ProtocolError(
+            INVALID_PARAMS, f"Invalid inputResponses: more than {MAX_INPUT_RESPONSE_KEYS} answers"
+        )
+    for key, answer in responses.items():
+        if not isinstance(answer, dict):
+            raise ProtocolError(
+                INVALID_PARAMS, f"Invalid inputResponses[{key!r}]: each answer must be an object"
+            )
+    if len(json.dumps(responses, separators=(",", ":"))) > MAX_INPUT_RESPONSE_BYTES:
+        raise ProtocolError(
+            INVALID_PARAMS,
+            f"Invalid inputResponses: larger than {MAX_INPUT_RESPONSE_BYTES} bytes",
+        )
+    return responses
+
+
+def merge_missing(capabilities: ClientCapabilities, outcome: InputRequired) -> dict[str, Any]:
+    """Every capability the client lacks for `outcome`'s requests, merged into one object."""
+    missing: dict[str, Any] = {}
+    for request in outcome.requests.values():
+        for name, detail in capabilities.missing(request.required_capabilities).items():
+            if isinstance(detail, dict) and isinstance(missing.get(name), dict):
+                missing[name] = {**missing[name], **detail}
+            else:
+                missing[name] = detail
+    return missing
+
+
+def missing_capability_error(missing: Mapping[str, Any]) -> ProtocolError:
+    names = ", ".join(sorted(missing))
+    # basic/index: "the server MUST return a MissingRequiredClientCapabilityError (-32021)
+    # whose data.requiredCapabilities lists the missing capabilities".
+    return ProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"This request needs client capabilities the client did not declare: {names}",
+        {"requiredCapabilities": dict(missing)},
+    )
+
+
+async def run_round(
+    call: Call,
+    params: Mapping[str, Any],
+    *,
+    codec: RequestStateCodec,
+    capabilities: ClientCapabilities,
+    make_context: MakeContext,
+) -> dict[str, Any]:
+    """Serve one 2026-07-28 round of `call`; raises ProtocolError for a JSON-RPC error."""
+    answers = read_input_responses(params)
+    token = params.get("requestState")
+    binding: Binding | None = None
+    if "requestState" in params:
+        binding = call.binding()
+        # mrtr: "servers MUST treat requestState as an attacker-controlled input" and "MUST
+        # reject state that fails verification" -- before the handler sees anything.
+        try:
+            state = codec.verify(token, binding)
+        except InvalidRequestState as error:
+            raise ProtocolError(INVALID_PARAMS, f"Invalid requestState: {error.reason}") from None
+        merged = dict(state.answers)
+        for key, answer in answers.items():
+            method = state.asked.get(key)
+            if method is None and key not in merged:
+                continue  # mrtr: unexpected answers SHOULD be ignored
+            if method is not None and (problem := answer_shape_error(method, answer)):
+                raise ProtocolError(INVALID_PARAMS, f"Invalid inputResponses[{key!r}]: {problem}")
+            merged[key] = answer  # this round wins, so a client can correct an earlier answer
+        answers = merged
+    context = make_context(answers, token if isinstance(token, str) else None)
+    try:
+        outcome = await call.run(context)
+    except InvalidInputResponse as error:
+        raise ProtocolError(INVALID_PARAMS, str(error)) from None
+    if not isinstance(outcome, InputRequired):
+        return call.finish(outcome)
+    missing = merge_missing(capabilities, outcome)
+    if missing:
+        raise missing_capability_error(missing)
+    asked = {key: request.method for key, request in outcome.requests.items()}
+    result: dict[str, Any] = {
+        "resultType": "input_required",
+        "requestState": codec.mint(binding or call.binding(), answers, asked),
+    }
+    if outcome.requests:
+        result["inputRequests"] = {key: request.to_wire() for key, request in outcome.requests.items()}
+    return result

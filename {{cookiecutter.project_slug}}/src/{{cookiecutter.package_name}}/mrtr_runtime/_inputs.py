@@ -1,0 +1,226 @@
+"""Input requests a handler can ask the client to resolve, and the answers that come back.
+
+2026-07-28 basic/patterns/mrtr: each `inputRequests` value "MUST be one of ElicitRequest,
+CreateMessageRequest, or ListRootsRequest", carried as `{method, params}` with no id; each
+`inputResponses` value is the client's whole result for it (an ElicitResult, a
+CreateMessageResult or a ListRootsResult).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = (
+    "ELICIT",
+    "LIST_ROOTS",
+    "SAMPLE",
+    "ElicitResult",
+    "InputRequest",
+    "Root",
+    "RootsResult",
+    "SamplingResult",
+    "answer_shape_error",
+    "elicit_form",
+    "elicit_url",
+    "list_roots",
+    "sample",
+)
+
+ELICIT: Final = "elicitation/create"
+SAMPLE: Final = "sampling/createMessage"
+LIST_ROOTS: Final = "roots/list"
+
+
+@dataclass(frozen=True)
+class InputRequest:
+    """One thing to ask the client; build it with `elicit_form`, `elicit_url`, `sample`, `list_roots`."""
+
+    method: str
+    params: Mapping[str, Any]
+    #: What the client must have declared before this may be sent (mrtr: "Servers MUST NOT
+    #: send an inputRequests that the client has not declared support for").
+    required_capabilities: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        if not self.params:
+            return {"method": self.method}
+        return {"method": self.method, "params": dict(self.params)}
+
+
+# client/elicitation "Supported Schema Types": flat objects of primitives only.
+_PRIMITIVE_TYPES: Final = frozenset({"string", "number", "integer", "boolean"})
+_KEPT_KEYWORDS: Final = frozenset(
+    {
+        "type",
+        "title",
+        "description",
+        "default",
+        "enum",
+        "enumNames",
+        "format",
+        "pattern",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+    }
+)
+
+
+def _primitive_property(model: type[BaseModel], name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    options = schema.get("anyOf")
+    if isinstance(options, list):
+        # `x: str | None = None` is an optional primitive, not a union the client must render.
+        non_null = [option for option in options if option.get("type") != "null"]
+        if len(non_null) == 1:
+            merged = {key: value for key, value in schema.items() if key != "anyOf"}
+            schema = {**non_null[0], **merged}
+    kind = schema.get("type")
+    if kind not in _PRIMITIVE_TYPES:
+        raise TypeError(
+            f"{model.__name__}.{name}: elicitation forms allow only flat string, number, "
+            "integer or boolean fields (use Literal[...] for choices)"
+        )
+    prop = {key: value for key, value in schema.items() if key in _KEPT_KEYWORDS}
+    # Pydantic invents a title for every field; keep only the ones the author wrote.
+    if model.model_fields[name].title is None:
+        prop.pop("title", None)
+    if prop.get("default", ...) is None:
+        del prop["default"]
+    return prop
+
+
+@functools.cache
+def _requested_schema(model: type[BaseModel]) -> dict[str, Any]:
+    generated = model.model_json_schema(by_alias=True)
+    properties = {
+        name: _primitive_property(model, name, schema)
+        for name, schema in generated.get("properties", {}).items()
+    }
+    requested: dict[str, Any] = {"type": "object", "properties": properties}
+    if generated.get("required"):
+        requested["required"] = list(generated["required"])
+    return requested
+
+
+def elicit_form(message: str, schema: type[BaseModel]) -> InputRequest:
+    """Ask the user to fill in a form whose fields are those of `schema` (flat primitives).
+
+    client/elicitation: servers "MUST NOT use form mode elicitation to request sensitive
+    information" such as passwords or API keys; use `elicit_url` for those.
+    """
+    return InputRequest(
+        ELICIT,
+        {"message": message, "requestedSchema": _requested_schema(schema)},
+        {"elicitation": {"form": {}}},
+    )
+
+
+def elicit_url(message: str, url: str) -> InputRequest:
+    """Send the user to `url` (sign-in, payment, anything sensitive); the answer is just `action`."""
+    return InputRequest(ELICIT, {"mode": "url", "message": message, "url": url}, {"elicitation": {"url": {}}})
+
+
+def sample(
+    prompt: str | Sequence[Mapping[str, Any]],
+    *,
+    max_tokens: int,
+    system_prompt: str | None = None,
+    temperature: float | None = None,
+) -> InputRequest:
+    """Ask the client's model for a completion (`prompt` text or full sampling messages).
+
+    Sampling is deprecated in 2026-07-28 (SEP-2577) but still part of the protocol.
+    """
+    if isinstance(prompt, str):
+        messages: list[Any] = [{"role": "user", "content": {"type": "text", "text": prompt}}]
+    else:
+        messages = [dict(message) for message in prompt]
+    params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens}
+    if system_prompt is not None:
+        params["systemPrompt"] = system_prompt
+    if temperature is not None:
+        params["temperature"] = temperature
+    return InputRequest(SAMPLE, params, {"sampling": {}})
+
+
+def list_roots() -> InputRequest:
+    """Ask which filesystem roots the client exposes (client/roots)."""
+    return InputRequest(LIST_ROOTS, {}, {"roots": {}})
+
+
+ContentT = TypeVar("ContentT")
+
+
+class ElicitResult(BaseModel, Generic[ContentT]):
+    """The answer to an elicitation: `action` plus, on accept, the form's `content`.
+
+    Declining and cancelling are ordinary answers (client/elicitation: servers "MUST handle
+    cases where the user declines or cancels"), so a handler branches on them.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    action: Literal["accept", "decline", "cancel"]
+    content: ContentT | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept" and self.content is not None
+
+
+class SamplingResult(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    role: Literal["user", "assistant"]
+    content: dict[str, Any] | list[dict[str, Any]]
+    model: str = ""
+    stop_reason: str | None = Field(default=None, alias="stopReason")
+
+    @property
+    def text(self) -> str:
+        blocks = self.content if isinstance(self.content, list) else [self.content]
+        return "".join(str(block.get("text", "")) for block in blocks if block.get("type") == "text")
+
+
+class Root(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    uri: str
+    name: str | None = None
+
+
+class RootsResult(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    roots: list[Root]
+
+
+_ANSWER_MODELS: Final[Mapping[str, type[BaseModel]]] = {
+    ELICIT: ElicitResult[dict[str, Any]],
+    SAMPLE: SamplingResult,
+    LIST_ROOTS: RootsResult,
+}
+
+
+def answer_shape_error(method: str, answer: object) -> str | None:
+    """Why `answer` is not a result of `method`, or None when it has the right shape.
+
+    mrtr "Error Handling": servers SHOULD validate that the information inside
+    `inputResponses` can be correctly parsed.
+    """
+    model = _ANSWER_MODELS.get(method)
+    if model is None:
+        return None
+    try:
+        model.model_validate(answer)
+    except ValueError as error:
+        first = error.errors()[0] if hasattr(error, "errors") else {"loc": (), "msg": str(error)}
+        where = ".".join(str(part) for part in first["loc"]) or "answer"
+        return f"{where}: {first['msg']}"
+    return None

@@ -1,0 +1,165 @@
+"""JSON-RPC 2.0 framing for MCP over stdio: one message per line, nothing else.
+
+Pure functions only: bytes in, message objects out, and back. The transport feeds lines here
+and writes what comes back; nothing in this module touches a stream.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = (
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "MAX_LINE_BYTES",
+    "METHOD_NOT_FOUND",
+    "MISSING_REQUIRED_CLIENT_CAPABILITY",
+    "PARSE_ERROR",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "JSONObject",
+    "Message",
+    "Notification",
+    "ProtocolError",
+    "Request",
+    "RequestId",
+    "Response",
+    "encode",
+    "error_response",
+    "parse_line",
+    "success_response",
+)
+
+JSONObject = dict[str, Any]
+RequestId = str | int
+
+# JSON-RPC 2.0 standard codes.
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+# 2026-07-28 basic/index "Error Codes": the only MCP-defined codes a stdio server may emit.
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+
+#: The longest line we accept. Large enough for a sizeable tool argument or a deep MRTR
+#: history; small enough that one hostile line cannot balloon memory. Longer lines are
+#: discarded by the transport as they stream in and answered with -32600.
+MAX_LINE_BYTES: Final = 4 * 1024 * 1024
+
+
+class ProtocolError(Exception):
+    """A request that gets a JSON-RPC error response instead of a result."""
+
+    def __init__(self, code: int, message: str, data: object | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A response from the client: only ever an answer to a legacy-era server request."""
+
+    id: RequestId
+    result: JSONObject | None
+    error: JSONObject | None
+
+
+Message = Request | Notification | Response
+
+
+class InvalidMessage(ProtocolError):
+    """A line that is not a usable message; `request_id` is set when the sender can be told."""
+
+    def __init__(self, code: int, message: str, request_id: RequestId | None = None) -> None:
+        super().__init__(code, message)
+        self.request_id = request_id
+
+
+def _valid_id(value: object) -> bool:
+    # MCP (basic/index): "the ID MUST NOT be null"; bool is an int subclass in Python, not in JSON.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def parse_line(line: bytes) -> Message:
+    """Parse one newline-free line into a message, or raise `InvalidMessage`."""
+    try:
+        text = line.decode("utf-8")
+        raw = json.loads(text)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise InvalidMessage(PARSE_ERROR, "Parse error: not valid UTF-8 JSON") from None
+    if isinstance(raw, list):
+        # JSON-RPC batches were removed from MCP in 2025-06-18 and never came back.
+        raise InvalidMessage(INVALID_REQUEST, "Invalid request: batches are not supported")
+    if not isinstance(raw, dict):
+        raise InvalidMessage(INVALID_REQUEST, "Invalid request: a message must be a JSON object")
+    raw_id = raw.get("id")
+    known_id = raw_id if _valid_id(raw_id) else None
+    if raw.get("jsonrpc") != "2.0":
+        raise InvalidMessage(INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"', known_id)
+    if "method" in raw:
+        method = raw["method"]
+        if not isinstance(method, str):
+            raise InvalidMessage(INVALID_REQUEST, 'Invalid request: "method" must be a string', known_id)
+        params = raw.get("params", {})
+        if "id" in raw and known_id is None:
+            raise InvalidMessage(
+                INVALID_REQUEST, 'Invalid request: "id" must be a string or an integer'
+            )
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise InvalidMessage(INVALID_PARAMS, 'Invalid params: "params" must be an object', known_id)
+        if known_id is None:
+            return Notification(method, params)
+        return Request(known_id, method, params)
+    if known_id is not None and ("result" in raw or "error" in raw):
+        result = raw.get("result")
+        error = raw.get("error")
+        return Response(
+            known_id,
+            result if isinstance(result, dict) else None,
+            error if isinstance(error, dict) else None,
+        )
+    raise InvalidMessage(INVALID_REQUEST, "Invalid request: neither a request nor a response", known_id)
+
+
+def encode(message: JSONObject) -> bytes:
+    """Serialise one message as a single line, newline included.
+
+    `ensure_ascii` escapes every non-ASCII character, so no output can hold a raw newline or
+    an unencodable lone surrogate that a client smuggled in (stdio: messages MUST NOT contain
+    embedded newlines).
+    """
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+
+
+def success_response(request_id: RequestId, result: JSONObject) -> JSONObject:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_response(
+    request_id: RequestId | None, code: int, message: str, data: object | None = None
+) -> JSONObject:
+    error: JSONObject = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}

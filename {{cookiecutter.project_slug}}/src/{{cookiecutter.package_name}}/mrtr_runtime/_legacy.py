@@ -1,0 +1,95 @@
+"""The 2025-11-25 bridge: the same MRTR handlers, served to clients that predate MRTR.
+
+A legacy client breaks on `input_required` (it is not a 2025-11-25 result), so on a session
+opened with `initialize` the runtime resolves a handler's input requests itself, with real
+server-to-client requests (2025-11-25 client/elicitation, client/sampling, client/roots),
+then calls the handler again with the answers -- the loop a modern client would run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Protocol
+
+from ._capabilities import ClientCapabilities
+from ._context import InvalidInputResponse
+from ._dispatch import Call, MakeContext, merge_missing, read_input_responses
+from ._inputs import ELICIT, answer_shape_error
+from ._jsonrpc import INVALID_PARAMS, ProtocolError
+from ._results import InputRequired
+
+__all__ = ("MAX_LEGACY_ROUNDS", "ClientRequestFailed", "Unanswerable", "run_legacy")
+
+#: The same bound the design notes give the client-side loop (Q4: default maxRounds 16).
+MAX_LEGACY_ROUNDS: Final = 16
+
+
+class ClientRequestFailed(Exception):
+    """The client answered a server-to-client request with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class AskClient(Protocol):
+    async def __call__(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
+
+
+#: How a method reports a failure it cannot turn into a result (tools give isError results).
+Unanswerable = Callable[[str], dict[str, Any]]
+
+
+def _capability_names(missing: Mapping[str, Any]) -> str:
+    parts = []
+    for name, detail in sorted(missing.items()):
+        modes = sorted(detail) if isinstance(detail, Mapping) and detail else []
+        parts.append(f"{name} ({', '.join(modes)})" if modes else name)
+    return ", ".join(parts)
+
+
+async def run_legacy(
+    call: Call,
+    params: Mapping[str, Any],
+    *,
+    capabilities: ClientCapabilities,
+    make_context: MakeContext,
+    ask: AskClient | Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
+    unanswerable: Unanswerable,
+    max_rounds: int = MAX_LEGACY_ROUNDS,
+) -> dict[str, Any]:
+    answers = dict(read_input_responses(params))
+    for _ in range(max_rounds + 1):
+        try:
+            outcome = await call.run(make_context(answers, None))
+        except InvalidInputResponse as error:
+            raise ProtocolError(INVALID_PARAMS, str(error)) from None
+        if not isinstance(outcome, InputRequired):
+            return call.finish(outcome)
+        missing = merge_missing(capabilities, outcome)
+        if missing:
+            return unanswerable(
+                f"This host does not support {_capability_names(missing)}, which "
+                f"{call.target!r} needs to ask for input. Use a client that declares it."
+            )
+        for key in sorted(outcome.requests):
+            request = outcome.requests[key]
+            request_params = dict(request.params)
+            if request.method == ELICIT and request_params.get("mode") == "url":
+                # 2025-11-25 URL-mode elicitation carries an elicitationId; 2026-07-28 dropped it.
+                request_params["elicitationId"] = uuid.uuid4().hex
+            try:
+                answer = await ask(request.method, request_params)
+            except ClientRequestFailed as error:
+                return unanswerable(
+                    f"The client could not answer {request.method} ({error.code}): {error.message}"
+                )
+            problem = answer_shape_error(request.method, answer)
+            if problem:
+                return unanswerable(f"The client's answer to {request.method} is invalid: {problem}")
+            answers[key] = answer
+    return unanswerable(
+        f"{call.target!r} asked for input more than {max_rounds} times without finishing"
+    )

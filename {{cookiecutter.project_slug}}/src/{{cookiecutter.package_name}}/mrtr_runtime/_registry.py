@@ -1,0 +1,338 @@
+"""Tools, prompts and resources: the decorators that declare them and the calls that run them."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import pkgutil
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar, get_type_hints
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from ._context import Context
+
+__all__ = (
+    "PromptDef",
+    "Registry",
+    "ResourceDef",
+    "ResourceTemplateDef",
+    "ToolAnnotations",
+    "ToolDef",
+    "describe_validation_error",
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# server/tools "Tool Names": SHOULD be 1-128 characters of A-Z, a-z, 0-9, _, - and .
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line per problem, the way a person (or a model) can act on it."""
+    lines = []
+    for problem in error.errors():
+        where = ".".join(str(part) for part in problem["loc"]) or "(arguments)"
+        lines.append(f"{where}: {problem['msg']}")
+    return "; ".join(lines)
+
+
+@dataclass(frozen=True)
+class ToolAnnotations:
+    """Hints for hosts (server/tools "Tool Annotations"); they describe, they do not enforce."""
+
+    title: str | None = None
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        pairs = {
+            "title": self.title,
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+        return {key: value for key, value in pairs.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class _Signature:
+    """How to call a handler: its arguments model, how it takes them, where Context goes."""
+
+    model: type[BaseModel]
+    whole_model_param: str | None
+    context_param: str | None
+    is_async: bool
+
+    def kwargs(self, arguments: BaseModel, context: Context) -> dict[str, Any]:
+        if self.whole_model_param is not None:
+            kwargs: dict[str, Any] = {self.whole_model_param: arguments}
+        else:
+            kwargs = {name: getattr(arguments, name) for name in type(arguments).model_fields}
+        if self.context_param is not None:
+            kwargs[self.context_param] = context
+        return kwargs
+
+
+def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
+    hints = get_type_hints(handler, include_extras=True)
+    parameters = inspect.signature(handler).parameters
+    context_param = next((name for name in parameters if hints.get(name) is Context), None)
+    fields = {name: param for name, param in parameters.items() if name != context_param}
+    is_async = inspect.iscoroutinefunction(handler)
+    if len(fields) == 1:
+        (name, _), = fields.items()
+        annotation = hints.get(name)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return _Signature(annotation, name, context_param, is_async)
+    definitions: dict[str, Any] = {}
+    for name, param in fields.items():
+        if name not in hints:
+            raise TypeError(f"{handler.__qualname__}: parameter {name!r} needs a type annotation")
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        definitions[name] = (hints[name], default)
+    model = create_model(  # type: ignore[call-overload]
+        model_name, __config__=ConfigDict(extra="forbid"), **definitions
+    )
+    return _Signature(model, None, context_param, is_async)
+
+
+async def _invoke(signature: _Signature, handler: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    if signature.is_async:
+        return await handler(**kwargs)
+    # A plain `def` handler may block (boto3, files, CPU); a worker thread keeps the loop serving.
+    return await anyio.to_thread.run_sync(lambda: handler(**kwargs))
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    name: str
+    handler: Callable[..., Any]
+    signature: _Signature
+    output_model: type[BaseModel] | None
+    wire: Mapping[str, Any]
+
+    def parse_arguments(self, arguments: Mapping[str, Any]) -> BaseModel:
+        """Validate arguments; raises pydantic's ValidationError for the caller to report."""
+        return self.signature.model.model_validate(arguments)
+
+    async def call(self, arguments: BaseModel, context: Context) -> Any:
+        return await _invoke(self.signature, self.handler, self.signature.kwargs(arguments, context))
+
+
+@dataclass(frozen=True)
+class PromptDef:
+    name: str
+    handler: Callable[..., Any]
+    signature: _Signature
+    description: str | None
+    wire: Mapping[str, Any]
+
+    async def call(self, arguments: BaseModel, context: Context) -> Any:
+        return await _invoke(self.signature, self.handler, self.signature.kwargs(arguments, context))
+
+
+@dataclass(frozen=True)
+class ResourceDef:
+    uri: str
+    handler: Callable[..., Any]
+    signature: _Signature
+    mime_type: str | None
+    wire: Mapping[str, Any]
+
+    async def call(self, variables: Mapping[str, str], context: Context) -> Any:
+        arguments = self.signature.model.model_validate(variables)
+        return await _invoke(self.signature, self.handler, self.signature.kwargs(arguments, context))
+
+
+@dataclass(frozen=True)
+class ResourceTemplateDef:
+    pattern: re.Pattern[str]
+    resource: ResourceDef
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        found = self.pattern.fullmatch(uri)
+        return found.groupdict() if found else None
+
+
+def _template_pattern(uri_template: str) -> re.Pattern[str]:
+    # RFC 6570 level 1 only: `{name}` matches one path segment, the rest is literal.
+    parts = re.split(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", uri_template)
+    regex = "".join(
+        re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/?#]+)" for index, part in enumerate(parts)
+    )
+    return re.compile(regex)
+
+
+def _description(explicit: str | None, handler: Callable[..., Any]) -> str | None:
+    return explicit if explicit is not None else inspect.getdoc(handler)
+
+
+class Registry:
+    """The project's tools, prompts and resources, in the order they were declared.
+
+    Order is deterministic (server/tools: servers SHOULD return tools in a deterministic
+    order) because `load_package` imports modules sorted by name.
+    """
+
+    def __init__(self) -> None:
+        self.tools: dict[str, ToolDef] = {}
+        self.prompts: dict[str, PromptDef] = {}
+        self.resources: dict[str, ResourceDef] = {}
+        self.resource_templates: list[ResourceTemplateDef] = []
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        output_model: type[BaseModel] | None = None,
+    ) -> Callable[[F], F]:
+        def register(handler: F) -> F:
+            tool_name = name or handler.__name__
+            if not _TOOL_NAME.fullmatch(tool_name):
+                raise ValueError(f"tool name {tool_name!r} must be 1-128 of A-Z a-z 0-9 _ - .")
+            if tool_name in self.tools:
+                raise ValueError(f"tool {tool_name!r} is declared twice")
+            signature = _inspect(handler, f"{tool_name}_arguments")
+            wire: dict[str, Any] = {"name": tool_name}
+            if title is not None:
+                wire["title"] = title
+            text = _description(description, handler)
+            if text:
+                wire["description"] = text
+            wire["inputSchema"] = signature.model.model_json_schema()
+            if output_model is not None:
+                wire["outputSchema"] = output_model.model_json_schema()
+            if annotations is not None:
+                wire["annotations"] = annotations.to_wire()
+            self.tools[tool_name] = ToolDef(tool_name, handler, signature, output_model, wire)
+            return handler
+
+        return register
+
+    def prompt(
+        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+    ) -> Callable[[F], F]:
+        def register(handler: F) -> F:
+            prompt_name = name or handler.__name__
+            if prompt_name in self.prompts:
+                raise ValueError(f"prompt {prompt_name!r} is declared twice")
+            signature = _inspect(handler, f"{prompt_name}_arguments")
+            schema = signature.model.model_json_schema()
+            required = set(schema.get("required", ()))
+            arguments = []
+            for field_name, field_schema in schema.get("properties", {}).items():
+                argument: dict[str, Any] = {"name": field_name, "required": field_name in required}
+                if "description" in field_schema:
+                    argument["description"] = field_schema["description"]
+                arguments.append(argument)
+            text = _description(description, handler)
+            wire: dict[str, Any] = {"name": prompt_name}
+            if title is not None:
+                wire["title"] = title
+            if text:
+                wire["description"] = text
+            if arguments:
+                wire["arguments"] = arguments
+            self.prompts[prompt_name] = PromptDef(prompt_name, handler, signature, text, wire)
+            return handler
+
+        return register
+
+    def _resource_def(
+        self,
+        uri: str,
+        handler: Callable[..., Any],
+        *,
+        name: str | None,
+        title: str | None,
+        description: str | None,
+        mime_type: str | None,
+        uri_key: str,
+    ) -> ResourceDef:
+        wire: dict[str, Any] = {uri_key: uri, "name": name or handler.__name__}
+        if title is not None:
+            wire["title"] = title
+        text = _description(description, handler)
+        if text:
+            wire["description"] = text
+        if mime_type is not None:
+            wire["mimeType"] = mime_type
+        signature = _inspect(handler, f"{wire['name']}_variables")
+        return ResourceDef(uri, handler, signature, mime_type, wire)
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[F], F]:
+        def register(handler: F) -> F:
+            if uri in self.resources:
+                raise ValueError(f"resource {uri!r} is declared twice")
+            self.resources[uri] = self._resource_def(
+                uri, handler, name=name, title=title, description=description,
+                mime_type=mime_type, uri_key="uri",
+            )
+            return handler
+
+        return register
+
+    def resource_template(
+        self,
+        uri_template: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[F], F]:
+        def register(handler: F) -> F:
+            resource = self._resource_def(
+                uri_template, handler, name=name, title=title, description=description,
+                mime_type=mime_type, uri_key="uriTemplate",
+            )
+            self.resource_templates.append(
+                ResourceTemplateDef(_template_pattern(uri_template), resource)
+            )
+            return handler
+
+        return register
+
+    def find_resource(self, uri: str) -> tuple[ResourceDef, dict[str, str]] | None:
+        if uri in self.resources:
+            return self.resources[uri], {}
+        for template in self.resource_templates:
+            variables = template.match(uri)
+            if variables is not None:
+                return template.resource, variables
+        return None
+
+    def load_package(self, package: str) -> None:
+        """Import every public module of `package` so their decorators run, sorted by name."""
+        module = importlib.import_module(package)
+        names = sorted(
+            info.name
+            for info in pkgutil.iter_modules(module.__path__)
+            if not info.name.startswith("_")
+        )
+        for name in names:
+            importlib.import_module(f"{package}.{name}")
+
+
+def structured_text(value: Any) -> str:
+    """server/tools: structured content SHOULD also be returned as serialised JSON text."""
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)

@@ -1,0 +1,59 @@
+"""What handlers return: a finished result, a request for input, or an error for the user."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._inputs import InputRequest
+
+__all__ = ("InputRequired", "ToolError", "ToolResult", "text_content")
+
+
+def text_content(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A finished tool call: content blocks, optional structured content, and the error flag.
+
+    server/tools: tool execution errors (bad input, failed API calls, business rules) are
+    results with `isError: true` so the model can see them and correct itself.
+    """
+
+    content: Sequence[Mapping[str, Any]] = ()
+    structured: Any = None
+    is_error: bool = False
+
+    @classmethod
+    def text(cls, text: str, *, structured: Any = None) -> ToolResult:
+        return cls(content=(text_content(text),), structured=structured)
+
+    @classmethod
+    def error(cls, text: str) -> ToolResult:
+        return cls(content=(text_content(text),), is_error=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"content": [dict(block) for block in self.content]}
+        if self.structured is not None:
+            wire["structuredContent"] = self.structured
+        if self.is_error:
+            wire["isError"] = True
+        return wire
+
+
+class ToolError(Exception):
+    """Raise from a tool to end the call with an `isError` result carrying this message."""
+
+
+@dataclass(frozen=True)
+class InputRequired:
+    """A handler's request for more input; made by `Context.request_input`, returned as is.
+
+    An empty `requests` is legal: the client retries with the fresh requestState alone
+    (mrtr: at least one of inputRequests or requestState MUST be present; we always mint one).
+    """
+
+    requests: Mapping[str, InputRequest] = field(default_factory=dict)

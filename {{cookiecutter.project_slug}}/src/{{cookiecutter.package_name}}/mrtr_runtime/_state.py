@@ -1,0 +1,328 @@
+"""The ``requestState`` codec: signed, bound, expiring round handles. Pure (no I/O, clock injected).
+
+2026-07-28 ``basic/patterns/mrtr`` says servers MUST treat ``requestState`` as attacker-controlled
+input, MUST protect its integrity when it influences business logic (it does here: it carries the
+answers a handler acts on) and SHOULD bind a short TTL and the originating request into the
+protected payload. This module does exactly that and nothing else.
+
+Token format (signed, the default)::
+
+    m1.<kid>.<payload>.<tag>
+
+``m1``
+    Format version. Anything else is rejected; a future ``m2`` gets its own branch.
+``kid``
+    The signing key's id, 8 lowercase hex characters (``SigningKey.key_id``), in the clear so
+    verification is one dictionary lookup in the key ring and rotation needs no trial MACs.
+    It is 32 bits of ``sha256(secret)``: public by design, and useless against the MAC key,
+    which is derived separately (see ``_mac_key``).
+``payload``
+    Canonical base64url (no padding) of compact, key-sorted, ASCII-only JSON::
+
+        {"a": answers, "d": args digest, "e": exp, "m": method, "q": asked, "t": target}
+
+    ``a`` maps input-request key -> the client's answer object; ``q`` maps each key asked in the
+    round that minted this token -> its input method; ``e`` is the expiry in integer unix seconds.
+    One-letter names because the token travels twice per round and lives in host logs.
+``tag``
+    Canonical base64url of the full 32-byte HMAC-SHA256 over the ASCII text ``m1.<kid>.<payload>``,
+    so the version and the key slot are authenticated along with the payload (no downgrade, no
+    re-labelling a token into another ring slot). Compared with ``hmac.compare_digest``.
+
+Why this shape: dot-separated base64url is what JWS compact tokens look like, so people reading a
+host log recognise it; the MAC covers the exact transmitted text, so no canonicalisation of JSON is
+needed to verify, and the MAC is checked before any JSON is parsed. We sign rather than encrypt:
+the client already knows every answer (it sent them), and HMAC needs only the standard library.
+Minting is deterministic: the same clock, inputs and key give the same token (no nonce to leak or
+to make tests flaky). Measured when written, for answers shaped like
+``{"action":"accept","content":{"name":"Alice"}}`` under keys like ``answer_1``: 174 bytes with no
+answers, 291 with one, 771 with five, 2.6 KB with twenty; the signature adds 53 bytes over ``p1``.
+
+Plaintext form, ONLY with ``insecure_plaintext=True``: ``p1.<payload>``. It has NO integrity: any
+client can forge any answers. It exists for debugging by hand. In signed mode a ``p1`` token is
+rejected ("signature"); in plaintext mode signed tokens are still verified when a key ring exists.
+
+Every rejection is one ``InvalidRequestState`` whose ``reason`` is a short fixed word; it never
+contains token text or key material (style: fail closed, say little).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, NoReturn
+
+if TYPE_CHECKING:  # _keys imports this module at runtime; the ring is only a type here.
+    from ._keys import KeyRing
+
+__all__ = (
+    "MAX_TOKEN_CHARS",
+    "Binding",
+    "InvalidRequestState",
+    "Reason",
+    "RequestStateCodec",
+    "RoundState",
+    "digest_arguments",
+)
+
+# 2026-07-28 basic/patterns/mrtr: "servers MUST treat requestState as an attacker-controlled
+# input". Bound the work an attacker can make us do before the MAC check: a token longer than
+# this is refused without being split or decoded. 64 KiB holds a couple of hundred elicitation
+# answers; dispatch caps inputResponses separately, so an honest round never gets near it.
+MAX_TOKEN_CHARS = 64 * 1024
+
+DEFAULT_TTL_SECONDS = 86_400  # the design notes' default (Q5): 24 h
+
+_SIGNED_VERSION = "m1"
+_PLAIN_VERSION = "p1"
+_TAG_BYTES = 32  # full HMAC-SHA256 output; no truncation
+_KID_RE = re.compile(r"[0-9a-f]{8}")
+_B64URL_RE = re.compile(r"[A-Za-z0-9_-]*")
+_PAYLOAD_KEYS = frozenset({"a", "d", "e", "m", "q", "t"})
+# Domain separation: the MAC key is HMAC(secret, label), never the raw secret. The key id is a
+# prefix of sha256(secret), so using the secret itself as the MAC key would tie the public id to
+# the MAC key (for secrets over 64 bytes HMAC hashes the key to exactly sha256(secret)).
+_MAC_LABEL = b"mrtr-server/requestState/m1/hmac-sha256"
+
+Reason = Literal["malformed", "signature", "expired", "binding", "oversized", "unknown key"]
+
+
+class InvalidRequestState(Exception):
+    """``requestState`` failed verification. ``reason`` is safe to send to the client.
+
+    Dispatch answers JSON-RPC -32602 "Invalid requestState: <reason>" (never a re-prompt, never a
+    complete result: 2026-07-28 basic/patterns/mrtr "MUST reject state that fails verification").
+    """
+
+    def __init__(self, reason: Reason) -> None:
+        super().__init__(reason)
+        self.reason: Reason = reason
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a token is bound to: the originating request (basic/patterns/mrtr SHOULD)."""
+
+    method: str  # "tools/call" | "prompts/get" | "resources/read"
+    target: str  # tool or prompt name, or resource URI
+    arguments_digest: str  # digest_arguments(params.arguments)
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """What a verified token carries back to dispatch."""
+
+    answers: Mapping[str, object]  # key -> the client's answer object, accumulated over rounds
+    asked: Mapping[str, str]  # key -> input method, as asked by the round that minted the token
+    expires_at: int  # unix seconds; the token is refused from this second on
+
+
+def digest_arguments(arguments: Mapping[str, object] | None) -> str:
+    """A 128-bit digest of a call's ``arguments``, independent of key order.
+
+    Canonical JSON (sorted keys, no whitespace) keeps ``1``, ``1.0``, ``"1"`` and ``true`` apart.
+    Absent arguments and ``{}`` are the same call. ``surrogatepass`` keeps the digest total for
+    lone surrogates a client may smuggle in as ``\\udXXX`` escapes (the text is never decoded).
+    Raises ``TypeError``/``ValueError`` for values JSON cannot represent.
+    """
+    canonical = json.dumps(
+        dict(arguments) if arguments is not None else {},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
+    return _b64encode(digest[:16])  # 22 characters
+
+
+class RequestStateCodec:
+    """Mints and verifies ``requestState`` tokens under a key ring (or, insecurely, none)."""
+
+    def __init__(
+        self,
+        keys: KeyRing | None,
+        *,
+        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        clock: Callable[[], float] = time.time,
+        insecure_plaintext: bool = False,
+    ) -> None:
+        if keys is None and not insecure_plaintext:
+            raise ValueError("a key ring is required unless insecure_plaintext=True")
+        if type(ttl_seconds) is not int or ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be a positive int")
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._plaintext = insecure_plaintext
+        self._macs: dict[str, hmac.HMAC] = {}
+        self._mint_kid: str | None = None
+        if keys is not None:
+            for key in (keys.current, *keys.previous):
+                self._macs.setdefault(key.key_id, _mac_key(key.secret))
+            self._mint_kid = keys.current.key_id
+
+    @property
+    def ttl_seconds(self) -> int:
+        return self._ttl
+
+    @property
+    def insecure_plaintext(self) -> bool:
+        return self._plaintext
+
+    def mint(
+        self, binding: Binding, answers: Mapping[str, object], asked: Mapping[str, str]
+    ) -> str:
+        """A token carrying ``answers`` and ``asked``, bound to ``binding``, expiring after the TTL.
+
+        Raises ``TypeError`` if answers are not objects or asked methods not strings,
+        ``ValueError`` if something is not JSON (e.g. NaN), and ``InvalidRequestState("oversized")``
+        if the token would exceed ``MAX_TOKEN_CHARS`` (verify would refuse it, so never emit it).
+        """
+        answers_out: dict[str, object] = {}
+        for key, answer in answers.items():
+            if not isinstance(key, str) or not isinstance(answer, Mapping):
+                raise TypeError("answers must map str keys to objects")
+            answers_out[key] = dict(answer)
+        asked_out: dict[str, str] = {}
+        for key, method in asked.items():
+            if not isinstance(key, str) or not isinstance(method, str):
+                raise TypeError("asked must map str keys to str methods")
+            asked_out[key] = method
+        payload = {
+            "a": answers_out,
+            "d": binding.arguments_digest,
+            "e": int(self._clock()) + self._ttl,
+            "m": binding.method,
+            "q": asked_out,
+            "t": binding.target,
+        }
+        # ASCII-only keeps encoding total (lone surrogates become escapes) and the token 7-bit.
+        body = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        encoded = _b64encode(body.encode("ascii"))
+        if self._plaintext:
+            token = f"{_PLAIN_VERSION}.{encoded}"
+        elif self._mint_kid is not None:
+            signing_input = f"{_SIGNED_VERSION}.{self._mint_kid}.{encoded}"
+            token = f"{signing_input}.{_b64encode(self._tag(self._mint_kid, signing_input))}"
+        else:  # unreachable: __init__ demands a key ring unless insecure_plaintext
+            raise RuntimeError("no signing key")
+        if len(token) > MAX_TOKEN_CHARS:
+            raise InvalidRequestState("oversized")
+        return token
+
+    def verify(self, token: object, binding: Binding) -> RoundState:
+        """The round state inside ``token``, or ``InvalidRequestState``. Never anything else."""
+        if not isinstance(token, str):
+            _reject("malformed")
+        if len(token) > MAX_TOKEN_CHARS:
+            _reject("oversized")
+        if not token.isascii():
+            _reject("malformed")
+        parts = token.split(".")
+        if parts[0] == _SIGNED_VERSION and len(parts) == 4:
+            encoded = self._check_signed(parts)
+        elif parts[0] == _PLAIN_VERSION and len(parts) == 2:
+            if not self._plaintext:
+                # An unsigned token offered to a signing server: exactly the forgery we stop.
+                _reject("signature")
+            encoded = parts[1]
+        else:
+            _reject("malformed")
+        state, claimed = _parse_payload(_b64decode(encoded))
+        if not self._clock() < state.expires_at:
+            _reject("expired")
+        if claimed != binding:
+            # Another tool, another method, or the same tool with other arguments: a replay.
+            _reject("binding")
+        return state
+
+    def _check_signed(self, parts: list[str]) -> str:
+        """Authenticate ``m1.<kid>.<payload>.<tag>``; return the still-encoded payload."""
+        _, kid, encoded, tag_text = parts
+        if _KID_RE.fullmatch(kid) is None:
+            _reject("malformed")
+        if kid not in self._macs:
+            _reject("unknown key")
+        tag = _b64decode(tag_text)
+        if len(tag) != _TAG_BYTES:
+            _reject("malformed")
+        # MAC before parsing: nothing attacker-shaped reaches the JSON parser.
+        expected = self._tag(kid, f"{_SIGNED_VERSION}.{kid}.{encoded}")
+        if not hmac.compare_digest(tag, expected):
+            _reject("signature")
+        return encoded
+
+    def _tag(self, kid: str, signing_input: str) -> bytes:
+        mac = self._macs[kid].copy()  # the keyed prototype is never updated, so copies are safe
+        mac.update(signing_input.encode("ascii"))
+        return mac.digest()
+
+
+def _mac_key(secret: bytes) -> hmac.HMAC:
+    derived = hmac.digest(secret, _MAC_LABEL, "sha256")
+    return hmac.new(derived, digestmod=hashlib.sha256)
+
+
+def _reject(reason: Reason) -> NoReturn:
+    # "from None" everywhere we convert: the cause could quote token text in a traceback.
+    raise InvalidRequestState(reason) from None
+
+
+def _b64encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _b64decode(text: str) -> bytes:
+    """Strict inverse of ``_b64encode``: exactly one spelling of each byte string decodes.
+
+    Rejects padding, ``+``/``/``, whitespace, impossible lengths and non-zero trailing bits
+    (re-encoding must reproduce the text), so a token cannot be re-spelled and still verify.
+    """
+    if _B64URL_RE.fullmatch(text) is None or len(text) % 4 == 1:
+        _reject("malformed")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64encode(data) != text:
+        _reject("malformed")
+    return data
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("duplicate key")
+    return result
+
+
+def _no_constants(name: str) -> NoReturn:
+    raise ValueError("non-finite number")
+
+
+def _parse_payload(raw: bytes) -> tuple[RoundState, Binding]:
+    """Decode and type-check a payload: exactly the keys and types ``mint`` writes."""
+    try:
+        data = json.loads(
+            raw.decode("ascii"), object_pairs_hook=_no_duplicates, parse_constant=_no_constants
+        )
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        _reject("malformed")
+    if not isinstance(data, dict) or data.keys() != _PAYLOAD_KEYS:
+        _reject("malformed")
+    answers, digest, exp = data["a"], data["d"], data["e"]
+    method, asked, target = data["m"], data["q"], data["t"]
+    if not (isinstance(method, str) and isinstance(target, str) and isinstance(digest, str)):
+        _reject("malformed")
+    if type(exp) is not int:  # bool is an int subclass; "true" is not an expiry
+        _reject("malformed")
+    if not isinstance(answers, dict) or not all(isinstance(v, dict) for v in answers.values()):
+        _reject("malformed")
+    if not isinstance(asked, dict) or not all(isinstance(v, str) for v in asked.values()):
+        _reject("malformed")
+    return (
+        RoundState(answers=answers, asked=asked, expires_at=exp),
+        Binding(method=method, target=target, arguments_digest=digest),
+    )
