@@ -202,6 +202,7 @@ class ClientSession(Requester):
         self._stdin_closed = False
         self._stdout_done = anyio.Event()
         self._stderr_done = anyio.Event()
+        self._notifications_done = anyio.Event()
         self._stderr = bytearray()
         self._lines_read = 0
         self._task_group: TaskGroup | None = None
@@ -268,11 +269,13 @@ class ClientSession(Requester):
                     yield session
                 finally:
                     await session.close()
-                    # Let the readers take the last bytes; a grandchild holding the pipes open
-                    # must not keep us here.
+                    # Let the readers take the last bytes and the callback see the last
+                    # notifications; a grandchild holding the pipes open must not keep us here.
                     with anyio.move_on_after(_KILL_GRACE_SECONDS, shield=True):
                         await session._stdout_done.wait()
+                        session._notify_send.close()
                         await session._stderr_done.wait()
+                        await session._notifications_done.wait()
                     task_group.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # Our own tasks never raise, so a group holds just the body's exception: re-raise
@@ -281,6 +284,8 @@ class ClientSession(Requester):
                 raise group.exceptions[0] from None
             raise
         finally:
+            session._notify_send.close()
+            session._notify_receive.close()
             with anyio.CancelScope(shield=True):
                 await process.aclose()
 
@@ -423,10 +428,7 @@ class ClientSession(Requester):
             )
 
     async def _write(self, message: Mapping[str, object]) -> None:
-        # Compact JSON escapes every newline, so one message is one line (stdio: messages
-        # MUST NOT contain embedded newlines); allow_nan=False keeps it valid JSON.
-        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        await self._write_bytes(data.encode("utf-8") + b"\n")
+        await self._write_bytes(_encode(message) + b"\n")
 
     async def _write_bytes(self, data: bytes) -> None:
         if self._stdin_closed:
@@ -559,32 +561,34 @@ class ClientSession(Requester):
             reply = _error_reply(request_id, INVALID_REQUEST, f"{method} not supported")
         else:
             try:
-                result = await handler(params)
+                result = dict(await handler(params))
+                _encode(result)  # a reply we cannot serialise becomes an error reply
             except RpcError as exc:
                 reply = _error_reply(request_id, exc.code, exc.message, exc.data)
             except Exception as exc:
+                # A handler's failure is the server's answer, never the session's crash.
                 logger.debug("client handler for %s failed", method, exc_info=True)
                 reply = _error_reply(
                     request_id, INTERNAL_ERROR, f"client handler failed: {type(exc).__name__}"
                 )
             else:
-                reply = {"jsonrpc": "2.0", "id": request_id, "result": dict(result)}
-        await self._reply(reply)
-
-    async def _reply(self, reply: dict[str, object]) -> None:
-        with suppress(SessionClosed):
+                reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        with suppress(SessionClosed, TypeError, ValueError):
             await self._write(reply)
 
     async def _deliver_notifications(self) -> None:
         # In arrival order, off the reader task, so a slow callback never stalls responses.
-        async with self._notify_receive:
-            async for message in self._notify_receive:
-                if self._notification_handler is None:
-                    continue
-                try:
-                    await self._notification_handler(message)
-                except Exception:
-                    logger.warning("notification handler failed", exc_info=True)
+        try:
+            async with self._notify_receive:
+                async for message in self._notify_receive:
+                    if self._notification_handler is None:
+                        continue
+                    try:
+                        await self._notification_handler(message)
+                    except Exception:
+                        logger.warning("notification handler failed", exc_info=True)
+        finally:
+            self._notifications_done.set()
 
     def _violation(self, line: bytes, reason: str) -> None:
         excerpt = line[:_VIOLATION_EXCERPT]
@@ -600,6 +604,13 @@ def _stream(stream: _S | None) -> _S:
     if stream is None:  # pragma: no cover - open_process pipes all three by default
         raise SessionClosed("the server process has no pipe")
     return stream
+
+
+def _encode(message: Mapping[str, object]) -> bytes:
+    # Compact JSON escapes every newline, so one message is one line (stdio: messages MUST NOT
+    # contain embedded newlines); allow_nan=False keeps it valid JSON.
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8")
 
 
 def _reject_constant(name: str) -> object:

@@ -51,7 +51,11 @@ class Call:
     finish: Callable[[Any], dict[str, Any]]
 
     def binding(self) -> Binding:
-        return Binding(self.method, self.target, digest_arguments(self.arguments))
+        try:
+            digest = digest_arguments(self.arguments)
+        except (ValueError, RecursionError):
+            raise ProtocolError(INVALID_PARAMS, "Invalid arguments: too deeply nested") from None
+        return Binding(self.method, self.target, digest)
 
 
 def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,7 +78,11 @@ def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
             raise ProtocolError(
                 INVALID_PARAMS, f"Invalid inputResponses[{key!r}]: each answer must be an object"
             )
-    if len(json.dumps(responses, separators=(",", ":"))) > MAX_INPUT_RESPONSE_BYTES:
+    try:
+        size = len(json.dumps(responses, separators=(",", ":"), allow_nan=False))
+    except (ValueError, RecursionError):
+        raise ProtocolError(INVALID_PARAMS, "Invalid inputResponses: not finite JSON") from None
+    if size > MAX_INPUT_RESPONSE_BYTES:
         raise ProtocolError(
             INVALID_PARAMS,
             f"Invalid inputResponses: larger than {MAX_INPUT_RESPONSE_BYTES} bytes",
@@ -115,26 +123,28 @@ async def run_round(
 ) -> dict[str, Any]:
     """Serve one 2026-07-28 round of `call`; raises ProtocolError for a JSON-RPC error."""
     answers = read_input_responses(params)
-    token = params.get("requestState")
+    presented = params.get("requestState")
     binding: Binding | None = None
+    known: dict[str, str] = {}
     if "requestState" in params:
         binding = call.binding()
         # mrtr: "servers MUST treat requestState as an attacker-controlled input" and "MUST
         # reject state that fails verification" -- before the handler sees anything.
         try:
-            state = codec.verify(token, binding)
+            state = codec.verify(presented, binding)
         except InvalidRequestState as error:
             raise ProtocolError(INVALID_PARAMS, f"Invalid requestState: {error.reason}") from None
         merged = dict(state.answers)
+        known = dict(state.asked)
         for key, answer in answers.items():
-            method = state.asked.get(key)
+            method = known.get(key)
             if method is None and key not in merged:
                 continue  # mrtr: unexpected answers SHOULD be ignored
             if method is not None and (problem := answer_shape_error(method, answer)):
                 raise ProtocolError(INVALID_PARAMS, f"Invalid inputResponses[{key!r}]: {problem}")
             merged[key] = answer  # this round wins, so a client can correct an earlier answer
         answers = merged
-    context = make_context(answers, token if isinstance(token, str) else None)
+    context = make_context(answers, presented if isinstance(presented, str) else None)
     try:
         outcome = await call.run(context)
     except InvalidInputResponse as error:
@@ -144,11 +154,16 @@ async def run_round(
     missing = merge_missing(capabilities, outcome)
     if missing:
         raise missing_capability_error(missing)
-    asked = {key: request.method for key, request in outcome.requests.items()}
-    result: dict[str, Any] = {
-        "resultType": "input_required",
-        "requestState": codec.mint(binding or call.binding(), answers, asked),
-    }
+    # Every key ever asked keeps its method, so a later correction is checked like a first answer.
+    asked = {**known, **{key: request.method for key, request in outcome.requests.items()}}
+    try:
+        token = codec.mint(binding or call.binding(), answers, asked)
+    except InvalidRequestState as error:
+        # Every round passed its own cap, but together the answers outgrow a token.
+        raise ProtocolError(INVALID_PARAMS, f"Invalid inputResponses: {error.reason}") from None
+    except (TypeError, ValueError, RecursionError):
+        raise ProtocolError(INVALID_PARAMS, "Invalid inputResponses: not JSON") from None
+    result: dict[str, Any] = {"resultType": "input_required", "requestState": token}
     if outcome.requests:
         result["inputRequests"] = {key: request.to_wire() for key, request in outcome.requests.items()}
     return result

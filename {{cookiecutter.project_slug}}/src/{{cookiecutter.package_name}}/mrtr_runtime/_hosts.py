@@ -75,6 +75,7 @@ def venv_python(project_dir: str, *, windows: bool) -> str:
 
 
 def key_file(project_dir: str, *, windows: bool) -> str:
+    """The signing key file at the project root."""
     return _path(windows, project_dir, KEY_FILE_NAME)
 
 
@@ -98,7 +99,7 @@ def uv_launch(
     extras: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
 ) -> Launch:
-    """``<uv> run --directory <project> [--extra X] <slug>``: uv makes/refreshes ``.venv`` itself."""
+    """``<uv> run --directory <project> [--extra X] <slug>``; uv keeps ``.venv`` in sync itself."""
     args = ["run", "--directory", project_dir]
     for extra in extras:
         args += ["--extra", extra]
@@ -128,7 +129,7 @@ def _quote(arg: str, *, windows: bool) -> str:
     return f'"{arg}"' if not arg or any(c in arg for c in " \t&()^%!;,'") else arg
 
 
-def claude_code_command(name: str, launch: Launch, *, windows: bool) -> str:
+def claude_code_command(name: str, launch: Launch, *, windows: bool = False) -> str:
     """``claude mcp add``: every option goes before the server name, the command after ``--``."""
     words = ["claude", "mcp", "add", "--transport", "stdio"]
     for key, value in launch.env.items():
@@ -138,7 +139,10 @@ def claude_code_command(name: str, launch: Launch, *, windows: bool) -> str:
 
 
 def snippet(host: str, name: str, launch: Launch, *, windows: bool = False) -> str:
-    """The text to paste for ``host``: JSON for the config files, a command for Claude Code."""
+    """The text to paste for ``host``: JSON for the config files, a command for Claude Code.
+
+    ``host`` is one of ``HOSTS`` or ``"mcp-json"`` (a project's ``.mcp.json`` for Claude Code).
+    """
     if host == "claude-code":
         return claude_code_command(name, launch, windows=windows)
     if host == "vscode":
@@ -152,7 +156,7 @@ def snippet(host: str, name: str, launch: Launch, *, windows: bool = False) -> s
 
 
 def where(host: str) -> str:
-    """Where the snippet goes, in one or two sentences."""
+    """Where the snippet goes, in a sentence or two."""
     if host == "claude-desktop":
         return (
             "Merge into claude_desktop_config.json (macOS: ~/Library/Application Support/Claude/, "
@@ -161,14 +165,15 @@ def where(host: str) -> str:
         )
     if host == "claude-code":
         return (
-            "Run once (options go before the name; add --scope project to share it through "
-            ".mcp.json, --scope user for every project). Or put the .mcp.json below at a "
-            "project's root."
+            "Run once (options go before the name; --scope project shares it through .mcp.json, "
+            "--scope user applies it to every project)."
         )
+    if host == "mcp-json":
+        return "Save as .mcp.json at the root of a project (Claude Code asks before using it)."
     if host == "vscode":
-        return "Merge into .vscode/mcp.json in your workspace (or run 'MCP: Open User Configuration')."
+        return "Merge into .vscode/mcp.json in the workspace (or 'MCP: Open User Configuration')."
     if host == "cursor":
-        return "Merge into .cursor/mcp.json in your project, or ~/.cursor/mcp.json for all projects."
+        return "Merge into .cursor/mcp.json in the project, or ~/.cursor/mcp.json for all projects."
     raise ValueError(f"unknown host {host!r}; choose from {', '.join(HOSTS)}")
 
 
@@ -176,9 +181,13 @@ def render_host(host: str, name: str, launch: Launch, *, windows: bool = False) 
     """A heading, where the snippet goes, and the snippet (plus ``.mcp.json`` for Claude Code)."""
     parts = [f"== {_TITLES[host]} ==", where(host), snippet(host, name, launch, windows=windows)]
     if host == "claude-code":
-        parts += [".mcp.json:", snippet("mcp-json", name, launch, windows=windows)]
+        parts += [
+            "Or, for one project, this .mcp.json at its root:",
+            snippet("mcp-json", name, launch, windows=windows),
+        ]
     return "\n".join(parts) + "\n"
 
 
 def render_all(name: str, launch: Launch, *, windows: bool = False) -> str:
+    """Every host's section, in ``HOSTS`` order."""
     return "\n".join(render_host(host, name, launch, windows=windows) for host in HOSTS)

@@ -86,9 +86,11 @@ def _primitive_property(model: type[BaseModel], name: str, schema: Mapping[str, 
             f"{model.__name__}.{name}: elicitation forms allow only flat string, number, "
             "integer or boolean fields (use Literal[...] for choices)"
         )
-    prop = {key: value for key, value in schema.items() if key in _KEPT_KEYWORDS}
+    # "type" first, as people write schemas (and as the design notes' examples read).
+    prop = {"type": kind} | {key: value for key, value in schema.items() if key in _KEPT_KEYWORDS}
     # Pydantic invents a title for every field; keep only the ones the author wrote.
-    if model.model_fields[name].title is None:
+    fields = {field.alias or field_name: field for field_name, field in model.model_fields.items()}
+    if fields[name].title is None:
         prop.pop("title", None)
     if prop.get("default", ...) is None:
         del prop["default"]

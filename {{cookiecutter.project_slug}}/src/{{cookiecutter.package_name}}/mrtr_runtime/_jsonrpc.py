@@ -7,6 +7,7 @@ and writes what comes back; nothing in this module touches a stream.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -78,7 +79,7 @@ class Notification:
 class Response:
     """A response from the client: only ever an answer to a legacy-era server request."""
 
-    id: RequestId
+    id: RequestId | None
     result: JSONObject | None
     error: JSONObject | None
 
@@ -99,11 +100,24 @@ def _valid_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON (RFC 8259 section 6); Python's parser accepts them by default.
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    # `1e400` parses to inf, which could only be written back out as the non-JSON `Infinity`.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("number out of range")
+    return value
+
+
 def parse_line(line: bytes) -> Message:
     """Parse one newline-free line into a message, or raise `InvalidMessage`."""
     try:
         text = line.decode("utf-8")
-        raw = json.loads(text)
+        raw = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise InvalidMessage(PARSE_ERROR, "Parse error: not valid UTF-8 JSON") from None
     if isinstance(raw, list):
@@ -131,7 +145,9 @@ def parse_line(line: bytes) -> Message:
         if known_id is None:
             return Notification(method, params)
         return Request(known_id, method, params)
-    if known_id is not None and ("result" in raw or "error" in raw):
+    if "result" in raw or "error" in raw:
+        # A response, possibly to nothing we sent (id null: the client could not parse one of
+        # ours). JSON-RPC forbids answering a response, so it is never an error to report.
         result = raw.get("result")
         error = raw.get("error")
         return Response(
@@ -147,9 +163,11 @@ def encode(message: JSONObject) -> bytes:
 
     `ensure_ascii` escapes every non-ASCII character, so no output can hold a raw newline or
     an unencodable lone surrogate that a client smuggled in (stdio: messages MUST NOT contain
-    embedded newlines).
+    embedded newlines); `allow_nan=False` refuses the non-JSON `NaN`/`Infinity`. Raises
+    TypeError or ValueError for a message that is not JSON.
     """
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return text.encode("ascii") + b"\n"
 
 
 def success_response(request_id: RequestId, result: JSONObject) -> JSONObject:

@@ -61,13 +61,15 @@ async def run_legacy(
     max_rounds: int = MAX_LEGACY_ROUNDS,
 ) -> dict[str, Any]:
     answers = dict(read_input_responses(params))
-    for _ in range(max_rounds + 1):
+    for round_number in range(max_rounds + 1):
         try:
             outcome = await call.run(make_context(answers, None))
         except InvalidInputResponse as error:
             raise ProtocolError(INVALID_PARAMS, str(error)) from None
         if not isinstance(outcome, InputRequired):
             return call.finish(outcome)
+        if round_number == max_rounds:
+            break  # an answer now could never be used
         missing = merge_missing(capabilities, outcome)
         if missing:
             return unanswerable(

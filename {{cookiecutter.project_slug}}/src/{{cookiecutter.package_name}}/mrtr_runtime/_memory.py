@@ -101,4 +101,8 @@ class _Peer:
         handler = self._client.client_handlers.get(method)
         if handler is None:
             raise ClientRequestFailed(-32601, f"Method not found: {method}")
-        return await handler(params)
+        try:
+            return await handler(params)
+        except RpcError as error:
+            # What a client on the wire would do: answer our request with a JSON-RPC error.
+            raise ClientRequestFailed(error.code, error.message) from None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar, get_type_hints
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ._context import Context
 
@@ -70,12 +70,14 @@ class _Signature:
     whole_model_param: str | None
     context_param: str | None
     is_async: bool
+    #: (parameter, model field) pairs; they differ where a parameter's name is taken by BaseModel.
+    fields: tuple[tuple[str, str], ...] = ()
 
     def kwargs(self, arguments: BaseModel, context: Context) -> dict[str, Any]:
         if self.whole_model_param is not None:
             kwargs: dict[str, Any] = {self.whole_model_param: arguments}
         else:
-            kwargs = {name: getattr(arguments, name) for name in type(arguments).model_fields}
+            kwargs = {param: getattr(arguments, field) for param, field in self.fields}
         if self.context_param is not None:
             kwargs[self.context_param] = context
         return kwargs
@@ -93,22 +95,30 @@ def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             return _Signature(annotation, name, context_param, is_async)
     definitions: dict[str, Any] = {}
-    for name, param in fields.items():
+    pairs: list[tuple[str, str]] = []
+    for index, (name, param) in enumerate(fields.items()):
         if name not in hints:
             raise TypeError(f"{handler.__qualname__}: parameter {name!r} needs a type annotation")
         default = ... if param.default is inspect.Parameter.empty else param.default
-        definitions[name] = (hints[name], default)
-    model = create_model(  # type: ignore[call-overload]
-        model_name, __config__=ConfigDict(extra="forbid"), **definitions
-    )
-    return _Signature(model, None, context_param, is_async)
+        if hasattr(BaseModel, name):
+            # `schema`, `json`, `copy`... would shadow BaseModel's own attributes; the wire
+            # name stays the parameter's through the alias.
+            field_name = f"argument_{index}"
+            definitions[field_name] = (hints[name], Field(default, alias=name))
+        else:
+            field_name = name
+            definitions[field_name] = (hints[name], default)
+        pairs.append((name, field_name))
+    model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **definitions)
+    return _Signature(model, None, context_param, is_async, tuple(pairs))
 
 
 async def _invoke(signature: _Signature, handler: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     if signature.is_async:
         return await handler(**kwargs)
     # A plain `def` handler may block (boto3, files, CPU); a worker thread keeps the loop serving.
-    return await anyio.to_thread.run_sync(lambda: handler(**kwargs))
+    # abandon_on_cancel: a cancelled or shut-down call must not wait for a thread stuck in I/O.
+    return await anyio.to_thread.run_sync(lambda: handler(**kwargs), abandon_on_cancel=True)
 
 
 @dataclass(frozen=True)

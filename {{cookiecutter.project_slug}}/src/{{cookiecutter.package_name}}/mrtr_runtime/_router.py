@@ -119,8 +119,8 @@ class _Scope:
 
 def _json_safe(value: Any) -> bool:
     try:
-        json.dumps(value)
-    except (TypeError, ValueError):
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
         return False
     return True
 
@@ -178,7 +178,10 @@ class Server:
 
     async def _serve(self, request: Request, session: Session, peer: Peer) -> JSONObject:
         method, params = request.method, request.params
-        if method == "initialize":
+        meta = params.get("_meta")
+        if method == "initialize" and not (isinstance(meta, dict) and META_PROTOCOL_VERSION in meta):
+            # With modern _meta the request is served by 2026-07-28 rules, which have no
+            # initialize (basic/versioning): it falls through to -32601 below.
             return self._initialize(params, session)
         if method not in _MODERN_METHODS and method not in _LEGACY_METHODS:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -192,9 +195,11 @@ class Server:
         # basic/index: the result MUST include resultType; servers SHOULD put serverInfo in _meta.
         result.setdefault("resultType", "complete")
         result["_meta"] = {**result.get("_meta", {}), **self._result_meta}
-        if method in _CACHEABLE:
-            result.setdefault("ttlMs", LIST_TTL_MS)
-            result.setdefault("cacheScope", "public")
+        if method in _CACHEABLE or (method == "resources/read" and "contents" in result):
+            # caching: results of retries carrying inputResponses/requestState MUST NOT be cached.
+            retried = "inputResponses" in params or "requestState" in params
+            result.setdefault("ttlMs", 0 if retried else LIST_TTL_MS)
+            result.setdefault("cacheScope", "private" if retried else "public")
         return result
 
     def _scope(self, params: Mapping[str, Any], session: Session) -> _Scope:
@@ -414,7 +419,6 @@ class Server:
             # server/resources: resource not found is -32602 in 2026-07-28 (no longer -32002).
             raise ProtocolError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
         resource, variables = found
-        retried = "inputResponses" in params or "requestState" in params
 
         async def run(context: Context) -> Any:
             try:
@@ -429,13 +433,9 @@ class Server:
                 _logger.exception("resource %r raised", uri)
                 raise ProtocolError(INTERNAL_ERROR, f"Reading {uri} failed") from error
 
-        def finish(outcome: Any) -> JSONObject:
-            result = _resource_result(resource, uri, outcome)
-            # caching: results of retries carrying inputResponses/requestState MUST NOT be cached.
-            result["ttlMs"], result["cacheScope"] = (0, "private") if retried else (LIST_TTL_MS, "public")
-            return result
-
-        return Call("resources/read", uri, {}, run, finish)
+        return Call(
+            "resources/read", uri, {}, run, lambda outcome: _resource_result(resource, uri, outcome)
+        )
 
 
 def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
@@ -458,7 +458,11 @@ def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
         except ValidationError as error:
             _logger.error("tool %r broke its outputSchema: %s", tool.name, describe_validation_error(error))
             return ToolResult.error(f"Tool {tool.name!r} returned output that breaks its outputSchema").to_wire()
-    return result.to_wire()
+    wire = result.to_wire()
+    if not _json_safe(wire):
+        _logger.error("tool %r returned a result that is not JSON", tool.name)
+        return ToolResult.error(f"Tool {tool.name!r} returned a value that is not JSON").to_wire()
+    return wire
 
 
 def _prompt_result(prompt: PromptDef, outcome: Any) -> JSONObject:

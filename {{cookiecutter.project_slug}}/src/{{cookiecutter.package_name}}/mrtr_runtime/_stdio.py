@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
@@ -21,6 +22,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ._jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     MAX_LINE_BYTES,
     InvalidMessage,
@@ -36,11 +38,14 @@ from ._jsonrpc import (
 from ._legacy import ClientRequestFailed
 from ._router import Server, Session
 
-__all__ = ("DRAIN_SECONDS", "MAX_CONCURRENT_REQUESTS", "Connection", "serve_stdio")
+__all__ = ("DRAIN_SECONDS", "MAX_BACKLOG", "MAX_CONCURRENT_REQUESTS", "Connection", "serve_stdio")
 
-#: Requests served at once. When all slots are busy the transport stops reading stdin, so a
-#: flood waits in the pipe (back-pressure) instead of in our memory.
+#: Requests served at once. Requests beyond it wait in a backlog of MAX_BACKLOG; when that is
+#: full too, the transport stops reading stdin, so a flood waits in the pipe (back-pressure)
+#: instead of in our memory. (A legacy client with more than both of these requests waiting
+#: on its own answers would stall itself; no real host comes near.)
 MAX_CONCURRENT_REQUESTS: Final = 64
+MAX_BACKLOG: Final = 4 * MAX_CONCURRENT_REQUESTS
 #: After stdin closes, in-flight requests get this long to finish before they are abandoned.
 DRAIN_SECONDS: Final = 5.0
 _READ_CHUNK: Final = 256 * 1024
@@ -49,27 +54,47 @@ _logger = logging.getLogger("mrtr_runtime")
 
 
 class _Output:
-    """Writes whole lines to the wire, one message at a time, in order."""
+    """Writes whole lines to the wire, one message at a time, in order.
 
-    def __init__(self, fd: int) -> None:
+    A message once begun is always finished (the write is shielded from cancellation):
+    cutting one off mid-line would glue the next message onto it and corrupt the stream.
+    """
+
+    def __init__(self, fd: int, on_closed: Callable[[], None]) -> None:
         self._fd = fd
         self._lock = anyio.Lock()
         self._nonblocking = _try_nonblocking(fd)
+        self._on_closed = on_closed
+        self.closed = False
+        #: Set at shutdown: a client that stopped reading no longer holds the process.
+        self.abandon = False
 
     async def write(self, data: bytes) -> None:
         async with self._lock:
-            view = memoryview(data)
-            while view:
-                if self._nonblocking:
-                    try:
-                        written = os.write(self._fd, view)
-                    except BlockingIOError:
-                        # The client is not reading: wait, holding the lock (back-pressure).
+            if self.closed:
+                return
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._write_all(memoryview(data))
+                except (BrokenPipeError, ConnectionResetError):
+                    # The client closed its end: nobody is left to answer.
+                    _logger.info("stdout closed by the client; stopping")
+                    self.closed = True
+                    self._on_closed()
+
+    async def _write_all(self, view: memoryview) -> None:
+        while view and not self.abandon:
+            if self._nonblocking:
+                try:
+                    written = os.write(self._fd, view)
+                except BlockingIOError:
+                    # The client is not reading: wait, holding the lock (back-pressure).
+                    with anyio.move_on_after(0.1):
                         await anyio.wait_writable(self._fd)
-                        continue
-                else:
-                    written = await anyio.to_thread.run_sync(os.write, self._fd, view)
-                view = view[written:]
+                    continue
+            else:
+                written = await anyio.to_thread.run_sync(os.write, self._fd, view)
+            view = view[written:]
 
 
 def _try_nonblocking(fd: int) -> bool:
@@ -145,8 +170,10 @@ class Connection:
     output: _Output
     task_group: anyio.abc.TaskGroup
     session: Session = field(default_factory=Session)
-    slots: anyio.Semaphore = field(default_factory=lambda: anyio.Semaphore(MAX_CONCURRENT_REQUESTS))
     in_flight: dict[RequestId, anyio.CancelScope] = field(default_factory=dict)
+    #: Requests read while every slot was busy, served in arrival order as slots free up.
+    backlog: dict[RequestId, Request] = field(default_factory=dict)
+    backlog_has_room: anyio.Event = field(default_factory=anyio.Event)
     awaiting_client: dict[RequestId, tuple[anyio.Event, list[Response]]] = field(default_factory=dict)
     _ids: Callable[[], int] = field(default_factory=lambda: count(1).__next__)
 
@@ -180,6 +207,9 @@ class Connection:
     # -- incoming ---------------------------------------------------------------------
 
     async def receive(self, line: bytes | None) -> None:
+        """Handle one line. Never waits for a request to finish, so that responses and
+        cancellations keep flowing while every slot is busy (a legacy request may be
+        waiting for exactly the response that is next on the wire)."""
         if line is None:
             await self._send(error_response(None, INVALID_REQUEST, f"Message over {MAX_LINE_BYTES} bytes"))
             return
@@ -189,39 +219,60 @@ class Connection:
             await self._send(error_response(error.request_id, error.code, error.message))
             return
         if isinstance(message, Request):
-            if message.id in self.in_flight:
+            if message.id in self.in_flight or message.id in self.backlog:
                 await self._send(
                     error_response(message.id, INVALID_REQUEST, "Request id is already in use")
                 )
-                return
-            await self.slots.acquire()
-            scope = anyio.CancelScope()
-            self.in_flight[message.id] = scope
-            self.task_group.start_soon(self._serve, message, scope)
+            elif len(self.in_flight) < MAX_CONCURRENT_REQUESTS:
+                self._start(message)
+            else:
+                self.backlog[message.id] = message
         elif isinstance(message, Notification):
             self._on_notification(message)
         else:
             self._on_response(message)
 
+    async def wait_for_backlog_room(self) -> None:
+        """Back-pressure: stop reading while the backlog is full."""
+        while len(self.backlog) >= MAX_BACKLOG:
+            self.backlog_has_room = anyio.Event()
+            await self.backlog_has_room.wait()
+
+    def _start(self, request: Request) -> None:
+        scope = anyio.CancelScope()
+        self.in_flight[request.id] = scope
+        self.task_group.start_soon(self._serve, request, scope)
+
     async def _serve(self, request: Request, scope: anyio.CancelScope) -> None:
         try:
             with scope:
                 response = await self.server.handle_request(request, self.session, self)
+                try:
+                    data = encode(response)
+                except (TypeError, ValueError, RecursionError):
+                    _logger.exception("response to %s is not JSON", request.method)
+                    data = encode(error_response(request.id, INTERNAL_ERROR, "Internal error"))
                 # stdio: after a cancellation the server "MUST NOT send any further messages"
                 # for that request -- a cancel that lands while we were finishing wins.
                 if not scope.cancel_called:
-                    await self._send(response)
+                    await self.output.write(data)
         finally:
-            self.in_flight.pop(request.id, None)
-            self.slots.release()
+            del self.in_flight[request.id]
+            if self.backlog:
+                self._start(self.backlog.pop(next(iter(self.backlog))))
+                self.backlog_has_room.set()
 
     def _on_notification(self, notification: Notification) -> None:
         request_id = self.server.handle_notification(notification)
-        if request_id is not None and request_id in self.in_flight:
+        if request_id is None:
+            return
+        if request_id in self.in_flight:
             self.in_flight[request_id].cancel()
+        elif self.backlog.pop(request_id, None) is not None:
+            self.backlog_has_room.set()
 
     def _on_response(self, response: Response) -> None:
-        waiting = self.awaiting_client.get(response.id)
+        waiting = self.awaiting_client.get(response.id) if response.id is not None else None
         if waiting is None:
             _logger.debug("ignored a response to no request of ours (id %r)", response.id)
             return
@@ -261,25 +312,30 @@ def configure_logging() -> None:
 
 async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> None:
     async with anyio.create_task_group() as task_group:
-        connection = Connection(server, _Output(wire_out), task_group)
-        task_group.start_soon(_exit_on_signal, task_group.cancel_scope)
+        output = _Output(wire_out, on_closed=task_group.cancel_scope.cancel)
+        connection = Connection(server, output, task_group)
+        task_group.start_soon(_exit_on_signal, task_group.cancel_scope, output)
         reader = _LineReader(wire_in)
         while (lines := await reader.read_lines()) is not None:
             for line in lines:
                 await connection.receive(line)
+            await connection.wait_for_backlog_room()
         # stdin closed: let in-flight work finish, within a bound, then stop.
         with anyio.move_on_after(DRAIN_SECONDS):
-            while connection.in_flight:
+            while connection.in_flight or connection.backlog:
                 await anyio.sleep(0.01)
-        if connection.in_flight:
-            _logger.warning("stdin closed; abandoning %d unfinished request(s)", len(connection.in_flight))
+        unfinished = len(connection.in_flight) + len(connection.backlog)
+        if unfinished:
+            _logger.warning("stdin closed; abandoning %d unfinished request(s)", unfinished)
+        output.abandon = True
         task_group.cancel_scope.cancel()
 
 
-async def _exit_on_signal(scope: anyio.CancelScope) -> None:
+async def _exit_on_signal(scope: anyio.CancelScope, output: _Output) -> None:
     try:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for _ in signals:
+                output.abandon = True
                 scope.cancel()
                 return
     except NotImplementedError:  # Windows: the default handlers end the process
@@ -293,3 +349,11 @@ def serve_stdio(server: Server) -> None:
         _logger.info("waiting for JSON-RPC on stdin; an MCP host normally starts this server")
     wire_in, wire_out = _claim_stdio()
     anyio.run(_serve_pipes, server, wire_in, wire_out)
+    main = threading.main_thread()
+    if any(t.is_alive() and not t.daemon and t is not main for t in threading.enumerate()):
+        # A blocking tool abandoned at shutdown still holds a worker thread, and Python would
+        # wait for it at exit: the shutdown bound we promise must not depend on a tool.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -1,0 +1,468 @@
+#!/usr/bin/env python3
+"""Benchmark the baked server against the official SDK's MCPServer and a stdlib floor.
+
+    python3 bench/run.py [--quick] [--out bench/results.json] [--reps N] [--servers a,b,c]
+
+Stdlib only. It bakes the template, drops `bench/bench_tools.py` into the baked project, makes
+the venvs it needs under `.cache/bench/` (see `envs.py`), then measures the three servers
+**interleaved** (round-robin per repetition, the order rotated each time) over raw
+newline-delimited JSON-RPC on pipes (`driver.py`; no client library in the timed path), prints a
+table with medians and ratios, checks the goals of issue 6 and writes JSON.
+
+Not part of `dev.py test`: timings are never asserted anywhere. The exit status is 0 when every
+server ran every workload correctly (goals may still fail: they are reported, not enforced), 1
+when a server was missing or misbehaved, 2 on a setup failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import driver  # the bench directory is not a package: run.py is run as a script
+import envs
+
+BENCH = Path(__file__).resolve().parent
+SERVERS = ("baked", "sdk", "floor")
+TITLES = {"baked": "baked", "sdk": "SDK", "floor": "floor"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    scale: float = 1.0  # display multiplier (seconds -> ms)
+    digits: int = 0
+
+
+METRICS = (
+    Metric("startup_discover", "spawn -> first server/discover response", "ms", False, 1e3, 1),
+    Metric("startup_initialize", "spawn -> first initialize response", "ms", False, 1e3, 1),
+    Metric("sequential", "sequential tools/call echo", "calls/s", True),
+    Metric("pipelined", "pipelined echo, N written at once", "calls/s", True),
+    Metric("mrtr_modern", "two-round MRTR, 2026-07-28", "completions/s", True),
+    Metric("mrtr_legacy", "two-round via 2025-11-25 bridge", "completions/s", True),
+    Metric("mrtr_cost", "MRTR completion / one plain call", "x", False, 1.0, 2),
+    Metric("cpu_sequential", "server CPU per sequential call", "us", False, 1.0, 1),
+    Metric("cpu_pipelined", "server CPU per pipelined call", "us", False, 1.0, 1),
+    Metric("cpu_mrtr_modern", "server CPU per MRTR completion", "us", False, 1.0, 1),
+    Metric("cpu_mrtr_legacy", "server CPU per legacy completion", "us", False, 1.0, 1),
+    Metric("peak_rss", "peak RSS (VmHWM)", "MiB", False, 1 / 1024, 1),
+    Metric("exit_after_eof", "stdin EOF -> exit", "ms", False, 1e3, 1),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    reps: int
+    sequential: int
+    pipelined: int
+    mrtr: int
+    legacy: int
+
+
+FULL = Config(reps=7, sequential=3000, pipelined=2000, mrtr=500, legacy=500)
+QUICK = Config(reps=3, sequential=300, pipelined=500, mrtr=100, legacy=100)
+
+
+@dataclass
+class Samples:
+    values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, server: str, metric: str, value: float) -> None:
+        self.values.setdefault(server, {}).setdefault(metric, []).append(value)
+
+
+# -- setup ----------------------------------------------------------------------------------------
+
+
+def _base_env() -> dict[str, str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    if "HOME" in os.environ:
+        env["HOME"] = os.environ["HOME"]
+    return env
+
+
+def setup(
+    wanted: Sequence[str], log: Callable[[str], None]
+) -> tuple[dict[str, driver.ServerSpec], dict[str, Any], list[str]]:
+    """Build what each wanted server needs; a server that cannot be set up is reported, not fatal."""
+    specs: dict[str, driver.ServerSpec] = {}
+    info: dict[str, Any] = {}
+    errors: list[str] = []
+    if "baked" in wanted:
+        log("baking the template and installing the baked project ...")
+        try:
+            baked, note = envs.bake(BENCH / "bench_tools.py", reuse_on_failure=True)
+            if note:
+                log(f"WARNING {note}")
+            env = {**_base_env(), "MRTR_SIGNING_KEY": os.urandom(32).hex()}
+            specs["baked"] = driver.ServerSpec("baked", baked.command, env, baked.project)
+            info["baked"] = {
+                "command": " ".join(Path(a).name for a in baked.command),
+                "package": baked.package,
+                "python": str(baked.python),
+                "runtime_digest": envs.runtime_digest(baked.project),
+                "bake_note": note,
+                "versions": envs.package_versions(
+                    baked.python, envs.baked_dependencies(baked.project)
+                ),
+            }
+        except envs.SetupError as exc:
+            errors.append(f"baked: {exc}")
+    if "sdk" in wanted:
+        log(f"preparing the SDK venv ({envs.SDK_REQUIREMENT}) ...")
+        try:
+            python = envs.sdk_python()
+            argv = [str(python), str(BENCH / "sdk_server.py")]
+            specs["sdk"] = driver.ServerSpec("sdk", argv, _base_env(), BENCH)
+            info["sdk"] = {
+                "command": "python sdk_server.py",
+                "python": str(python),
+                "versions": envs.package_versions(python, envs.SDK_PACKAGES),
+            }
+        except envs.SetupError as exc:
+            errors.append(f"sdk: {exc}")
+    if "floor" in wanted:
+        # Same interpreter as the other two, in an empty venv of its own so that it pays the
+        # same site start-up as they do (no .pth files from the system site-packages).
+        try:
+            python = envs.floor_python()
+            argv = [str(python), str(BENCH / "floor_server.py")]
+            specs["floor"] = driver.ServerSpec("floor", argv, _base_env(), BENCH)
+            info["floor"] = {
+                "command": "python floor_server.py",
+                "python": str(python),
+                "versions": envs.package_versions(python, ()),
+            }
+        except envs.SetupError as exc:
+            errors.append(f"floor: {exc}")
+    return specs, info, errors
+
+
+# -- measuring ------------------------------------------------------------------------------------
+
+
+def _stderr_log(name: str) -> Path:
+    envs.LOGS.mkdir(parents=True, exist_ok=True)
+    return envs.LOGS / f"{name}.stderr.log"
+
+
+def _add_rate(samples: Samples, server: str, key: str, rate: driver.Rate) -> float:
+    samples.add(server, key, rate.per_second)
+    if rate.server_cpu_us is not None:
+        samples.add(server, f"cpu_{key}", rate.server_cpu_us)
+    return rate.per_second
+
+
+def modern_session(spec: driver.ServerSpec, cfg: Config, samples: Samples) -> None:
+    with driver.Peer(spec, _stderr_log(spec.name)) as peer:
+        samples.add(spec.name, "startup_discover", driver.first_discover(peer))
+        sequential = _add_rate(
+            samples, spec.name, "sequential", driver.sequential_echo(peer, cfg.sequential)
+        )
+        mrtr = _add_rate(samples, spec.name, "mrtr_modern", driver.mrtr_modern(peer, cfg.mrtr))
+        samples.add(spec.name, "mrtr_cost", sequential / mrtr)
+        _add_rate(samples, spec.name, "pipelined", driver.pipelined_echo(peer, cfg.pipelined))
+        hwm = peer.memory_kib().get("VmHWM")
+        exit_seconds = peer.close()
+    if hwm is not None:
+        samples.add(spec.name, "_rss_modern", hwm)
+    if exit_seconds is not None:
+        samples.add(spec.name, "exit_after_eof", exit_seconds)
+
+
+def legacy_session(spec: driver.ServerSpec, cfg: Config, samples: Samples) -> None:
+    with driver.Peer(spec, _stderr_log(spec.name)) as peer:
+        samples.add(spec.name, "startup_initialize", driver.first_initialize(peer))
+        _add_rate(samples, spec.name, "mrtr_legacy", driver.mrtr_legacy(peer, cfg.legacy))
+        hwm = peer.memory_kib().get("VmHWM")
+    if hwm is not None:
+        samples.add(spec.name, "_rss_legacy", hwm)
+
+
+def warm_up(specs: dict[str, driver.ServerSpec], samples: Samples) -> dict[str, driver.ServerSpec]:
+    """One untimed pass per server (fills .pyc and page caches, checks every workload works)."""
+    tiny = Config(reps=1, sequential=5, pipelined=20, mrtr=2, legacy=2)
+    scratch = Samples()
+    working: dict[str, driver.ServerSpec] = {}
+    for name, spec in specs.items():
+        try:
+            modern_session(spec, tiny, scratch)
+            legacy_session(spec, tiny, scratch)
+            working[name] = spec
+        except (driver.BenchError, OSError, ValueError) as exc:
+            samples.errors.append(f"{name}: warm-up failed: {exc}")
+    return working
+
+
+def measure(
+    specs: dict[str, driver.ServerSpec], cfg: Config, log: Callable[[str], None]
+) -> Samples:
+    samples = Samples()
+    specs = warm_up(specs, samples)
+    names = list(specs)
+    for rep in range(cfg.reps):
+        order = names[rep % len(names) :] + names[: rep % len(names)] if names else []
+        log(f"repetition {rep + 1}/{cfg.reps}: {' -> '.join(order)}")
+        for session in (modern_session, legacy_session):
+            for name in order:
+                try:
+                    session(specs[name], cfg, samples)
+                except (driver.BenchError, OSError, ValueError) as exc:
+                    samples.errors.append(f"{name}: rep {rep + 1} {session.__name__}: {exc}")
+        for name in order:  # peak RSS of the repetition: the larger of the two sessions' VmHWM
+            per = samples.values.get(name, {})
+            highs = [per[k][-1] for k in ("_rss_modern", "_rss_legacy") if per.get(k)]
+            if highs:
+                samples.add(name, "peak_rss", max(highs))
+            for k in ("_rss_modern", "_rss_legacy"):
+                per.pop(k, None)
+    return samples
+
+
+def token_bench(info: Mapping[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
+    log("token mint/verify micro-benchmark ...")
+    commands: dict[str, list[str]] = {}
+    if "baked" in info:
+        commands["baked"] = [
+            info["baked"]["python"],
+            "tokens.py",
+            "baked",
+            info["baked"]["package"],
+        ]
+    if "sdk" in info:
+        commands["sdk"] = [info["sdk"]["python"], "tokens.py", "sdk"]
+    if "floor" in info:
+        commands["floor"] = [info["floor"]["python"], "tokens.py", "floor"]
+    out: dict[str, Any] = {}
+    for name, argv in commands.items():
+        done = subprocess.run(
+            argv, check=False, cwd=BENCH, capture_output=True, text=True, timeout=600
+        )
+        if done.returncode == 0:
+            out[name] = json.loads(done.stdout)
+        else:
+            out[name] = {"error": done.stderr.strip().splitlines()[-1:] or ["failed"]}
+    return out
+
+
+# -- reporting ------------------------------------------------------------------------------------
+
+
+def _median(samples: Samples, server: str, key: str) -> float | None:
+    values = samples.values.get(server, {}).get(key)
+    return statistics.median(values) if values else None
+
+
+def summarise(samples: Samples) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    for metric in METRICS:
+        row: dict[str, Any] = {
+            "label": metric.label,
+            "unit": metric.unit,
+            "higher_is_better": metric.higher_is_better,
+        }
+        for server in SERVERS:
+            values = samples.values.get(server, {}).get(metric.key)
+            if values:
+                row[server] = {"median": statistics.median(values), "samples": values}
+        for other in ("sdk", "floor"):
+            mine = _median(samples, "baked", metric.key)
+            theirs = _median(samples, other, metric.key)
+            if mine is not None and theirs:
+                row[f"baked_over_{other}"] = mine / theirs
+        metrics[metric.key] = row
+    return metrics
+
+
+def goals(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def ratio(key: str, other: str) -> float | None:
+        value = metrics.get(key, {}).get(f"baked_over_{other}")
+        return float(value) if value is not None else None
+
+    def own(key: str) -> float | None:
+        value = metrics.get(key, {}).get("baked", {}).get("median")
+        return float(value) if value is not None else None
+
+    checks = [
+        ("start-up (discover) <= 0.25 x SDK", ratio("startup_discover", "sdk"), 0.25, False),
+        ("start-up (initialize) <= 0.25 x SDK", ratio("startup_initialize", "sdk"), 0.25, False),
+        ("sequential >= 5 x SDK", ratio("sequential", "sdk"), 5.0, True),
+        ("sequential >= 0.5 x floor", ratio("sequential", "floor"), 0.5, True),
+        ("pipelined >= 5 x SDK", ratio("pipelined", "sdk"), 5.0, True),
+        ("pipelined >= 0.5 x floor", ratio("pipelined", "floor"), 0.5, True),
+        ("peak memory <= 0.5 x SDK", ratio("peak_rss", "sdk"), 0.5, False),
+        ("two-round MRTR <= 2.3 x one plain call", own("mrtr_cost"), 2.3, False),
+    ]
+    out = []
+    for name, value, threshold, at_least in checks:
+        passed = None if value is None else (value >= threshold if at_least else value <= threshold)
+        out.append({"goal": name, "value": value, "threshold": threshold, "pass": passed})
+    return out
+
+
+def _fmt(value: float | None, metric: Metric) -> str:
+    if value is None:
+        return "-"
+    shown = value * metric.scale
+    return f"{shown:,.{metric.digits}f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def table(metrics: Mapping[str, Any], tokens: Mapping[str, Any]) -> str:
+    head = "| metric | unit | baked | SDK | floor | baked/SDK | baked/floor |"
+    lines = [head, "|---|---|---:|---:|---:|---:|---:|"]
+    for metric in METRICS:
+        row = metrics[metric.key]
+        cells = [_fmt(row.get(s, {}).get("median"), metric) for s in SERVERS]
+        lines.append(
+            f"| {metric.label} | {metric.unit} | {' | '.join(cells)} | "
+            f"{_ratio(row.get('baked_over_sdk'))} | {_ratio(row.get('baked_over_floor'))} |"
+        )
+    for n in ("0", "1", "5", "20"):
+        for field_name, label, unit, digits in (
+            ("mint_us", "mint", "us", 1),
+            ("verify_us", "verify", "us", 1),
+            ("bytes", "size", "B", 0),
+        ):
+            values: list[float | None] = []
+            for server in SERVERS:
+                entry = (
+                    tokens.get(server, {}).get(n) if isinstance(tokens.get(server), dict) else None
+                )
+                values.append(float(entry[field_name]) if entry else None)
+            fake = Metric(field_name, "", unit, False, 1.0, digits)
+            ratios = [
+                values[0] / other if values[0] is not None and other else None
+                for other in (values[1], values[2])
+            ]
+            lines.append(
+                f"| token {label}, {n} answers | {unit} | "
+                f"{' | '.join(_fmt(v, fake) for v in values)} | "
+                f"{_ratio(ratios[0])} | {_ratio(ratios[1])} |"
+            )
+    return "\n".join(lines)
+
+
+def goal_lines(results: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for goal in results:
+        verdict = {True: "PASS", False: "FAIL", None: "n/a "}[goal["pass"]]
+        value = "-" if goal["value"] is None else f"{goal['value']:.2f}"
+        lines.append(f"  {verdict}  {goal['goal']}  (measured {value})")
+    return "\n".join(lines)
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """The human-readable report (also what the README shows) from a results JSON."""
+    machine = report["machine"]
+    config = report["config"]
+    lines = [
+        (
+            f"machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
+            f"Python {machine['driver_python']}, kernel {machine['kernel']}; load average "
+            f"{machine.get('load_average_before', '?')} before, {machine['load_average']} after"
+        ),
+    ]
+    for name, entry in report["servers"].items():
+        versions = ", ".join(f"{k} {v}" for k, v in entry.get("versions", {}).items())
+        extra = f", runtime {entry['runtime_digest']}" if entry.get("runtime_digest") else ""
+        lines.append(f"{TITLES[name]}: {entry['command']} ({versions}{extra})")
+        if entry.get("bake_note"):
+            lines.append(f"  NOTE {entry['bake_note']}")
+    lines += [
+        (
+            f"{report['when']}, template {report['template_revision']}: medians of {config['reps']} "
+            f"interleaved repetitions; per repetition sequential {config['sequential']}, pipelined "
+            f"{config['pipelined']}, MRTR {config['mrtr']}, legacy {config['legacy']}"
+        ),
+        "",
+        table(report["metrics"], report["tokens"]),
+        "",
+        "goals (baked):",
+        goal_lines(report["goals"]),
+    ]
+    lines += [f"ERROR {error}" for error in report["errors"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 short repetitions (a smoke run)")
+    parser.add_argument("--out", type=Path, default=BENCH / "results.json", help="JSON output")
+    parser.add_argument("--reps", type=int, help="repetitions (default 7; 3 with --quick)")
+    parser.add_argument("--servers", default=",".join(SERVERS), help="subset, e.g. sdk,floor")
+    parser.add_argument("--render", type=Path, help="only print the report of a results JSON")
+    args = parser.parse_args(argv)
+    if args.render:
+        saved = json.loads(args.render.read_text())
+        sys.stdout.write(render(saved) + "\n")
+        return 0
+    cfg = QUICK if args.quick else FULL
+    if args.reps:
+        cfg = Config(args.reps, cfg.sequential, cfg.pipelined, cfg.mrtr, cfg.legacy)
+    wanted = [s for s in args.servers.split(",") if s in SERVERS]
+    started = time.perf_counter()
+
+    def log(text: str) -> None:
+        sys.stderr.write(f"[bench {time.perf_counter() - started:6.1f}s] {text}\n")
+        sys.stderr.flush()
+
+    machine_before = envs.describe_machine()
+    load_before = str(machine_before["load_average"])
+    busy = float(load_before.split()[0] or 0) if load_before else 0.0
+    if busy > float(str(machine_before["usable_cores"])):
+        log(
+            f"WARNING load average {load_before} on {machine_before['usable_cores']} cores: "
+            "other work is running, expect noisy figures (ratios within a run hold up best)"
+        )
+    specs, info, setup_errors = setup(wanted, log)
+    for error in setup_errors:
+        log(f"SETUP FAILED {error}")
+    if not specs:
+        return 2
+    log(f"measuring {', '.join(specs)} ({cfg.reps} repetitions, interleaved)")
+    samples = measure(specs, cfg, log)
+    tokens = token_bench(info, log)
+    metrics = summarise(samples)
+    goal_results = goals(metrics)
+    report = {
+        "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "template_revision": envs.git_revision(),
+        "machine": {**envs.describe_machine(), "load_average_before": load_before},
+        "servers": info,
+        "config": {**cfg.__dict__, "quick": args.quick},
+        "metrics": metrics,
+        "tokens": tokens,
+        "goals": goal_results,
+        "errors": setup_errors + samples.errors,
+        "duration_s": round(time.perf_counter() - started, 1),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    sys.stdout.write(render(report) + f"\nwrote {args.out} in {report['duration_s']} s\n")
+    complete = all(s in specs for s in wanted) and not report["errors"]
+    return 0 if complete else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""After the files are written: drop switched-off options, write the signing key, say what next.
+
+Cookiecutter runs this with the new project as the working directory; if it fails, cookiecutter
+deletes the project again. The signing key is written here (never rendered from a template, never
+printed) and the host configurations come from the vendored runtime's ``_hosts`` module, the same
+code ``<slug> config`` uses later.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import stat
+import sys
+from pathlib import Path
+from types import ModuleType
+
+# Answers as JSON data, never as Python source (see pre_gen_project.py for why the newlines).
+ANSWERS: dict[str, str] = json.loads(
+    r"""
+{{ cookiecutter | tojson }}
+""".strip()
+)
+
+PROJECT = Path.cwd().resolve()
+PACKAGE = ANSWERS["package_name"]
+SLUG = ANSWERS["project_slug"]
+AWS = ANSWERS["include_aws_example"] == "yes"
+RUNTIME = PROJECT / "src" / PACKAGE / "mrtr_runtime"
+WINDOWS = os.name == "nt"
+
+# Everything that exists only for the AWS example. The README and pyproject sections are switched
+# off with Jinja in those files; tools are discovered by Registry.load_package, so removing a tool
+# module leaves no import behind.
+AWS_PATTERNS = (
+    f"src/{PACKAGE}/tools/deploy_to_aws*.py",
+    f"src/{PACKAGE}/tools/cloudformation",
+    "tests/test_deploy_to_aws*.py",
+    "tests/aws_*.py",
+)
+# Caches that a developer's checkout of the template may hold; a generated project never ships them.
+CACHE_DIRS = frozenset(
+    {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis"}
+)
+SKIP_DIRS = frozenset({".venv", ".git"})
+
+
+def remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def remove_aws_example() -> None:
+    for pattern in AWS_PATTERNS:
+        for path in sorted(PROJECT.glob(pattern)):
+            remove(path)
+
+
+def remove_caches() -> None:
+    for root, dirs, _files in os.walk(PROJECT):
+        for name in list(dirs):
+            if name in SKIP_DIRS:
+                dirs.remove(name)
+            elif name in CACHE_DIRS:
+                dirs.remove(name)
+                shutil.rmtree(Path(root, name))
+
+
+def load_runtime_module(name: str) -> ModuleType:
+    # The project is not installed yet, so load the vendored module by path. It is registered in
+    # sys.modules before it runs because dataclasses look their module up there. No bytecode:
+    # a __pycache__ directory would otherwise appear in the fresh project.
+    sys.dont_write_bytecode = True
+    spec = importlib.util.spec_from_file_location(f"_mrtr_bake{name}", RUNTIME / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {name} from {RUNTIME}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_signing_key(hosts: ModuleType) -> tuple[Path, bool]:
+    """Write a fresh key (O_EXCL, mode 0600); keep an existing one when re-baking over a project."""
+    path = PROJECT / hosts.KEY_FILE_NAME
+    keys = load_runtime_module("_keys")
+    try:
+        keys.write_key_file(path)
+    except FileExistsError:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            raise SystemExit(f"mrtr-server: {path} exists and is not a regular file") from None
+        return path, False
+    return path, True
+
+
+def next_steps(hosts: ModuleType, key_path: Path, key_written: bool) -> str:
+    project = str(PROJECT)
+    bin_dir = ".venv\\Scripts\\" if WINDOWS else ".venv/bin/"
+    extras = "dev,aws" if AWS else "dev"
+    quote = (lambda text: f'"{text}"') if WINDOWS else shlex.quote
+    launch = hosts.venv_launch(
+        hosts.venv_python(project, windows=WINDOWS),
+        PACKAGE,
+        key_file_path=str(key_path),
+    )
+    if key_written:
+        key_line = f"A new requestState signing key is in {key_path} (mode 0600, git-ignored)."
+    else:
+        key_line = f"The existing requestState signing key in {key_path} was kept."
+    lines = [
+        f"Created {ANSWERS['project_name']} in {project}",
+        "",
+        key_line,
+        "Keep it secret: never commit it, never paste it into chats or issues.",
+        "",
+        "Next steps:",
+        f"  cd {quote(project)}",
+        "  python3 -m venv .venv",
+        f"  {bin_dir}pip install -e {quote('.[' + extras + ']')}",
+        f"  {bin_dir}pytest",
+        f"  {bin_dir}{SLUG}    # the stdio server; it waits for JSON-RPC on stdin (Ctrl-D ends it)",
+        "Or with uv: uv sync --extra " + " --extra ".join(extras.split(",")) + " && uv run pytest",
+        "",
+        f"Connect a host. These configs start {launch.command} -m {PACKAGE}, so create the venv",
+        f"first. '{bin_dir}{SLUG} config all' prints them again; README.md explains each host.",
+        "",
+        hosts.render_all(SLUG, launch, windows=WINDOWS),
+    ]
+    uv = shutil.which("uv")
+    if uv:
+        uv_path = str(Path(uv).absolute())
+        uv_run = hosts.uv_launch(
+            uv_path,
+            project,
+            SLUG,
+            key_file_path=str(key_path),
+            extras=("aws",) if AWS else (),
+        )
+        lines += [
+            f"With uv instead ({uv_path} runs the project from its own .venv, no activation):",
+            hosts.snippet("claude-desktop", SLUG, uv_run, windows=WINDOWS),
+            f"('{bin_dir}{SLUG} config all --uv' prints this form for every host.)",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    if not AWS:
+        remove_aws_example()
+    remove_caches()
+    hosts = load_runtime_module("_hosts")
+    key_path, key_written = write_signing_key(hosts)
+    sys.stdout.write(next_steps(hosts, key_path, key_written))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

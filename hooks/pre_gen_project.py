@@ -1,0 +1,291 @@
+"""Refuse answers that would give a broken or unsafe project, before any file is written.
+
+Cookiecutter renders this file with Jinja and runs it with the (empty) project directory as the
+working directory; a non-zero exit makes cookiecutter delete that directory again, so a refusal
+leaves nothing on disk. We print exactly one line on stderr saying which answer is wrong and why.
+
+Names (project_name, project_slug, package_name) end up in paths, in Python source, in TOML and in
+shell commands printed for the user, so they are held to a strict ASCII grammar. Free text
+(description, author_name) may carry ordinary punctuation; the templates escape it where it lands.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import sys
+import unicodedata
+from pathlib import Path
+
+# The answers arrive as JSON *data* (tojson), never as Python source, so a quote or a backslash in
+# an answer cannot break out of the string. The newlines around the JSON matter: without them the
+# JSON's own closing quote would collide with the closing triple quote.
+ANSWERS: dict[str, object] = json.loads(
+    r"""
+{{ cookiecutter | tojson }}
+""".strip()
+)
+# The answers as given, before cookiecutter rendered them as Jinja templates (no_input / key=value).
+RAW_ANSWERS: dict[str, object] = json.loads(
+    r"""
+{{ _cookiecutter | default({}) | tojson }}
+""".strip()
+)
+
+FIELDS = (
+    "project_name",
+    "project_slug",
+    "package_name",
+    "description",
+    "author_name",
+    "author_email",
+    "include_aws_example",
+)
+
+# Names a generated package or command must not take: runtime and dev dependencies (installing the
+# project would shadow them), the vendored runtime, pytest's test directories, and commands that
+# live in the same venv's bin/ directory as our console script.
+RESERVED = frozenset(
+    {
+        "annotated_types",
+        "anyio",
+        "boto3",
+        "botocore",
+        "cookiecutter",
+        "hatchling",
+        "hypothesis",
+        "idna",
+        "jmespath",
+        "jsonschema",
+        "mcp",
+        "mcp_types",
+        "moto",
+        "mrtr_runtime",
+        "mypy",
+        "pip",
+        "pip3",
+        "pydantic",
+        "pydantic_core",
+        "pytest",
+        "python",
+        "python3",
+        "ruff",
+        "s3transfer",
+        "setuptools",
+        "sitecustomize",
+        "sniffio",
+        "src",
+        "test",
+        "tests",
+        "typing_extensions",
+        "typing_inspection",
+        "usercustomize",
+        "uv",
+        "wheel",
+        "activate",
+    }
+)
+
+PROJECT_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9 ._-]*[A-Za-z0-9])?")
+PROJECT_SLUG = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+PACKAGE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+EMAIL = re.compile(
+    r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
+)
+# Built from pieces: this file is itself a Jinja template, so the markers cannot appear literally.
+BRACE = chr(123)
+JINJA_MARKERS = (BRACE + BRACE, BRACE + "%", BRACE + "#")
+# Unicode categories never allowed anywhere: controls (newline, tab, NUL, ESC…), format characters
+# (bidi overrides, zero-width joiners: "Trojan Source"), line/paragraph separators, surrogates,
+# private use and unassigned code points.
+FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+AUTHOR_PUNCTUATION = frozenset(" .'-")
+
+
+class Refused(Exception):
+    """One answer is not acceptable; the message says which and why."""
+
+
+# unicodedata has no names for control characters; these are the ones people actually paste.
+CONTROL_NAMES = {
+    "\0": "NULL",
+    "\t": "CHARACTER TABULATION",
+    "\n": "LINE FEED",
+    "\r": "CARRIAGE RETURN",
+    "\x1b": "ESCAPE",
+    "\x7f": "DELETE",
+}
+
+
+def describe_char(char: str) -> str:
+    name = CONTROL_NAMES.get(char) or unicodedata.name(char, "control character")
+    return f"U+{ord(char):04X} {name}"
+
+
+def shown(value: str) -> str:
+    # ascii() makes newlines, escapes and look-alike letters visible and keeps the message on one
+    # line; long values are cut so the line stays readable.
+    text = ascii(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_common(field: str, value: str) -> None:
+    for char in value:
+        if unicodedata.category(char) in FORBIDDEN_CATEGORIES:
+            raise Refused(f"{field} {shown(value)} contains {describe_char(char)}; use one line")
+    for marker in JINJA_MARKERS:
+        if marker in value:
+            raise Refused(f"{field} {shown(value)} contains the template marker {marker!r}")
+    if "\\" in value:
+        raise Refused(f"{field} {shown(value)} contains a backslash")
+    if "../" in value or "..\\" in value:
+        raise Refused(f"{field} {shown(value)} contains a parent-directory path ('../')")
+
+
+def check_ascii_name(field: str, value: str) -> None:
+    for char in value:
+        if not char.isascii():
+            raise Refused(
+                f"{field} {shown(value)} contains the non-ASCII character {describe_char(char)}; "
+                "names must be plain ASCII (look-alike letters are a common spoofing trick)"
+            )
+
+
+def check_project_name(value: str) -> None:
+    check_ascii_name("project_name", value)
+    if not 1 <= len(value) <= 80 or not PROJECT_NAME.fullmatch(value):
+        raise Refused(
+            f"project_name {shown(value)} must be 1-80 ASCII letters, digits, spaces, '.', '_' or "
+            "'-', starting and ending with a letter or digit"
+        )
+
+
+def check_project_slug(value: str) -> None:
+    check_ascii_name("project_slug", value)
+    if not 2 <= len(value) <= 50 or not PROJECT_SLUG.fullmatch(value):
+        raise Refused(
+            f"project_slug {shown(value)} must be kebab-case: 2-50 characters of a-z, 0-9 and "
+            "single '-', starting with a letter (it is the directory and the command name); "
+            "pass project_slug=... to choose one"
+        )
+    if value.replace("-", "_") in RESERVED:
+        raise Refused(
+            f"project_slug {shown(value)} would clash with a dependency or a command of the same "
+            "name in the project's virtual environment; choose another"
+        )
+
+
+def check_package_name(value: str) -> None:
+    check_ascii_name("package_name", value)
+    if not 2 <= len(value) <= 50 or not PACKAGE_NAME.fullmatch(value) or not value.isidentifier():
+        raise Refused(
+            f"package_name {shown(value)} must be a Python identifier of 2-50 characters: a-z, "
+            "0-9 and '_', starting with a letter; pass package_name=... to choose one"
+        )
+    if keyword.iskeyword(value):
+        raise Refused(f"package_name {shown(value)} is a Python keyword; choose another name")
+    if value in RESERVED:
+        raise Refused(
+            f"package_name {shown(value)} is reserved (a dependency, a test directory or the "
+            "vendored runtime would be shadowed); choose another name"
+        )
+    if value in sys.stdlib_module_names:
+        raise Refused(
+            f"package_name {shown(value)} would shadow the standard library module of the same "
+            "name; choose another name"
+        )
+
+
+def check_description(value: str) -> None:
+    if not value.strip() or len(value) > 200:
+        raise Refused(f"description {shown(value)} must be one line of 1-200 characters")
+    if value != value.strip():
+        raise Refused(f"description {shown(value)} starts or ends with whitespace")
+
+
+def check_author_name(value: str) -> None:
+    if not 1 <= len(value) <= 100 or value != value.strip():
+        raise Refused(f"author_name {shown(value)} must be 1-100 characters, trimmed")
+    for char in value:
+        # Core metadata renders authors as an e-mail address list ("Name <email>"), where commas,
+        # quotes, '<', '>', '@' and parentheses mean something (PEP 621: no commas).
+        category = unicodedata.category(char)
+        if not (category[0] in "LM" or category == "Nd" or char in AUTHOR_PUNCTUATION):
+            raise Refused(
+                f"author_name {shown(value)} may contain letters, digits, spaces and . ' - only "
+                f"(found {describe_char(char)})"
+            )
+
+
+def check_author_email(value: str) -> None:
+    if len(value) > 254 or ".." in value or not EMAIL.fullmatch(value):
+        raise Refused(
+            f"author_email {shown(value)} is not a plain e-mail address (name@example.com)"
+        )
+
+
+def check_include_aws_example(value: str) -> None:
+    if value not in ("yes", "no"):
+        raise Refused(f"include_aws_example {shown(value)} must be 'yes' or 'no'")
+
+
+CHECKS = {
+    "project_name": check_project_name,
+    "project_slug": check_project_slug,
+    "package_name": check_package_name,
+    "description": check_description,
+    "author_name": check_author_name,
+    "author_email": check_author_email,
+    "include_aws_example": check_include_aws_example,
+}
+
+
+def template_defaults() -> dict[str, object]:
+    repo_dir = ANSWERS.get("_repo_dir")
+    if not isinstance(repo_dir, str):
+        return {}
+    try:
+        loaded = json.loads(Path(repo_dir, "cookiecutter.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def check_not_evaluated(defaults: dict[str, object]) -> None:
+    # With --no-input or key=value, cookiecutter renders each answer as a Jinja template before
+    # this hook runs, so an answer of 7 * 7 between double braces arrives here as "49". The raw
+    # answers still show it.
+    for field in FIELDS:
+        raw = RAW_ANSWERS.get(field)
+        if not isinstance(raw, str) or raw == defaults.get(field):
+            continue
+        if any(marker in raw for marker in JINJA_MARKERS):
+            raise Refused(
+                f"{field} {shown(raw)} contains template syntax, which cookiecutter evaluated; "
+                "answers must be plain text"
+            )
+
+
+def validate(answers: dict[str, object], defaults: dict[str, object]) -> None:
+    check_not_evaluated(defaults)
+    for field in FIELDS:
+        value = answers.get(field)
+        if not isinstance(value, str):
+            raise Refused(f"{field} must be text, got {type(value).__name__}")
+        check_common(field, value)
+        CHECKS[field](value)
+
+
+def main() -> int:
+    try:
+        validate(ANSWERS, template_defaults())
+    except Refused as refusal:
+        sys.stderr.write(f"mrtr-server: refused: {refusal}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Helpers for the template's tests: bake the template, install a bake, run things in it.
+
+``bake(**answers)`` renders the template with cookiecutter's API (no prompts) into a fresh
+temporary directory and returns the project with the post-gen hook's output. ``installed(aws)``
+gives one installed project per option combination for the whole session: a bake whose own
+``.venv`` has ``pip install -e .[dev(,aws)]`` done, i.e. exactly what the README tells users to do,
+so host configs printed for it point at that venv.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import venv
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cookiecutter.main import cookiecutter
+
+REPO = Path(__file__).resolve().parents[1]
+PIP_CACHE = REPO / ".cache" / "pip"
+KEY_FILE = ".mrtr-signing-key"
+#: Named option combinations; every distinct dependency set gets its own venv in the heavy tests.
+COMBINATIONS: Mapping[str, Mapping[str, str]] = {
+    "aws": {"include_aws_example": "yes"},
+    "no-aws": {"include_aws_example": "no"},
+}
+DEFAULT_SLUG = "mrtr-server"
+DEFAULT_PACKAGE = "mrtr_server"
+# Directories that are never part of what the template generated.
+NOT_GENERATED = frozenset({".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache"})
+
+
+@dataclass(frozen=True)
+class Bake:
+    """A generated project and what the hooks printed while making it."""
+
+    project: Path
+    stdout: str
+    stderr: str
+
+    @property
+    def package(self) -> Path:
+        (package,) = (path.parent for path in self.project.glob("src/*/__main__.py"))
+        return package
+
+    def files(self) -> list[Path]:
+        """Every generated file, relative to the project, sorted."""
+        found = []
+        for root, dirs, files in os.walk(self.project):
+            dirs[:] = sorted(d for d in dirs if d not in NOT_GENERATED)
+            found += [Path(root, name).relative_to(self.project) for name in files]
+        return sorted(found)
+
+    def text_files(self) -> dict[Path, str]:
+        texts = {}
+        for relative in self.files():
+            data = (self.project / relative).read_bytes()
+            if b"\0" not in data:
+                texts[relative] = data.decode("utf-8")
+        return texts
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for subprocesses: no outer venv or PYTHONPATH leaking into a baked project."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX"}
+    }
+    env.update(PIP_CACHE_DIR=str(PIP_CACHE), PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+    return env
+
+
+def run(
+    command: Sequence[str | Path], *, cwd: Path, timeout: float = 600, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(part) for part in command],
+        cwd=cwd,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        pytest.fail(
+            f"{' '.join(map(str, command))} exited {result.returncode}\n"
+            f"--- stdout\n{result.stdout[-20000:]}\n--- stderr\n{result.stderr[-20000:]}",
+            pytrace=False,
+        )
+    return result
+
+
+def cookiecutter_config(directory: Path) -> Path:
+    # Keep cookiecutter's replay files and clones out of the user's home directory.
+    config = directory / "cookiecutter-config.yaml"
+    config.write_text(
+        f'cookiecutters_dir: "{directory / "cookiecutters"}"\n'
+        f'replay_dir: "{directory / "replay"}"\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+def bake_into(
+    output: Path,
+    capfd: pytest.CaptureFixture[str],
+    *,
+    overwrite: bool = False,
+    state_dir: Path | None = None,
+    **answers: str,
+) -> Bake:
+    """Bake into ``output`` (which must exist); raises what cookiecutter raises.
+
+    Cookiecutter's own config and replay files go to ``state_dir`` (default: next to ``output``).
+    """
+    capfd.readouterr()
+    state = state_dir or output.parent
+    state.mkdir(parents=True, exist_ok=True)
+    project = cookiecutter(
+        str(REPO),
+        no_input=True,
+        extra_context=answers,
+        output_dir=str(output),
+        overwrite_if_exists=overwrite,
+        config_file=str(cookiecutter_config(state)),
+    )
+    captured = capfd.readouterr()
+    return Bake(Path(project), captured.out, captured.err)
+
+
+BakeFactory = Callable[..., Bake]
+
+
+def venv_python(venv_dir: Path) -> Path:
+    if os.name == "nt":
+        return venv_dir / "Scripts" / "python.exe"
+    return venv_dir / "bin" / "python"
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A baked project installed editable into its own ``.venv``."""
+
+    project: Path
+    combination: str
+
+    @property
+    def python(self) -> Path:
+        return venv_python(self.project / ".venv")
+
+    def tool(self, name: str) -> Path:
+        return self.python.parent / (f"{name}.exe" if os.name == "nt" else name)
+
+
+def install(project: Path, extras: str) -> Path:
+    """``python -m venv .venv && .venv/bin/pip install -e .[extras]``, with the shared pip cache."""
+    venv.EnvBuilder(with_pip=True, clear=True).create(project / ".venv")
+    python = venv_python(project / ".venv")
+    run([python, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]"], cwd=project, timeout=900)
+    return python
+
+
+def bake_and_install(output: Path, combination: str) -> Installed:
+    answers = COMBINATIONS[combination]
+    project = Path(
+        cookiecutter(
+            str(REPO),
+            no_input=True,
+            extra_context=dict(answers),
+            output_dir=str(output),
+            config_file=str(cookiecutter_config(output.parent)),
+        )
+    )
+    install(project, "dev,aws" if answers["include_aws_example"] == "yes" else "dev")
+    return Installed(project, combination)

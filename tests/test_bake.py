@@ -1,0 +1,237 @@
+"""Baking the template: what a generated project contains, and what it must never contain."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from bakery import (
+    COMBINATIONS,
+    DEFAULT_PACKAGE,
+    DEFAULT_SLUG,
+    KEY_FILE,
+    BakeFactory,
+    bake_into,
+    run,
+)
+
+# Jinja that survived rendering, or a path that was never rendered. Python's own "{{" (an escaped
+# brace in an f-string) is legitimate in the vendored runtime, so only template syntax counts.
+UNRENDERED = re.compile(
+    r"\{\{-?\s*(?:cookiecutter|_cookiecutter)\b"
+    r"|\{%-?\s*(?:if|elif|else|endif|for|endfor|raw|endraw|set|include|macro)\b"
+    r"|\{#"
+)
+# Anything that belongs to the AWS example.
+AWS_TRACE = re.compile(r"deploy_to_aws|boto3|botocore|\bmoto\b|cloudformation", re.IGNORECASE)
+HEX_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_bake_produces_the_documented_layout(bake: BakeFactory, combination: str) -> None:
+    baked = bake(**COMBINATIONS[combination])
+    assert baked.project.name == DEFAULT_SLUG
+    package = Path("src", DEFAULT_PACKAGE)
+    files = set(baked.files())
+    for expected in (
+        Path("pyproject.toml"),
+        Path("README.md"),
+        Path(".gitignore"),
+        Path(KEY_FILE),
+        package / "__init__.py",
+        package / "__main__.py",
+        package / "cli.py",
+        package / "app.py",
+        package / "tools" / "__init__.py",
+        package / "mrtr_runtime" / "__init__.py",
+        package / "mrtr_runtime" / "_hosts.py",
+    ):
+        assert expected in files
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_nothing_is_left_unrendered(bake: BakeFactory, combination: str) -> None:
+    baked = bake(**COMBINATIONS[combination])
+    for relative in baked.files():
+        assert "{{" not in str(relative) and "cookiecutter" not in str(relative), relative
+    for relative, text in baked.text_files().items():
+        match = UNRENDERED.search(text)
+        assert match is None, f"{relative}: unrendered {match.group(0)!r}"
+
+
+def test_no_caches_or_bytecode_are_shipped(bake: BakeFactory) -> None:
+    baked = bake()
+    found = [
+        path
+        for path in baked.project.rglob("*")
+        if path.name in {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+        or path.suffix == ".pyc"
+    ]
+    assert found == []
+
+
+def test_aws_off_leaves_no_trace(bake: BakeFactory) -> None:
+    baked = bake(include_aws_example="no")
+    for relative in baked.files():
+        assert not AWS_TRACE.search(str(relative)), relative
+    for relative, text in baked.text_files().items():
+        match = AWS_TRACE.search(text)
+        assert match is None, f"{relative} mentions {match.group(0)!r}"
+    readme = (baked.project / "README.md").read_text(encoding="utf-8")
+    assert not re.search(r"^#+ .*\bAWS\b", readme, re.MULTILINE)
+    pyproject = tomllib.loads((baked.project / "pyproject.toml").read_text(encoding="utf-8"))
+    assert set(pyproject["project"]["optional-dependencies"]) == {"dev"}
+
+
+def test_aws_on_ships_the_example(bake: BakeFactory) -> None:
+    baked = bake(include_aws_example="yes")
+    tools = baked.package / "tools"
+    assert (tools / "deploy_to_aws.py").is_file()
+    assert (tools / "cloudformation").is_dir()
+    readme = (baked.project / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"^## .*deploy_to_aws", readme, re.MULTILINE)
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_pyproject_declares_exactly_the_promised_dependencies(
+    bake: BakeFactory, combination: str
+) -> None:
+    baked = bake(**COMBINATIONS[combination])
+    aws = COMBINATIONS[combination]["include_aws_example"] == "yes"
+    pyproject = tomllib.loads((baked.project / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
+    assert project["name"] == DEFAULT_SLUG
+    assert project["requires-python"] == ">=3.11"
+    assert project["dependencies"] == ["anyio>=4.4", "pydantic>=2.7"]
+    assert project["scripts"] == {DEFAULT_SLUG: f"{DEFAULT_PACKAGE}.cli:main"}
+    extras = project["optional-dependencies"]
+    assert ("aws" in extras) is aws
+    if aws:
+        assert extras["aws"] == ["boto3>=1.34"]
+    dev = " ".join(extras["dev"])
+    for tool in ("pytest", "hypothesis", "ruff", "mypy"):
+        assert tool in dev
+    assert ("moto[cloudformation,server,sts]>=5" in extras["dev"]) is aws
+    assert ("boto3>=1.34" in extras["dev"]) is aws
+    assert "mcp" not in " ".join(project["dependencies"] + extras["dev"])
+    assert pyproject["build-system"]["build-backend"] == "hatchling.build"
+    assert pyproject["tool"]["mypy"]["strict"] is True
+    assert pyproject["tool"]["ruff"]["line-length"] == 100
+
+
+def test_answers_are_data_not_code(bake: BakeFactory) -> None:
+    description = """Say "hi" & it's done: $(not run) `nor this` #1 <b>bold</b> 100% ✓ 🚀"""
+    author = "Siobhán O'Connor-Smith Jr."
+    baked = bake(
+        project_name="Acme Deploy Bot",
+        description=description,
+        author_name=author,
+        author_email="siobhan+mcp@example.co.uk",
+    )
+    assert baked.project.name == "acme-deploy-bot"
+    assert (baked.project / "src" / "acme_deploy_bot" / "__main__.py").is_file()
+    pyproject = tomllib.loads((baked.project / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["description"] == description
+    assert pyproject["project"]["authors"] == [
+        {"name": author, "email": "siobhan+mcp@example.co.uk"}
+    ]
+    assert description in (baked.project / "README.md").read_text(encoding="utf-8")
+
+
+def test_signing_key_is_private_random_hex(bake: BakeFactory) -> None:
+    baked = bake()
+    key_file = baked.project / KEY_FILE
+    mode = stat.S_IMODE(key_file.stat().st_mode)
+    if sys.platform != "win32":
+        assert mode == 0o600, oct(mode)
+    key = key_file.read_text(encoding="ascii").strip()
+    assert HEX_KEY.fullmatch(key)
+    assert key not in baked.stdout
+    assert key not in baked.stderr
+    assert str(key_file) in baked.stdout  # where it is, never what it is
+
+
+def test_two_bakes_get_different_keys(bake: BakeFactory) -> None:
+    first = (bake().project / KEY_FILE).read_text(encoding="ascii")
+    second = (bake().project / KEY_FILE).read_text(encoding="ascii")
+    assert first != second
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_signing_key_is_git_ignored(bake: BakeFactory) -> None:
+    baked = bake()
+    run(["git", "init", "--quiet"], cwd=baked.project)
+    for name in (KEY_FILE, f"{KEY_FILE}.previous", ".venv/bin/python"):
+        ignored = subprocess.run(
+            ["git", "check-ignore", "--quiet", name], cwd=baked.project, check=False
+        )
+        assert ignored.returncode == 0, f"{name} is not git-ignored"
+    status = run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=baked.project)
+    assert KEY_FILE not in status.stdout
+    assert "pyproject.toml" in status.stdout
+
+
+def _tree(project: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(project)): path.read_bytes()
+        for path in sorted(project.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_rendering_twice_gives_the_same_project_except_the_key(
+    bake: BakeFactory, combination: str
+) -> None:
+    first = _tree(bake(**COMBINATIONS[combination]).project)
+    second = _tree(bake(**COMBINATIONS[combination]).project)
+    assert first.pop(KEY_FILE) != second.pop(KEY_FILE)
+    assert first.keys() == second.keys()
+    assert [name for name in first if first[name] != second[name]] == []
+
+
+def test_rebaking_over_a_project_keeps_its_key(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "out"
+    output.mkdir()
+    first = bake_into(output, capfd)
+    before = _tree(first.project)
+    second = bake_into(output, capfd, overwrite=True)
+    assert second.project == first.project
+    assert _tree(second.project) == before
+    assert "was kept" in second.stdout
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_hook_prints_host_configs_with_absolute_paths(bake: BakeFactory, combination: str) -> None:
+    baked = bake(**COMBINATIONS[combination])
+    out = baked.stdout
+    python = str(baked.project / ".venv" / "bin" / "python")
+    for heading in ("Claude Desktop", "Claude Code", "VS Code", "Cursor"):
+        assert f"== {heading} ==" in out
+    assert f'"command": "{python}"' in out
+    assert '"servers"' in out and '"type": "stdio"' in out and '"mcpServers"' in out
+    assert f'"MRTR_SIGNING_KEY_FILE": "{baked.project / KEY_FILE}"' in out
+    assert "claude mcp add --transport stdio --env MRTR_SIGNING_KEY_FILE=" in out
+    assert f" -- {python} -m {DEFAULT_PACKAGE}" in out
+
+
+def test_long_names_still_give_a_lint_clean_project(bake: BakeFactory) -> None:
+    # Names at the pre-gen limits must not push a generated line past ruff's line length.
+    baked = bake(
+        project_name="A" * 40 + " " + "b" * 39,
+        project_slug="s" * 50,
+        package_name="p" * 50,
+        description="d" * 200,
+        author_name="N" * 100,
+    )
+    ruff = [sys.executable, "-m", "ruff"]
+    run([*ruff, "check", "--no-cache", "."], cwd=baked.project)
+    run([*ruff, "format", "--no-cache", "--check", "."], cwd=baked.project)

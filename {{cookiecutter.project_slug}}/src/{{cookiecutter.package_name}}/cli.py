@@ -1,0 +1,166 @@
+"""The ``{{ cookiecutter.project_slug }}`` command (also ``python -m <package>``).
+
+With no command, or ``serve``
+    Run the stdio MCP server (what hosts start). stdout is the wire; logs go to stderr.
+``config <host>``
+    Print a ready-to-paste host configuration that starts this server with this interpreter.
+``keygen [--force]``
+    Write a new requestState signing key file (mode 0600). Never prints the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import __version__
+from .app import NAME, build_server, default_key_file, project_root
+from .mrtr_runtime import SigningConfigError, serve_stdio, write_key_file
+from .mrtr_runtime import _hosts as hosts
+from .mrtr_runtime._stdio import configure_logging
+
+PACKAGE = "{{ cookiecutter.package_name }}"
+#: ``uv run --extra`` for the optional dependencies the tools need.
+{%- if cookiecutter.include_aws_example == "yes" %}
+UV_EXTRAS: tuple[str, ...] = ("aws",)
+#: Hosts pass only HOME/PATH-like variables; these are copied into printed configs when set.
+PASS_THROUGH_ENV: tuple[str, ...] = ("AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION")
+{%- else %}
+UV_EXTRAS: tuple[str, ...] = ()
+#: Hosts pass only HOME/PATH-like variables; these are copied into printed configs when set.
+PASS_THROUGH_ENV: tuple[str, ...] = ()
+{%- endif %}
+KEY_FILE_ENV = hosts.KEY_FILE_ENV
+CONFIG_CHOICES = (*hosts.HOSTS, "mcp-json", "all")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=NAME,
+        description="A stdio MCP server. With no command, serve on stdin/stdout.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="command")
+    commands.add_parser("serve", help="run the stdio server (the default)")
+    config = commands.add_parser("config", help="print a host configuration for this server")
+    config.add_argument("host", choices=CONFIG_CHOICES, help="which host (or all)")
+    config.add_argument(
+        "--uv", action="store_true", help="start through 'uv run --directory' instead of this venv"
+    )
+    keygen = commands.add_parser("keygen", help="write a new requestState signing key file")
+    keygen.add_argument(
+        "--force", action="store_true", help="replace an existing key (keeps it as *.previous)"
+    )
+    keygen.add_argument("--path", type=Path, help=f"key file (default: ${KEY_FILE_ENV} or ours)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "config":
+        return print_config(args.host, use_uv=args.uv)
+    if args.command == "keygen":
+        return keygen(force=args.force, path=args.path)
+    return serve()
+
+
+def serve() -> int:
+    configure_logging()
+    try:
+        server = build_server()
+    except SigningConfigError as error:
+        # The message names the variable or file and how to fix it; it never quotes a key.
+        sys.stderr.write(f"{NAME}: cannot start: {error}\n")
+        return 2
+    serve_stdio(server)
+    return 0
+
+
+def _key_file_for_config() -> str | None:
+    named = os.environ.get(KEY_FILE_ENV, "").strip()
+    if named:
+        return str(Path(named).expanduser().absolute())
+    default = default_key_file()
+    if default is None:
+        sys.stderr.write(
+            f"note: no project directory (not an editable install) and ${KEY_FILE_ENV} is unset; "
+            "the server will sign with a per-process key, so input rounds will not survive a "
+            "restart. Set MRTR_SIGNING_KEY_FILE in the config's env.\n"
+        )
+        return None
+    if not default.exists():
+        sys.stderr.write(f"note: {default} does not exist yet; run '{NAME} keygen'.\n")
+    return str(default)
+
+
+def print_config(host: str, *, use_uv: bool) -> int:
+    windows = os.name == "nt"
+    key_file = _key_file_for_config()
+    extra_env = {name: os.environ[name] for name in PASS_THROUGH_ENV if os.environ.get(name)}
+    if use_uv:
+        uv = shutil.which("uv")
+        root = project_root()
+        if uv is None or root is None:
+            sys.stderr.write(
+                f"{NAME}: --uv needs uv on PATH and the project's source tree; "
+                "leave out --uv to use this interpreter\n"
+            )
+            return 1
+        launch = hosts.uv_launch(
+            str(Path(uv).absolute()),
+            str(root),
+            NAME,
+            key_file_path=key_file,
+            extras=UV_EXTRAS,
+            extra_env=extra_env,
+        )
+    else:
+        # Not resolved: inside a venv, sys.executable is a symlink whose location *is* the venv.
+        python = os.path.abspath(sys.executable)
+        launch = hosts.venv_launch(python, PACKAGE, key_file_path=key_file, extra_env=extra_env)
+    if host == "all":
+        sys.stdout.write(hosts.render_all(NAME, launch, windows=windows))
+        return 0
+    sys.stderr.write(hosts.where(host) + "\n")
+    sys.stdout.write(hosts.snippet(host, NAME, launch, windows=windows) + "\n")
+    return 0
+
+
+def _default_key_path() -> Path | None:
+    named = os.environ.get(KEY_FILE_ENV, "").strip()
+    return Path(named) if named else default_key_file()
+
+
+def keygen(*, force: bool, path: Path | None) -> int:
+    target = path or _default_key_path()
+    if target is None:
+        sys.stderr.write(f"{NAME}: no project directory found; pass --path FILE\n")
+        return 1
+    target = target.expanduser().absolute()
+    previous: Path | None = None
+    if target.exists() or target.is_symlink():
+        if not force:
+            sys.stderr.write(
+                f"{NAME}: {target} already exists; 'keygen --force' replaces it and keeps the old "
+                "key as a .previous file for rotation\n"
+            )
+            return 1
+        previous = target.with_name(target.name + ".previous")
+        os.replace(target, previous)
+    key = write_key_file(target)
+    sys.stdout.write(f"{target}\n")
+    sys.stderr.write(f"Wrote a new signing key (id {key.key_id}, mode 0600) to {target}.\n")
+    if previous is not None:
+        sys.stderr.write(
+            f"The old key is now in {previous}.\n"
+            "Tool calls waiting for input hold tokens signed with it. To let them finish,\n"
+            "give the server MRTR_PREVIOUS_SIGNING_KEYS=<the contents of that file> (in the\n"
+            "host config's env) for one TTL (MRTR_STATE_TTL_SECONDS, default 86400 s); then\n"
+            "remove it and delete that file.\n"
+        )
+    sys.stderr.write("Restart the MCP host (or the server) so it reads the new key.\n")
+    return 0

@@ -1,0 +1,186 @@
+"""deploy_to_aws end to end: the real server in a subprocess, with moto's server playing AWS.
+
+The server gets moto's address only through AWS_ENDPOINT_URL, which boto3 reads by itself, so
+the code under test is exactly what runs against AWS. The client is the project's own
+ClientSession with call_tool_with_inputs, answering elicitations the way a host's form would.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from {{ cookiecutter.package_name }}.mrtr_runtime import (
+    ClientSession,
+    call_tool_with_inputs,
+    default_input_handler,
+    new_signing_key_hex,
+    request_with_inputs,
+)
+from {{ cookiecutter.package_name }}.tools import deploy_to_aws as tool
+
+BOUND = 60  # seconds for the whole conversation, server start-up included
+PACKAGE = tool.__name__.partition(".")[0]
+REGION = "eu-west-1"
+ROLE = "arn:aws:iam::111122223333:role/Deployer"  # another account: moto switches to it
+STACK = "e2e-api"
+
+Json = dict[str, Any]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def endpoint() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def server_env(endpoint: str, tmp_path: Path) -> dict[str, str]:
+    """What a host config would pass, pointed at moto; nothing of the developer's AWS setup."""
+    source = Path(importlib.import_module(PACKAGE).__file__ or "").resolve().parents[1]
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(source),
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": REGION,
+        "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+        "MRTR_SIGNING_KEY": new_signing_key_hex(),
+    }
+
+
+def assumed(service: str, endpoint: str) -> Any:
+    """A boto3 client of the role's account on moto's server, to look at what was deployed."""
+    sts = boto3.client(
+        "sts",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    credentials = sts.assume_role(RoleArn=ROLE, RoleSessionName="e2e-check")["Credentials"]
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+    )
+
+
+def what_was_deployed(endpoint: str) -> Json:
+    """The stack's resources as moto holds them, read with the role's credentials."""
+    cloudformation = assumed("cloudformation", endpoint)
+    stack = cloudformation.describe_stacks(StackName=STACK)["Stacks"][0]
+    resources = cloudformation.list_stack_resources(StackName=STACK)["StackResourceSummaries"]
+    by_id = {item["LogicalResourceId"]: item for item in resources}
+    queue_url = by_id["Queue"]["PhysicalResourceId"]
+    name = f"/{STACK}/staging/queue-url"
+    return {
+        "stack_id": stack["StackId"],
+        "status": stack["StackStatus"],
+        "parameters": {
+            item["ParameterKey"]: item["ParameterValue"] for item in stack["Parameters"]
+        },
+        "types": {key: item["ResourceType"] for key, item in by_id.items()},
+        "ssm_value_is_queue_url": assumed("ssm", endpoint).get_parameter(Name=name)["Parameter"][
+            "Value"
+        ]
+        == queue_url,
+        "queue_tags": assumed("sqs", endpoint).list_queue_tags(QueueUrl=queue_url)["Tags"],
+    }
+
+
+@pytest.mark.anyio
+async def test_two_rounds_through_the_real_server_deploy_the_stack_into_moto(
+    endpoint: str, server_env: dict[str, str]
+) -> None:
+    asked: list[str] = []
+
+    async def elicit(params: Json) -> Json:
+        asked.append(params["message"])
+        if "confirmed" in params["requestedSchema"]["properties"]:
+            return {"action": "accept", "content": {"confirmed": True}}
+        return {"action": "accept", "content": {"arn": ROLE}}
+
+    rounds: list[list[str]] = []
+    answer = default_input_handler(elicitation=elicit)
+
+    async def input_handler(requests: Any) -> Any:
+        rounds.append(sorted(requests))
+        return await answer(requests)
+
+    arguments: Json = {"stack": STACK, "parameters": {"Environment": "staging"}}
+    command = [sys.executable, "-m", PACKAGE]
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            command, env=server_env, elicitation_handler=elicit
+        ) as session:
+            created: Json = await call_tool_with_inputs(
+                session, "deploy_to_aws", arguments, input_handler
+            )
+            after_create = await anyio.to_thread.run_sync(what_was_deployed, endpoint)
+            again: Json = await call_tool_with_inputs(
+                session, "deploy_to_aws", arguments, input_handler
+            )
+            updated: Json = await request_with_inputs(
+                session,
+                "tools/call",
+                {
+                    "name": "deploy_to_aws",
+                    "arguments": {"stack": STACK, "parameters": {"Environment": "prod"}},
+                    "_meta": {"progressToken": "e2e"},
+                },
+                input_handler,
+            )
+            after_update = await anyio.to_thread.run_sync(what_was_deployed, endpoint)
+            notifications: list[Json] = list(session.notifications)
+
+    assert created.get("isError") is not True, (created, session.stderr_text())
+    assert rounds == [["confirm", "role-arn"]] * 3  # one input round per call: two tools/call each
+    assert asked[:2] == [
+        "Deploy stack 'e2e-api' to AWS production?",
+        "Provide the IAM role ARN to assume:",
+    ]
+    assert created["structuredContent"]["action"] == "created"
+    assert created["structuredContent"]["region"] == REGION
+    assert after_create == {
+        "stack_id": created["structuredContent"]["stack_id"],
+        "status": "CREATE_COMPLETE",
+        "parameters": {"Environment": "staging", "MessageRetentionSeconds": "345600"},
+        "types": {"Queue": "AWS::SQS::Queue", "QueueUrlParameter": "AWS::SSM::Parameter"},
+        "ssm_value_is_queue_url": True,
+        "queue_tags": {"environment": "staging"},
+    }
+    assert again["structuredContent"]["action"] == "unchanged"
+    assert updated["structuredContent"]["action"] == "updated"
+    assert after_update["status"] == "UPDATE_COMPLETE"
+    assert after_update["parameters"]["Environment"] == "prod"
+    progress = [
+        note["params"] for note in notifications if note["method"] == "notifications/progress"
+    ]
+    assert progress
+    assert {entry["progressToken"] for entry in progress} == {"e2e"}

@@ -1,0 +1,423 @@
+"""Every python block of docs/multi-round-handlers.md runs, and does what the page says.
+
+Convention (stated at the top of the page): each block is a whole tools module whose first line
+is `# src/<package>/tools/<name>.py`, importing `..mrtr_runtime` and
+`from . import registry`. `load_snippet` runs a block exactly as such a module, inside a
+throwaway package whose `registry` is fresh, then the tests drive the tool through
+`MemoryClient`. `test_every_snippet_is_exercised` fails when a block is added without a test.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from {{ cookiecutter.package_name }}.mrtr_runtime import (
+    KeyRing,
+    MemoryClient,
+    Registry,
+    RequestStateCodec,
+    RpcError,
+    Server,
+    call_tool_with_inputs,
+    default_input_handler,
+    parse_signing_key,
+)
+
+Json = dict[str, Any]
+F = TypeVar("F", bound=Callable[..., Any])
+
+PACKAGE = "{{ cookiecutter.package_name }}"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "multi-round-handlers.md"
+KEY_HEX = "c4e6a8b0d2f41357a9c1e3f5b7d90246c8e0a2f4b6d81357e9c1a3f5b7d90246"
+BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+HEADER = re.compile(rf"# src/{PACKAGE}/tools/([a-z_][a-z0-9_]*)\.py")
+FORMS_ONLY: Json = {"elicitation": {"form": {}}}
+
+#: The snippet names some test below exercises; filled in as the decorators run at import.
+EXERCISED: set[str] = set()
+
+
+def exercises(name: str) -> Callable[[F], F]:
+    EXERCISED.add(name)
+    return lambda test: test
+
+
+def snippets() -> dict[str, str]:
+    """The python blocks of the page, by the module name on their first line."""
+    found: dict[str, str] = {}
+    for block in BLOCK.findall(DOC.read_text(encoding="utf-8")):
+        first_line = block.partition("\n")[0]
+        header = HEADER.fullmatch(first_line)
+        assert header, (
+            f"a python block must start with '# src/{PACKAGE}/tools/<name>.py': {first_line!r}"
+        )
+        assert header[1] not in found, f"two blocks are both {header[1]}.py"
+        found[header[1]] = block
+    return found
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def load_snippet() -> Iterator[Callable[[str], Registry]]:
+    """Run a block as `<package>._doc_<name>.<name>` with `registry` fresh in its package."""
+    added: list[str] = []
+
+    def load(name: str) -> Registry:
+        registry = Registry()
+        package = types.ModuleType(f"{PACKAGE}._doc_{name}")
+        package.__path__ = []
+        package.registry = registry  # type: ignore[attr-defined]
+        module = types.ModuleType(f"{package.__name__}.{name}")
+        module.__package__ = package.__name__
+        module.__file__ = str(DOC)
+        for loaded in (package, module):
+            sys.modules[loaded.__name__] = loaded
+            added.append(loaded.__name__)
+        code = compile(snippets()[name], f"{DOC.name}:{name}.py", "exec")
+        # The page is part of this project (not outside input), and running it is the point.
+        exec(code, module.__dict__)  # noqa: S102
+        return registry
+
+    yield load
+    for name in added:
+        sys.modules.pop(name, None)
+
+
+def serve(registry: Registry) -> Server:
+    codec = RequestStateCodec(KeyRing(parse_signing_key(KEY_HEX)))
+    return Server(name="docs-snippets", version="0", registry=registry, state=codec)
+
+
+def accept(**content: Any) -> Json:
+    return {"action": "accept", "content": content}
+
+
+def text_of(result: Mapping[str, Any]) -> str:
+    (block,) = result["content"]
+    text: str = block["text"]
+    return text
+
+
+class Answers:
+    """An elicitation callback that answers each message with the first rule matching it."""
+
+    def __init__(self, *rules: tuple[str, Json]) -> None:
+        self.rules = rules
+        self.messages: list[str] = []
+
+    async def __call__(self, params: Mapping[str, object]) -> Json:
+        message = str(params["message"])
+        self.messages.append(message)
+        return next(answer for needle, answer in self.rules if needle in message)
+
+
+async def run(
+    client: MemoryClient, tool: str, arguments: Json, **handlers: Any
+) -> tuple[Json, list[list[str]]]:
+    """call_tool_with_inputs, also returning the keys asked in each round."""
+    rounds: list[list[str]] = []
+    inner = default_input_handler(**handlers)
+
+    async def handler(requests: Mapping[str, Mapping[str, object]]) -> Mapping[str, object]:
+        rounds.append(sorted(requests))
+        return await inner(requests)
+
+    return await call_tool_with_inputs(client, tool, arguments, handler), rounds
+
+
+# -- the page itself --------------------------------------------------------------------------
+
+
+def test_every_snippet_is_exercised() -> None:
+    assert set(snippets()) == EXERCISED
+
+
+def test_the_page_states_the_snippet_convention_and_has_the_three_skeletons() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert "`from . import registry`" in text
+    assert "tests/test_docs_snippets.py" in text
+    assert list(snippets()) == ["remove_file", "draft_issue", "name_branch"]
+    assert "cookiecutter." not in text  # every template placeholder was rendered
+
+
+# -- (a) remove_file: one round, then the effect ---------------------------------------------
+
+
+@pytest.mark.anyio
+@exercises("remove_file")
+async def test_remove_file_deletes_after_one_yes_and_a_replay_changes_nothing(
+    load_snippet: Callable[[str], Registry], tmp_path: Path
+) -> None:
+    server = serve(load_snippet("remove_file"))
+    target = tmp_path / "old.log"
+    target.write_text("x")
+    client = MemoryClient(server, capabilities=FORMS_ONLY)
+    arguments = {"path": str(target)}
+
+    first = await client.request("tools/call", {"name": "remove_file", "arguments": arguments})
+    assert list(first["inputRequests"]) == ["confirm"]
+    assert first["inputRequests"]["confirm"]["params"]["message"] == f"Delete {target}?"
+    assert target.exists()  # nothing happens before the answer
+    final: Json = {
+        "name": "remove_file",
+        "arguments": arguments,
+        "inputResponses": {"confirm": accept(confirmed=True)},
+        "requestState": first["requestState"],
+    }
+    done = await client.request("tools/call", final)
+    assert text_of(done) == f"Deleted {target}."
+    assert not target.exists()
+    # The same final request again (a lost reply, a restart, a replayed token): same effect.
+    again = await client.request("tools/call", final)
+    assert text_of(again) == f"{target} does not exist; nothing to delete."
+    assert "isError" not in again
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "answer", [{"action": "decline"}, {"action": "cancel"}, accept(confirmed=False)]
+)
+async def test_remove_file_keeps_the_file_on_decline_cancel_or_no(
+    load_snippet: Callable[[str], Registry], tmp_path: Path, answer: Json
+) -> None:
+    server = serve(load_snippet("remove_file"))
+    target = tmp_path / "keep.txt"
+    target.write_text("x")
+    result, rounds = await run(
+        MemoryClient(server),
+        "remove_file",
+        {"path": str(target)},
+        elicitation=Answers(("", answer)),
+    )
+    assert rounds == [["confirm"]]
+    assert text_of(result) == f"Kept {target}."
+    assert target.exists()
+
+
+@pytest.mark.anyio
+async def test_remove_file_never_deletes_without_a_form_to_ask_with(
+    load_snippet: Callable[[str], Registry], tmp_path: Path
+) -> None:
+    registry = load_snippet("remove_file")
+    tool = registry.tools["remove_file"]
+    assert tool.wire["annotations"] == {
+        "destructiveHint": True,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
+    target = tmp_path / "precious"
+    target.write_text("x")
+    client = MemoryClient(serve(registry), capabilities={"sampling": {}})
+    with pytest.raises(RpcError) as raised:
+        await client.request(
+            "tools/call", {"name": "remove_file", "arguments": {"path": str(target)}}
+        )
+    assert raised.value.code == -32021
+    assert target.exists()
+
+
+# -- (b) draft_issue: progressive rounds ------------------------------------------------------
+
+
+@pytest.mark.anyio
+@exercises("draft_issue")
+@pytest.mark.parametrize(
+    ("kind", "second_key", "details", "body"),
+    [
+        (
+            "bug",
+            "bug",
+            accept(steps="Run it", expected="No crash"),
+            "Steps:\nRun it\n\nExpected:\nNo crash",
+        ),
+        (
+            "feature",
+            "feature",
+            accept(motivation="Scripts need it"),
+            "Motivation:\nScripts need it",
+        ),
+    ],
+)
+async def test_draft_issue_asks_the_second_question_the_first_answer_calls_for(
+    load_snippet: Callable[[str], Registry], kind: str, second_key: str, details: Json, body: str
+) -> None:
+    server = serve(load_snippet("draft_issue"))
+    answers = Answers(
+        ("about?", accept(title="JSON output", kind=kind)), ("'JSON output'", details)
+    )
+    result, rounds = await run(
+        MemoryClient(server), "draft_issue", {"project": "demo"}, elicitation=answers
+    )
+    # Each round asks (and so the client sends) only its new key; round 2 quotes round 1.
+    assert rounds == [["basics"], [second_key]]
+    assert answers.messages[0] == "What is the new issue for demo about?"
+    assert "'JSON output'" in answers.messages[1]
+    assert text_of(result) == f"# [{kind}] JSON output\n\n{body}\n"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        ({"action": "decline"}, None, "No issue drafted: the user stopped at the first question."),
+        ({"action": "cancel"}, None, "No issue drafted: the user stopped at the first question."),
+        (
+            accept(title="t", kind="bug"),
+            {"action": "decline"},
+            "No issue drafted: the user stopped at the details.",
+        ),
+        (
+            accept(title="t", kind="feature"),
+            {"action": "cancel"},
+            "No issue drafted: the user stopped at the details.",
+        ),
+    ],
+)
+async def test_draft_issue_treats_decline_and_cancel_as_answers(
+    load_snippet: Callable[[str], Registry], first: Json, second: Json | None, expected: str
+) -> None:
+    server = serve(load_snippet("draft_issue"))
+    answers = Answers(("about?", first), ("", second or {}))
+    result, rounds = await run(
+        MemoryClient(server), "draft_issue", {"project": "demo"}, elicitation=answers
+    )
+    assert text_of(result) == expected
+    assert len(rounds) == (1 if second is None else 2)
+
+
+@pytest.mark.anyio
+async def test_draft_issue_gives_each_variant_of_a_question_its_own_key(
+    load_snippet: Callable[[str], Registry],
+) -> None:
+    # A client corrects round 1 from bug to feature after answering the bug details: the stale
+    # bug answer is not mistaken for feature details; the feature question is asked.
+    client = MemoryClient(serve(load_snippet("draft_issue")), capabilities=FORMS_ONLY)
+    params: Json = {"name": "draft_issue", "arguments": {"project": "demo"}}
+    first = await client.request("tools/call", params)
+    second = await client.request(
+        "tools/call",
+        {
+            **params,
+            "inputResponses": {"basics": accept(title="t", kind="bug")},
+            "requestState": first["requestState"],
+        },
+    )
+    assert list(second["inputRequests"]) == ["bug"]
+    third = await client.request(
+        "tools/call",
+        {
+            **params,
+            "inputResponses": {
+                "bug": accept(steps="s", expected="e"),
+                "basics": accept(title="t", kind="feature"),
+            },
+            "requestState": second["requestState"],
+        },
+    )
+    assert list(third["inputRequests"]) == ["feature"]
+
+
+# -- (c) name_branch: elicitation, then sampling, then defaults ------------------------------
+
+
+async def model_says(params: Mapping[str, object]) -> Json:
+    return {
+        "role": "assistant",
+        "content": {"type": "text", "text": "feat/JSON-Output"},
+        "model": "m",
+    }
+
+
+@pytest.mark.anyio
+@exercises("name_branch")
+async def test_name_branch_lets_the_user_choose_when_the_host_has_forms(
+    load_snippet: Callable[[str], Registry],
+) -> None:
+    server = serve(load_snippet("name_branch"))
+    answers = Answers(("", accept(name="Fix: login loop!")))
+    result, rounds = await run(
+        MemoryClient(server, capabilities={"elicitation": {}, "sampling": {}}),
+        "name_branch",
+        {"description": "Stop the login redirect loop"},
+        elicitation=answers,
+        sampling=model_says,
+    )
+    assert rounds == [["user"]]  # forms win over sampling when both are declared
+    assert answers.messages == ["Branch name for: Stop the login redirect loop"]
+    assert text_of(result) == "Branch: fix-login-loop (chosen by the user)"
+
+
+@pytest.mark.anyio
+async def test_name_branch_asks_the_hosts_model_without_forms(
+    load_snippet: Callable[[str], Registry],
+) -> None:
+    server = serve(load_snippet("name_branch"))
+    client = MemoryClient(server, capabilities={"sampling": {}})
+    params: Json = {"name": "name_branch", "arguments": {"description": "Add JSON output"}}
+    first = await client.request("tools/call", params)
+    (request,) = first["inputRequests"].values()
+    assert request["method"] == "sampling/createMessage"
+    assert request["params"]["maxTokens"] == 20
+    assert "Add JSON output" in request["params"]["messages"][0]["content"]["text"]
+    result, _ = await run(client, "name_branch", params["arguments"], sampling=model_says)
+    assert text_of(result) == "Branch: feat-json-output (suggested by the host's model)"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("capabilities", [{}, {"roots": {}}, {"elicitation": {"url": {}}}])
+async def test_name_branch_makes_a_name_itself_when_it_cannot_ask(
+    load_snippet: Callable[[str], Registry], capabilities: Json
+) -> None:
+    server = serve(load_snippet("name_branch"))
+    result = await MemoryClient(server, capabilities=capabilities).request(
+        "tools/call", {"name": "name_branch", "arguments": {"description": "Add JSON output!"}}
+    )
+    assert result["resultType"] == "complete"
+    assert text_of(result) == "Branch: add-json-output (made from the description)"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("answer", [{"action": "decline"}, {"action": "cancel"}, accept(name="!!")])
+async def test_name_branch_falls_back_when_the_user_chooses_nothing(
+    load_snippet: Callable[[str], Registry], answer: Json
+) -> None:
+    server = serve(load_snippet("name_branch"))
+    result, _ = await run(
+        MemoryClient(server),
+        "name_branch",
+        {"description": "Add JSON output"},
+        elicitation=Answers(("", answer)),
+    )
+    assert text_of(result) == (
+        "Branch: add-json-output (made from the description; the user chose none)"
+    )
+
+
+@pytest.mark.anyio
+async def test_name_branch_stays_on_the_path_its_answers_took(
+    load_snippet: Callable[[str], Registry],
+) -> None:
+    # Round 1 went to the model; the retry declares forms too, but the model's answer decides.
+    server = serve(load_snippet("name_branch"))
+    params: Json = {"name": "name_branch", "arguments": {"description": "x"}}
+    first = await MemoryClient(server, capabilities={"sampling": {}}).request("tools/call", params)
+    retry = {
+        **params,
+        "inputResponses": {"model": await model_says({})},
+        "requestState": first["requestState"],
+    }
+    result = await MemoryClient(server, capabilities={"sampling": {}, "elicitation": {}}).request(
+        "tools/call", retry
+    )
+    assert text_of(result) == "Branch: feat-json-output (suggested by the host's model)"

@@ -1,0 +1,203 @@
+"""plan_release and release_announcement end to end: the real server process, over real pipes.
+
+The server is started the way hosts start it (`python -m <package>`, from another working
+directory) and driven with the project's own client: `ClientSession` and the
+MRTR loop `call_tool_with_inputs` for 2026-07-28, and a `mode=legacy` session answering the
+server's real `elicitation/create` requests for 2025-11-25.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from {{ cookiecutter.package_name }}.mrtr_runtime import (
+    ClientSession,
+    call_tool_with_inputs,
+    request_with_inputs,
+)
+
+Json = dict[str, Any]
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+COMMAND = [sys.executable, "-m", "{{ cookiecutter.package_name }}"]
+BOUND = 30  # seconds for a whole conversation, process start and exit included
+KEY_HEX = "8b0f2e4d6c1a3957e8f0b2d4c6a81357e9f1b3d5c7a90246f8e0d2b4c6a81357"
+ARGS: Json = {
+    "project": "demo",
+    "previous_version": "1.4.2",
+    "changes": ["feat: add --json output", "fix(cli): exit 2 on a bad flag"],
+}
+ANSWERS: Mapping[str, Json] = {
+    "version": {"action": "accept", "content": {"version": "1.5.0", "kind": "minor"}},
+    "highlights": {"action": "accept", "content": {"highlights": "JSON output; clearer errors"}},
+    "confirmed": {"action": "accept", "content": {"confirmed": True}},
+    "audience": {"action": "accept", "content": {"audience": "operators", "channel": "chat"}},
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def server_env() -> dict[str, str]:
+    # The key is fixed so that a second process can finish a round the first one started.
+    path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "MRTR_SIGNING_KEY": KEY_HEX}
+
+
+class Person:
+    """Fills each form by its first field from ANSWERS; remembers the fields and messages."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.params: list[Mapping[str, object]] = []
+
+    async def __call__(self, params: Mapping[str, object]) -> Json:
+        schema = params["requestedSchema"]
+        assert isinstance(schema, dict)
+        field = next(iter(schema["properties"]))
+        self.asked.append(field)
+        self.params.append(params)
+        return ANSWERS[field]
+
+
+def assert_clean(session: ClientSession) -> None:
+    assert session.protocol_violations == []
+    assert "Traceback" not in session.stderr_text()
+
+
+@pytest.mark.anyio
+async def test_three_rounds_complete_over_pipes(server_env: dict[str, str], tmp_path: Path) -> None:
+    person = Person()
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            COMMAND, env=server_env, cwd=tmp_path, elicitation_handler=person
+        ) as session:
+            result = await call_tool_with_inputs(
+                session, "plan_release", ARGS, session.input_handler
+            )
+            assert_clean(session)
+    assert result["resultType"] == "complete"
+    assert person.asked == ["version", "highlights", "confirmed"]
+    assert "demo 1.5.0, a minor release" in str(person.params[1]["message"])
+    plan = result["structuredContent"]
+    assert isinstance(plan, dict)
+    assert (plan["status"], plan["version"], plan["tag"]) == ("confirmed", "1.5.0", "v1.5.0")
+    assert plan["highlights"] == ["JSON output", "clearer errors"]
+    assert session.returncode == 0
+
+
+@pytest.mark.anyio
+async def test_a_round_started_in_one_process_finishes_in_another(
+    server_env: dict[str, str], tmp_path: Path
+) -> None:
+    # MRTR's reason to exist: the server keeps nothing between rounds, so a restart (same
+    # key) in the middle of a conversation loses nothing.
+    params: Json = {"name": "plan_release", "arguments": ARGS}
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            COMMAND, env=server_env, cwd=tmp_path, elicitation_handler=Person()
+        ) as first_process:
+            first = await first_process.request("tools/call", params)
+        assert first["resultType"] == "input_required"
+        async with ClientSession.spawn(
+            COMMAND, env=server_env, cwd=tmp_path, elicitation_handler=Person()
+        ) as second_process:
+            result = await request_with_inputs(
+                second_process,
+                "tools/call",
+                {
+                    **params,
+                    "inputResponses": {"release": ANSWERS["version"]},
+                    "requestState": first["requestState"],
+                },
+                second_process.input_handler,
+            )
+            assert_clean(second_process)
+    plan = result["structuredContent"]
+    assert isinstance(plan, dict)
+    assert (plan["status"], plan["version"]) == ("confirmed", "1.5.0")
+
+
+@pytest.mark.anyio
+async def test_a_legacy_session_completes_through_real_elicitation_requests(
+    server_env: dict[str, str], tmp_path: Path
+) -> None:
+    person = Person()
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            COMMAND, env=server_env, cwd=tmp_path, era="legacy", elicitation_handler=person
+        ) as session:
+            assert session.initialize_result is not None
+            result = await session.request(
+                "tools/call", {"name": "plan_release", "arguments": ARGS}
+            )
+            assert_clean(session)
+    # 2025-11-25: no resultType, and the three questions arrived as real server requests.
+    assert "resultType" not in result
+    assert person.asked == ["version", "highlights", "confirmed"]
+    assert all("requestedSchema" in params for params in person.params)
+    plan = result["structuredContent"]
+    assert isinstance(plan, dict)
+    assert (plan["status"], plan["version"]) == ("confirmed", "1.5.0")
+
+
+@pytest.mark.anyio
+async def test_a_host_with_sampling_only_gets_a_plan_drafted_by_its_model(
+    server_env: dict[str, str], tmp_path: Path
+) -> None:
+    prompts: list[str] = []
+
+    async def model(params: Mapping[str, object]) -> Json:
+        messages = params["messages"]
+        assert isinstance(messages, list)
+        prompts.append(messages[0]["content"]["text"])
+        return {"role": "assistant", "content": {"type": "text", "text": "- JSON!"}, "model": "m"}
+
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            COMMAND, env=server_env, cwd=tmp_path, sampling_handler=model
+        ) as session:
+            result = await call_tool_with_inputs(
+                session, "plan_release", ARGS, session.input_handler
+            )
+            assert_clean(session)
+    assert len(prompts) == 1
+    assert "- feat: add --json output" in prompts[0]
+    plan = result["structuredContent"]
+    assert isinstance(plan, dict)
+    assert (plan["status"], plan["highlights"]) == ("drafted", ["JSON!"])
+
+
+@pytest.mark.anyio
+async def test_the_prompt_asks_for_its_readers_over_pipes(
+    server_env: dict[str, str], tmp_path: Path
+) -> None:
+    person = Person()
+    params: Json = {
+        "name": "release_announcement",
+        "arguments": {"project": "demo", "version": "1.5.0"},
+    }
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            COMMAND, env=server_env, cwd=tmp_path, elicitation_handler=person
+        ) as session:
+            result = await request_with_inputs(
+                session, "prompts/get", params, session.input_handler
+            )
+            assert_clean(session)
+    assert person.asked == ["audience"]
+    messages = result["messages"]
+    assert isinstance(messages, list)
+    text = messages[0]["content"]["text"]
+    assert "the people who run it" in text
+    assert "a chat message" in text

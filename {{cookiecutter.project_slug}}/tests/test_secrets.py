@@ -1,0 +1,426 @@
+"""Secrets: the signing key never reaches stdout, stderr or an error message, and errors never
+echo a token's contents.
+
+The server runs for real (``python -m {{ cookiecutter.package_name }}``, or a launcher that adds
+two probe tools to the project's registry and then calls the same ``cli.main``), with a known key
+given through the environment or a key file. Every error path we can provoke is provoked, and
+everything the process wrote is searched for the key in every spelling.
+
+Style guide, "Fail closed, say little": the client learns "invalid requestState: <reason>" at
+most; never the key, never the payload.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PACKAGE = "{{ cookiecutter.package_name }}"
+PROJECT = Path(__file__).resolve().parents[1]
+BOUND = 30  # seconds for any one server run
+KEY_FILE_NAME = ".mrtr-signing-key"
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+}
+AWS_MARKERS = {
+    "AWS_ACCESS_KEY_ID": "AKIAMARKER7Q2PZXW3NV",
+    "AWS_SECRET_ACCESS_KEY": "marker/SecretAccessKey+do-not-print-0123456789",
+    "AWS_SESSION_TOKEN": "MarkerSessionTokenFwoGZXIvYXdzEDoaDNotToBePrinted",
+}
+posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes and FIFOs are POSIX")
+
+# The launcher adds probe tools to the project's own registry, then starts the real CLI.
+LAUNCHER = """
+import sys
+
+from pydantic import BaseModel
+
+from PACKAGE.mrtr_runtime import Context, elicit_form
+from PACKAGE.tools import registry
+
+
+class Answer(BaseModel):
+    text: str
+
+
+@registry.tool()
+async def secret_probe(n: int = 0, *, ctx: Context):
+    '''Three rounds: ask "name", then "city", then finish.'''
+    if ctx.input_response("name") is None:
+        return ctx.request_input({"name": elicit_form("Name?", Answer)})
+    if ctx.input_response("city") is None:
+        return ctx.request_input({"city": elicit_form("City?", Answer)})
+    return "done"
+
+
+@registry.tool()
+async def secret_fail(n: int = 0):
+    '''Fails with an exception.'''
+    raise RuntimeError("probe failure")
+
+
+from PACKAGE.cli import main
+
+sys.exit(main([]))
+"""
+
+
+def key_spellings(hex_key: str) -> list[str]:
+    """Every way a key could leak: hex in both cases, base64 and base64url of its bytes."""
+    raw = bytes.fromhex(hex_key)
+    spellings = [hex_key.lower(), hex_key.upper()]
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        text = encode(raw).decode()
+        spellings += [text, text.rstrip("=")]
+    # Any 16-hex-character window is long enough to count as a leak of part of it.
+    spellings += [hex_key.lower()[i : i + 16] for i in range(0, len(hex_key) - 15, 8)]
+    return spellings
+
+
+def assert_absent(secrets_: list[str], *outputs: str | bytes) -> None:
+    for output in outputs:
+        text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+        for secret in secrets_:
+            assert secret not in text, "a secret reached the output"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("MRTR_", "AWS_"))}
+    env["PYTHONPATH"] = os.pathsep.join(part for part in (str(PROJECT / "src"), env.get("PYTHONPATH")) if part)
+    env["MRTR_LOG_LEVEL"] = "DEBUG"
+    env.update(AWS_MARKERS)
+    env.update(extra)
+    return env
+
+
+def launcher(tmp_path: Path) -> list[str]:
+    path = tmp_path / "launch_probe_server.py"
+    path.write_text(LAUNCHER.replace("PACKAGE", PACKAGE))
+    return [sys.executable, str(path)]
+
+
+def run(command: list[str], env: dict[str, str], lines: Sequence[bytes] = ()) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        command, input=b"".join(lines), capture_output=True, timeout=BOUND, env=env, cwd=PROJECT, check=False
+    )
+
+
+def request(request_id: object, method: str, params: dict[str, Any] | None = None) -> bytes:
+    body = {"_meta": META, **(params or {})}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}).encode() + b"\n"
+
+
+def probe_call(request_id: object, **extra: Any) -> bytes:
+    return request(request_id, "tools/call", {"name": "secret_probe", "arguments": {}, **extra})
+
+
+def responses(result: subprocess.CompletedProcess[bytes]) -> dict[object, dict[str, Any]]:
+    found: dict[object, dict[str, Any]] = {}
+    for raw in result.stdout.splitlines():
+        message = json.loads(raw)
+        found[message.get("id")] = message
+    return found
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def flip(text: str, index: int) -> str:
+    return text[:index] + ("A" if text[index] != "A" else "B") + text[index + 1 :]
+
+
+# --- a serving server: every error path, the key in env or in a key file ---------------------
+
+
+def provoke_every_error(command: list[str], env: dict[str, str]) -> tuple[list[bytes], list[str], str]:
+    """Run three sessions (a restart between rounds) and then a session of bad requests.
+
+    Returns every stdout/stderr blob, every error message the client got, and the round-2 token
+    (which carries a marker answer in its payload).
+    """
+    marker = "PAYLOAD-MARKER-" + secrets.token_hex(6)
+    outputs: list[bytes] = []
+    first = run(command, env, [probe_call(1)])
+    outputs += [first.stdout, first.stderr]
+    token_one = responses(first)[1]["result"]["requestState"]
+    answer = {"action": "accept", "content": {"text": marker}}
+    second = run(command, env, [probe_call(2, requestState=token_one, inputResponses={"name": answer})])
+    outputs += [second.stdout, second.stderr]
+    token_two = responses(second)[2]["result"]["requestState"]
+    version, kid, payload, tag = token_two.split(".")
+    assert marker not in token_two and marker in unb64(payload).decode()
+
+    forged_body = json.dumps({"a": {"name": answer}, "d": "x", "e": 4_000_000_000, "m": "tools/call",
+                              "q": {}, "t": "secret_probe"}).encode()
+    bad_states: list[object] = [
+        flip(token_two, len(token_two) - 3),  # tag
+        flip(token_two, len(version) + len(kid) + 5),  # payload
+        token_two[:-5],
+        token_two + "xyz",
+        f"{version}.{kid}.{payload}",
+        f"{version}.00000000.{payload}.{tag}",
+        f"p1.{payload}",
+        f"p1.{b64(forged_body)}",
+        f"eyJhbGciOiJub25lIn0.{payload}.",
+        marker,
+        "",
+        {"token": token_two},
+        [token_two],
+        "m1." + "Q" * 70_000,
+    ]
+    lines = [probe_call(f"state-{i}", requestState=state, inputResponses={"city": answer})
+             for i, state in enumerate(bad_states)]
+    lines += [
+        request("other-args", "tools/call", {"name": "secret_probe", "arguments": {"n": 9},
+                                             "requestState": token_two, "inputResponses": {"city": answer}}),
+        request("bad-shape", "tools/call", {"name": "secret_probe", "arguments": {}, "requestState": token_two,
+                                            "inputResponses": {"city": {"action": marker}}}),
+        request("not-object", "tools/call", {"name": "secret_probe", "arguments": {},
+                                             "inputResponses": marker}),
+        request("fail", "tools/call", {"name": "secret_fail", "arguments": {}}),
+        request("unknown", "tools/call", {"name": marker, "arguments": {}}),
+        request("version", "tools/list", {"_meta": {**META, "io.modelcontextprotocol/protocolVersion": "1999"}}),
+        b"not json " + marker.encode() + b"\n",
+        b"\xff" + marker.encode() + b"\n",
+        b'{"jsonrpc":"2.0","id":"nan","method":"tools/list","params":{"x":NaN}}\n',
+    ]
+    third = run(command, env, lines)
+    outputs += [third.stdout, third.stderr]
+    messages = [
+        message["error"]["message"] for message in responses(third).values() if "error" in message
+    ]
+    errors = {i: m for i, m in responses(third).items() if "error" in m}
+    for i in range(len(bad_states)):
+        assert errors[f"state-{i}"]["error"]["message"].startswith("Invalid requestState: ")
+    for blob in outputs:
+        assert b"Traceback" not in blob or b"probe failure" in blob  # only the failing tool's log
+    return outputs, messages, token_two
+
+
+def assert_no_token_contents(messages: list[str], token: str, outputs: list[bytes]) -> None:
+    version, kid, payload, tag = token.split(".")
+    marker = json.loads(unb64(payload))["a"]["name"]["content"]["text"]
+    for message in messages:
+        for part in (token, payload, tag, payload[:24], tag[:24]):
+            assert part not in message
+        if not message.startswith("Unknown tool"):
+            assert marker not in message
+    # The log may name the key id (public, in every token); never the payload or the tag.
+    stderr = b"".join(outputs[1::2]).decode("utf-8", "replace")
+    for part in (token, payload[:24], tag[:24]):
+        assert part not in stderr
+
+
+def test_the_key_from_the_environment_never_appears_in_any_output(tmp_path: Path) -> None:
+    key, previous = secrets.token_hex(32), secrets.token_hex(32)
+    env = clean_env(MRTR_SIGNING_KEY=key, MRTR_PREVIOUS_SIGNING_KEYS=f"{previous}, ")
+    outputs, messages, token = provoke_every_error(launcher(tmp_path), env)
+    assert_absent(key_spellings(key) + key_spellings(previous), *outputs, *messages)
+    assert_absent(list(AWS_MARKERS.values()), *outputs, *messages)
+    assert_no_token_contents(messages, token, outputs)
+
+
+@posix_only
+def test_the_key_from_a_key_file_never_appears_in_any_output(tmp_path: Path) -> None:
+    key = secrets.token_hex(32)
+    key_file = tmp_path / "signing.key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    env = clean_env(MRTR_SIGNING_KEY_FILE=str(key_file))
+    outputs, messages, token = provoke_every_error(launcher(tmp_path), env)
+    assert_absent(key_spellings(key), *outputs, *messages)
+    assert_no_token_contents(messages, token, outputs)
+
+
+@posix_only
+def test_a_world_readable_key_file_is_warned_about_without_quoting_the_key(tmp_path: Path) -> None:
+    key = secrets.token_hex(32)
+    key_file = tmp_path / "signing.key"
+    key_file.write_text(key)
+    key_file.chmod(0o644)
+    result = run([sys.executable, "-m", PACKAGE], clean_env(MRTR_SIGNING_KEY_FILE=str(key_file)),
+                 [request(1, "tools/list")])
+    assert result.returncode == 0
+    assert b"chmod 600" in result.stderr
+    assert_absent(key_spellings(key), result.stdout, result.stderr)
+
+
+# --- a server that refuses to start ------------------------------------------------------------
+
+
+def refuses_to_start(env: dict[str, str], leaked: list[str]) -> str:
+    result = run([sys.executable, "-m", PACKAGE], env, [request(1, "tools/list")])
+    assert result.returncode == 2
+    assert result.stdout == b"", "nothing may reach the wire before serving"
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert "cannot start" in stderr
+    assert "Traceback" not in stderr
+    assert_absent(leaked, result.stdout, result.stderr)
+    return stderr
+
+
+WEAK_KEYS = {
+    "too short": secrets.token_hex(16),
+    "a placeholder": "00" * 32,
+    "a repeating pattern": "0123456789abcdef" * 4,
+    "not hex": "g" + secrets.token_hex(32)[1:],
+    "odd length": secrets.token_hex(32) + "a",
+    "base64 instead of hex": base64.b64encode(secrets.token_bytes(32)).decode(),
+    "with an embedded newline": secrets.token_hex(16) + "\n" + secrets.token_hex(16),
+}
+
+
+@pytest.mark.parametrize("weak", WEAK_KEYS.values(), ids=WEAK_KEYS.keys())
+def test_a_weak_key_in_the_environment_is_refused_without_echoing_it(weak: str) -> None:
+    stderr = refuses_to_start(clean_env(MRTR_SIGNING_KEY=weak), [weak, *weak.split("\n")])
+    assert "MRTR_SIGNING_KEY" in stderr
+
+
+@pytest.mark.parametrize("weak", WEAK_KEYS.values(), ids=WEAK_KEYS.keys())
+def test_a_weak_previous_key_is_refused_without_echoing_it_or_the_current_key(weak: str) -> None:
+    key = secrets.token_hex(32)
+    env = clean_env(MRTR_SIGNING_KEY=key, MRTR_PREVIOUS_SIGNING_KEYS=f"{secrets.token_hex(32)},{weak}")
+    stderr = refuses_to_start(env, [weak, *weak.split("\n"), *key_spellings(key)])
+    assert "MRTR_PREVIOUS_SIGNING_KEYS" in stderr
+
+
+def bad_key_files(tmp_path: Path) -> dict[str, tuple[Path, list[str]]]:
+    secret = secrets.token_hex(32)
+    files: dict[str, tuple[Path, list[str]]] = {}
+
+    def write(name: str, data: bytes, leaked: list[str]) -> None:
+        path = tmp_path / name
+        path.write_bytes(data)
+        path.chmod(0o600)
+        files[name] = (path, leaked)
+
+    write("empty", b"", [])
+    write("weak", secrets.token_hex(16).encode(), [])
+    write("not-hex", ("zz" + secret).encode(), [secret])
+    write("not-ascii", "é".encode() + secret.encode(), [secret])
+    write("too-large", ((secret + "\n") * 100).encode(), [secret])
+    write("two-keys", f"{secret}\n{secrets.token_hex(32)}\n".encode(), [secret])
+    files["missing"] = (tmp_path / "no-such-file", [])
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    files["a directory"] = (directory, [])
+    if hasattr(os, "mkfifo"):
+        fifo = tmp_path / "a-fifo"
+        os.mkfifo(fifo)
+        files["a FIFO"] = (fifo, [])
+    return files
+
+
+@posix_only
+def test_bad_key_files_are_refused_without_echoing_their_contents(tmp_path: Path) -> None:
+    for name, (path, leaked) in bad_key_files(tmp_path).items():
+        # Each leaked secret also in its 16-character windows.
+        spelled = [form for secret in leaked for form in key_spellings(secret)]
+        stderr = refuses_to_start(clean_env(MRTR_SIGNING_KEY_FILE=str(path)), spelled)
+        assert "MRTR_SIGNING_KEY_FILE" in stderr, name
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("MRTR_STATE_TTL_SECONDS", "forever"), ("MRTR_STATE_TTL_SECONDS", "-5"),
+     ("MRTR_INSECURE_PLAINTEXT", "yes"), ("MRTR_INSECURE_PLAINTEXT", "true")],
+)
+def test_other_bad_settings_are_refused_without_echoing_the_key(variable: str, value: str) -> None:
+    key = secrets.token_hex(32)
+    stderr = refuses_to_start(clean_env(MRTR_SIGNING_KEY=key, **{variable: value}), key_spellings(key))
+    assert variable in stderr
+
+
+# --- key files on disk -------------------------------------------------------------------------
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@posix_only
+def test_keygen_writes_a_0600_file_even_with_umask_0_and_never_prints_the_key(tmp_path: Path) -> None:
+    target = tmp_path / "keys" / KEY_FILE_NAME
+    command = [sys.executable, "-m", PACKAGE, "keygen", "--path", str(target)]
+    result = subprocess.run(command, capture_output=True, timeout=BOUND, env=clean_env(), check=False, umask=0)
+    assert result.returncode == 0
+    assert mode(target) == 0o600
+    key = target.read_text().strip()
+    assert result.stdout.decode().strip() == str(target)
+    assert_absent(key_spellings(key), result.stdout, result.stderr)
+
+    again = subprocess.run([*command, "--force"], capture_output=True, timeout=BOUND, env=clean_env(),
+                           check=False, umask=0)
+    assert again.returncode == 0
+    previous = target.with_name(target.name + ".previous")
+    assert previous.read_text().strip() == key
+    assert mode(target) == 0o600 and mode(previous) == 0o600
+    new_key = target.read_text().strip()
+    assert new_key != key
+    assert_absent(key_spellings(key) + key_spellings(new_key), again.stdout, again.stderr)
+
+
+def test_keygen_refuses_to_overwrite_without_force_and_leaves_the_key_alone(tmp_path: Path) -> None:
+    target = tmp_path / KEY_FILE_NAME
+    key = secrets.token_hex(32)
+    target.write_text(key)
+    result = run([sys.executable, "-m", PACKAGE, "keygen", "--path", str(target)], clean_env())
+    assert result.returncode == 1
+    assert target.read_text() == key
+    assert_absent(key_spellings(key), result.stdout, result.stderr)
+
+
+def test_host_configs_never_carry_the_key(tmp_path: Path) -> None:
+    key = secrets.token_hex(32)
+    key_file = tmp_path / "k"
+    key_file.write_text(key)
+    for env in (clean_env(MRTR_SIGNING_KEY=key), clean_env(MRTR_SIGNING_KEY_FILE=str(key_file))):
+        result = run([sys.executable, "-m", PACKAGE, "config", "all"], env)
+        assert result.returncode == 0
+        assert_absent(key_spellings(key), result.stdout, result.stderr)
+        assert_absent(list(AWS_MARKERS.values()), result.stdout, result.stderr)
+
+
+def test_the_key_file_is_git_ignored() -> None:
+    patterns = (PROJECT / ".gitignore").read_text().splitlines()
+    assert KEY_FILE_NAME in patterns
+    assert f"{KEY_FILE_NAME}.*" in patterns  # the .previous file keygen --force keeps
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_really_ignores_the_key_file_and_the_previous_key(tmp_path: Path) -> None:
+    shutil.copy(PROJECT / ".gitignore", tmp_path / ".gitignore")
+    git = shutil.which("git")
+    assert git is not None
+    subprocess.run([git, "init", "-q"], cwd=tmp_path, check=True, timeout=BOUND)
+    names = [KEY_FILE_NAME, f"{KEY_FILE_NAME}.previous", f"{KEY_FILE_NAME}.abc123.tmp"]
+    for name in names:
+        (tmp_path / name).write_text("x")
+    ignored = subprocess.run([git, "check-ignore", *names], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=BOUND, check=False)
+    assert sorted(ignored.stdout.split()) == sorted(names)
+
+
+@posix_only
+def test_the_projects_own_key_file_if_present_is_private() -> None:
+    key_file = PROJECT / KEY_FILE_NAME
+    if not key_file.exists():
+        pytest.skip("baked without hooks: no key file was written")
+    assert mode(key_file) == 0o600

@@ -1,0 +1,434 @@
+"""Signing keys: parsing, the environment's precedence rules, rotation, TTL, plaintext, key files.
+
+The key itself must never reach a message, a log line or a repr: every test that can check it does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.mrtr_runtime._keys import (
+    KeyRing,
+    SigningConfigError,
+    SigningKey,
+    WeakSigningKey,
+    codec_from_environment,
+    new_signing_key_hex,
+    parse_signing_key,
+    write_key_file,
+)
+from {{ cookiecutter.package_name }}.mrtr_runtime._state import (
+    Binding,
+    InvalidRequestState,
+    RequestStateCodec,
+    digest_arguments,
+)
+
+HEX_A = bytes(range(32)).hex()
+HEX_B = bytes(range(100, 132)).hex()
+HEX_C = bytes(range(200, 240)).hex()  # 40 bytes: longer keys are fine
+NOW = 1_800_000_000.0
+BINDING = Binding("tools/call", "greet", digest_arguments({}))
+ANSWER = {"action": "accept", "content": {"name": "Alice"}}
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+
+
+def key_id(hex_text: str) -> str:
+    return hashlib.sha256(bytes.fromhex(hex_text)).hexdigest()[:8]
+
+
+def load(environ: dict[str, str], default_key_file: Path | None = None) -> RequestStateCodec:
+    return codec_from_environment(environ, default_key_file=default_key_file, clock=lambda: NOW)
+
+
+def minting_kid(state_codec: RequestStateCodec) -> str:
+    return state_codec.mint(BINDING, {}, {}).split(".")[1]
+
+
+def write(path: Path, text: str, mode: int = 0o600) -> Path:
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.DEBUG, logger="mrtr_runtime")
+    return caplog
+
+
+def assert_no_secrets(text: str) -> None:
+    for secret in (HEX_A, HEX_B, HEX_C):
+        assert secret not in text
+        assert secret[:16] not in text
+
+
+# --- SigningKey and KeyRing --------------------------------------------------------------------
+
+
+def test_key_id_is_the_first_8_hex_characters_of_sha256_of_the_secret() -> None:
+    assert SigningKey(bytes.fromhex(HEX_A)).key_id == key_id(HEX_A)
+
+
+def test_key_repr_never_shows_the_secret() -> None:
+    key = SigningKey(bytes.fromhex(HEX_A))
+
+    assert_no_secrets(repr(key) + repr(KeyRing(key)))
+    assert repr(bytes.fromhex(HEX_A)) not in repr(key)
+
+
+def test_key_with_a_wrong_id_is_refused() -> None:
+    with pytest.raises(ValueError, match="key_id"):
+        SigningKey(bytes.fromhex(HEX_A), "00000000")
+
+
+def test_key_shorter_than_32_bytes_cannot_be_built() -> None:
+    with pytest.raises(WeakSigningKey):
+        SigningKey(b"x" * 31)
+
+
+def test_key_ring_takes_any_sequence_of_previous_keys_as_a_tuple() -> None:
+    ring = KeyRing(parse_signing_key(HEX_A), [parse_signing_key(HEX_B)])  # type: ignore[arg-type]
+
+    assert ring.previous == (parse_signing_key(HEX_B),)
+
+
+# --- parse_signing_key -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [HEX_A, HEX_A.upper(), f"  {HEX_A}\n", HEX_C])
+def test_hex_key_of_32_bytes_or_more_is_accepted(text: str) -> None:
+    assert parse_signing_key(text).secret == bytes.fromhex(text.strip())
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "empty"),
+        ("   \n", "empty"),
+        (HEX_A[:62], "31 bytes"),
+        (HEX_A[:-1], "not hex"),
+        (HEX_A[:-2] + "zz", "not hex"),
+        ("0x" + HEX_A, "not hex"),
+        (HEX_A[:32] + " " + HEX_A[32:], "not hex"),
+        ("00" * 32, "placeholder"),
+        ("0123456789abcdef" * 4, "placeholder"),
+        ("correct horse battery staple, but long enough to be 32 bytes", "not hex"),
+    ],
+)
+def test_weak_or_malformed_key_is_refused_without_echoing_it(text: str, problem: str) -> None:
+    with pytest.raises(WeakSigningKey, match=problem) as info:
+        parse_signing_key(text, source="MRTR_SIGNING_KEY")
+
+    message = str(info.value)
+    assert message.startswith("MRTR_SIGNING_KEY ")
+    assert "secrets.token_hex(32)" in message
+    if text.strip():
+        assert text.strip() not in message
+        assert text.strip()[:12] not in message
+
+
+def test_new_signing_keys_are_64_hex_characters_and_never_repeat() -> None:
+    keys = {new_signing_key_hex() for _ in range(50)}
+
+    assert len(keys) == 50
+    assert all(len(key) == 64 and parse_signing_key(key) for key in keys)
+
+
+# --- precedence --------------------------------------------------------------------------------
+
+
+def test_inline_key_wins_over_key_file_and_default_file(tmp_path: Path) -> None:
+    named = write(tmp_path / "named.key", HEX_B)
+    default = write(tmp_path / "default.key", HEX_C)
+
+    state_codec = load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_SIGNING_KEY_FILE": str(named)}, default)
+
+    assert minting_kid(state_codec) == key_id(HEX_A)
+
+
+def test_key_file_wins_over_the_default_file(tmp_path: Path) -> None:
+    named = write(tmp_path / "named.key", HEX_B + "\n")
+    default = write(tmp_path / "default.key", HEX_C)
+
+    assert minting_kid(load({"MRTR_SIGNING_KEY_FILE": str(named)}, default)) == key_id(HEX_B)
+
+
+def test_default_key_file_is_used_when_nothing_is_configured(
+    tmp_path: Path, logs: pytest.LogCaptureFixture
+) -> None:
+    default = write(tmp_path / "default.key", HEX_C)
+
+    assert minting_kid(load({}, default)) == key_id(HEX_C)
+    assert not [r for r in logs.records if r.levelno >= logging.WARNING]
+
+
+def test_empty_variables_count_as_unset(tmp_path: Path) -> None:
+    default = write(tmp_path / "default.key", HEX_C)
+    environ = {"MRTR_SIGNING_KEY": "", "MRTR_SIGNING_KEY_FILE": "  ", "MRTR_INSECURE_PLAINTEXT": ""}
+
+    assert minting_kid(load(environ, default)) == key_id(HEX_C)
+
+
+def test_without_any_key_a_random_key_signs_and_a_warning_says_rounds_die_with_the_process(
+    tmp_path: Path, logs: pytest.LogCaptureFixture
+) -> None:
+    first = load({}, tmp_path / "absent.key")
+    second = load({}, None)
+
+    minted = first.mint(BINDING, {"q": ANSWER}, {"q": "elicitation/create"})
+    assert first.verify(minted, BINDING).answers == {"q": ANSWER}
+    with pytest.raises(InvalidRequestState, match="unknown key"):
+        second.verify(minted, BINDING)  # what a restarted server sees
+    warnings = [r for r in logs.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert "restart" in warnings[0].getMessage()
+    assert str(tmp_path / "absent.key") in warnings[0].getMessage()
+
+
+def test_weak_inline_key_stops_start_and_names_the_variable() -> None:
+    with pytest.raises(WeakSigningKey, match="MRTR_SIGNING_KEY is 16 bytes") as info:
+        load({"MRTR_SIGNING_KEY": HEX_A[:32]})
+
+    assert HEX_A[:32] not in str(info.value)
+
+
+def test_configured_key_file_that_is_missing_is_an_error_not_a_fallback(tmp_path: Path) -> None:
+    default = write(tmp_path / "default.key", HEX_C)
+    missing = tmp_path / "nope.key"
+
+    with pytest.raises(WeakSigningKey, match="cannot be read") as info:
+        load({"MRTR_SIGNING_KEY_FILE": str(missing)}, default)
+    assert str(missing) in str(info.value)
+    assert "MRTR_SIGNING_KEY_FILE" in str(info.value)
+
+
+@posix_only
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads anything")
+def test_unreadable_key_file_is_an_error(tmp_path: Path) -> None:
+    locked = write(tmp_path / "locked.key", HEX_A, mode=0o000)
+
+    with pytest.raises(WeakSigningKey, match="cannot be read"):
+        load({"MRTR_SIGNING_KEY_FILE": str(locked)})
+
+
+def test_key_file_that_is_a_directory_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(WeakSigningKey, match="not a regular file"):
+        load({"MRTR_SIGNING_KEY_FILE": str(tmp_path)})
+
+
+def test_key_file_with_a_weak_key_names_the_file_not_the_key(tmp_path: Path) -> None:
+    weak = write(tmp_path / "weak.key", HEX_A[:40])
+
+    with pytest.raises(WeakSigningKey, match="20 bytes") as info:
+        load({}, weak)
+    assert str(weak) in str(info.value)
+    assert HEX_A[:40] not in str(info.value)
+
+
+@posix_only
+def test_key_file_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.key"
+    os.mkfifo(fifo)
+
+    with pytest.raises(WeakSigningKey, match="not a regular file"):
+        load({"MRTR_SIGNING_KEY_FILE": str(fifo)})
+
+
+def test_key_file_that_is_not_text_or_too_large_is_refused(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.key"
+    binary.write_bytes(b"\xff\xfe" * 40)
+    huge = write(tmp_path / "huge.key", HEX_A * 100)
+
+    with pytest.raises(WeakSigningKey, match="not hex"):
+        load({"MRTR_SIGNING_KEY_FILE": str(binary)})
+    with pytest.raises(WeakSigningKey, match="too large"):
+        load({"MRTR_SIGNING_KEY_FILE": str(huge)})
+
+
+@posix_only
+def test_key_file_readable_by_others_loads_with_a_warning(
+    tmp_path: Path, logs: pytest.LogCaptureFixture
+) -> None:
+    shared = write(tmp_path / "shared.key", HEX_A, mode=0o644)
+
+    assert minting_kid(load({"MRTR_SIGNING_KEY_FILE": str(shared)})) == key_id(HEX_A)
+    (warning,) = [r for r in logs.records if r.levelno == logging.WARNING]
+    assert "chmod 600" in warning.getMessage()
+    assert "0o644" in warning.getMessage()
+
+
+def test_key_file_path_may_start_with_a_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write(tmp_path / "home.key", HEX_B)
+
+    assert minting_kid(load({"MRTR_SIGNING_KEY_FILE": "~/home.key"})) == key_id(HEX_B)
+
+
+# --- previous keys (rotation) ------------------------------------------------------------------
+
+
+def test_previous_keys_verify_but_never_sign() -> None:
+    old_token = load({"MRTR_SIGNING_KEY": HEX_B}).mint(BINDING, {"q": ANSWER}, {})
+    rotated = load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_PREVIOUS_SIGNING_KEYS": HEX_B})
+
+    assert rotated.verify(old_token, BINDING).answers == {"q": ANSWER}
+    assert minting_kid(rotated) == key_id(HEX_A)
+
+
+def test_previous_keys_list_tolerates_spaces_and_empty_entries() -> None:
+    environ = {"MRTR_SIGNING_KEY": HEX_A, "MRTR_PREVIOUS_SIGNING_KEYS": f" {HEX_B} ,, {HEX_C},  "}
+    rotated = load(environ)
+
+    for old in (HEX_B, HEX_C):
+        minted = load({"MRTR_SIGNING_KEY": old}).mint(BINDING, {}, {})
+        assert rotated.verify(minted, BINDING).answers == {}
+
+
+def test_previous_keys_listing_the_current_key_is_harmless() -> None:
+    environ = {"MRTR_SIGNING_KEY": HEX_A, "MRTR_PREVIOUS_SIGNING_KEYS": f"{HEX_A},{HEX_A}"}
+
+    assert minting_kid(load(environ)) == key_id(HEX_A)
+
+
+def test_weak_previous_key_names_its_position_not_its_value() -> None:
+    environ = {"MRTR_SIGNING_KEY": HEX_A, "MRTR_PREVIOUS_SIGNING_KEYS": f"{HEX_B},abcd"}
+
+    with pytest.raises(WeakSigningKey, match="MRTR_PREVIOUS_SIGNING_KEYS entry 2") as info:
+        load(environ)
+    assert "abcd" not in str(info.value)
+
+
+def test_previous_keys_without_a_current_key_still_verify(tmp_path: Path) -> None:
+    default = write(tmp_path / "default.key", HEX_A)
+    old = load({"MRTR_SIGNING_KEY": HEX_B}).mint(BINDING, {}, {})
+
+    assert load({"MRTR_PREVIOUS_SIGNING_KEYS": HEX_B}, default).verify(old, BINDING).answers == {}
+
+
+# --- TTL ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "ttl"), [(None, 86_400), ("60", 60), (" 3600 ", 3600), ("", 86_400)]
+)
+def test_ttl_comes_from_the_environment_or_defaults_to_a_day(text: str | None, ttl: int) -> None:
+    environ = {"MRTR_SIGNING_KEY": HEX_A}
+    if text is not None:
+        environ["MRTR_STATE_TTL_SECONDS"] = text
+    state_codec = load(environ)
+
+    assert state_codec.ttl_seconds == ttl
+    assert state_codec.verify(state_codec.mint(BINDING, {}, {}), BINDING).expires_at == NOW + ttl
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "abc", "1.5", "1e3", "٣", "99999999999"])
+def test_ttl_that_is_not_a_positive_whole_number_stops_start(text: str) -> None:
+    with pytest.raises(SigningConfigError, match="MRTR_STATE_TTL_SECONDS"):
+        load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_STATE_TTL_SECONDS": text})
+
+
+# --- plaintext ---------------------------------------------------------------------------------
+
+
+def test_insecure_plaintext_mints_unsigned_tokens_with_a_loud_warning(
+    logs: pytest.LogCaptureFixture,
+) -> None:
+    insecure = load({"MRTR_INSECURE_PLAINTEXT": "1"})
+
+    assert insecure.insecure_plaintext
+    assert insecure.mint(BINDING, {}, {}).startswith("p1.")
+    (warning,) = [r for r in logs.records if r.levelno == logging.WARNING]
+    assert "NOT signed" in warning.getMessage()
+    assert "production" in warning.getMessage()
+
+
+def test_insecure_plaintext_with_a_key_still_verifies_signed_tokens() -> None:
+    signed = load({"MRTR_SIGNING_KEY": HEX_A}).mint(BINDING, {"q": ANSWER}, {})
+    insecure = load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_INSECURE_PLAINTEXT": "1"})
+
+    assert insecure.verify(signed, BINDING).answers == {"q": ANSWER}
+
+
+@pytest.mark.parametrize("value", ["0", ""])
+def test_plaintext_is_off_unless_the_flag_is_exactly_1(value: str) -> None:
+    state_codec = load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_INSECURE_PLAINTEXT": value})
+
+    assert state_codec.mint(BINDING, {}, {}).startswith("m1.")
+
+
+@pytest.mark.parametrize("value", ["true", "yes", "2", "false"])
+def test_plaintext_flag_with_another_spelling_stops_start(value: str) -> None:
+    with pytest.raises(SigningConfigError, match="MRTR_INSECURE_PLAINTEXT must be 1"):
+        load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_INSECURE_PLAINTEXT": value})
+
+
+def test_logs_never_contain_key_material(tmp_path: Path, logs: pytest.LogCaptureFixture) -> None:
+    shared = write(tmp_path / "shared.key", HEX_C, mode=0o644)
+    load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_PREVIOUS_SIGNING_KEYS": HEX_B})
+    load({"MRTR_SIGNING_KEY_FILE": str(shared), "MRTR_INSECURE_PLAINTEXT": "1"})
+    load({})
+
+    assert logs.records
+    assert_no_secrets(logs.text)
+
+
+# --- write_key_file ----------------------------------------------------------------------------
+
+
+@posix_only
+def test_written_key_file_has_mode_0600_even_with_a_permissive_umask(tmp_path: Path) -> None:
+    path = tmp_path / "signing.key"
+    previous = os.umask(0)
+    try:
+        key = write_key_file(path)
+    finally:
+        os.umask(previous)
+
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert parse_signing_key(path.read_text()) == key
+
+
+def test_written_key_file_is_found_as_the_default_without_warnings(
+    tmp_path: Path, logs: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "nested" / "dir" / "signing.key"
+    key = write_key_file(path)
+
+    assert minting_kid(load({}, path)) == key.key_id
+    assert not [r for r in logs.records if r.levelno >= logging.WARNING]
+
+
+def test_write_key_file_refuses_to_overwrite(tmp_path: Path) -> None:
+    path = write(tmp_path / "signing.key", HEX_A)
+
+    with pytest.raises(FileExistsError):
+        write_key_file(path)
+    assert path.read_text() == HEX_A
+
+
+@posix_only
+def test_write_key_file_can_replace_a_key_atomically_when_asked(tmp_path: Path) -> None:
+    path = write(tmp_path / "signing.key", HEX_A, mode=0o644)
+
+    key = write_key_file(path, overwrite=True)
+
+    assert parse_signing_key(path.read_text()) == key != parse_signing_key(HEX_A)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["signing.key"]
+
+
+def test_two_written_key_files_never_share_a_key(tmp_path: Path) -> None:
+    first = write_key_file(tmp_path / "one.key")
+    second = write_key_file(tmp_path / "two.key")
+
+    assert first.key_id != second.key_id
