@@ -65,6 +65,8 @@ class _Timing:
         self._wall = time.perf_counter()
 
     def rate(self, count: int) -> Rate:
+        if count <= 0:
+            return Rate(0.0, None)
         wall = time.perf_counter() - self._wall
         cpu = self._peer.cpu_seconds()
         per_op = None if cpu is None or self._cpu is None else (cpu - self._cpu) / count * 1e6

@@ -146,11 +146,16 @@ def profile_load(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        time.sleep(0.3)  # let py-spy attach before the load starts
-        started = time.perf_counter()
-        while recorder.poll() is None:
-            step(peer)
-        wall = time.perf_counter() - started
+        try:
+            time.sleep(0.3)  # let py-spy attach before the load starts
+            started = time.perf_counter()
+            while recorder.poll() is None:
+                step(peer)
+            wall = time.perf_counter() - started
+        finally:
+            if recorder.poll() is None:  # the load failed: do not leave py-spy attached
+                recorder.kill()
+            recorder.wait()
         stderr = recorder.stderr.read().decode() if recorder.stderr else ""
     if recorder.returncode != 0 or not raw.exists():
         return f"### {name}\n\npy-spy failed ({recorder.returncode}): {stderr.strip()[-500:]}\n"

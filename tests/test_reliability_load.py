@@ -81,17 +81,27 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
 
     out = tmp_path_factory.mktemp("reliability-bake")
     root = Path(
-        cookiecutter(str(REPO), no_input=True, output_dir=str(out),
-                     extra_context={"include_aws_example": "no"})
+        cookiecutter(
+            str(REPO),
+            no_input=True,
+            output_dir=str(out),
+            extra_context={"include_aws_example": "no"},
+        )
     )
     package = next(p.name for p in (root / "src").iterdir() if (p / "mrtr_runtime").is_dir())
     shutil.copy(TOOLS_MODULE, root / "src" / package / "tools" / TOOLS_MODULE.name)
     probe = subprocess.run(
-        [sys.executable, "-c",
-         f"from {package}.mrtr_runtime._stdio import MAX_CONCURRENT_REQUESTS as m, DRAIN_SECONDS as d;"
-         "print(m, d)"],
-        env={**os.environ, "PYTHONPATH": str(root / "src")}, capture_output=True, text=True,
-        timeout=60, check=True,
+        [
+            sys.executable,
+            "-c",
+            f"from {package}.mrtr_runtime._stdio import MAX_CONCURRENT_REQUESTS, DRAIN_SECONDS;"
+            "print(MAX_CONCURRENT_REQUESTS, DRAIN_SECONDS)",
+        ],
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     max_concurrent, drain = probe.stdout.split()
     return Project(root, package, int(max_concurrent), float(drain))
@@ -105,8 +115,10 @@ def report_counts(request: pytest.FixtureRequest) -> Iterator[None]:
         f"reliability: bad inputs tried {COUNTS['bad inputs']}, requests under load "
         f"{COUNTS['requests']}, faults injected {COUNTS['faults']}, lost {COUNTS['lost']}"
     )
-    if reporter is not None:
-        reporter.write_line(line)
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
 
 
 # --- a raw driver --------------------------------------------------------------------------------
@@ -120,17 +132,29 @@ def dumps(message: object) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
-def request(request_id: object, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"_meta": META, **(params or {})}}
+def request(
+    request_id: object, method: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {"_meta": META, **(params or {})},
+    }
 
 
-def tool_call(request_id: object, name: str, arguments: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def tool_call(
+    request_id: object, name: str, arguments: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
     return request(request_id, "tools/call", {"name": name, "arguments": arguments or {}, **extra})
 
 
 def cancel(request_id: object) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": request_id, "reason": "test"}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": request_id, "reason": "test"},
+    }
 
 
 class Wire:
@@ -310,8 +334,13 @@ async def mrtr_tokens(wire: Wire, count: int) -> dict[int, str]:
 
 
 KINDS = (
-    ["fast"] * 6 + ["slow"] * 2 + ["mrtr1"] * 3 + ["mrtr2"] * 3 + ["failing", "tool_error"]
-    + ["blocking"] * 2 + ["printing", "cancelled"]
+    ["fast"] * 6
+    + ["slow"] * 2
+    + ["mrtr1"] * 3
+    + ["mrtr2"] * 3
+    + ["failing", "tool_error"]
+    + ["blocking"] * 2
+    + ["printing", "cancelled"]
 )
 
 
@@ -325,8 +354,9 @@ def load_request(i: int, tokens: dict[int, str]) -> tuple[str, dict[str, Any]]:
     if kind == "mrtr1":
         return kind, tool_call(i, "rel_mrtr", {"n": n})
     if kind == "mrtr2":
-        return kind, tool_call(i, "rel_mrtr", {"n": n}, requestState=tokens[n],
-                               inputResponses={"name": ACCEPT_ADA})
+        return kind, tool_call(
+            i, "rel_mrtr", {"n": n}, requestState=tokens[n], inputResponses={"name": ACCEPT_ADA}
+        )
     if kind == "failing":
         return kind, tool_call(i, "rel_failing", {"n": i})
     if kind == "tool_error":
@@ -347,7 +377,10 @@ def check_load_response(kind: str, i: int, n: int, response: dict[str, Any]) -> 
         return
     assert result["resultType"] == "complete"
     expected = {
-        "fast": f"fast {i}", "slow": f"slow {i}", "mrtr2": f"hello Ada {n}", "blocking": f"blocked {i}",
+        "fast": f"fast {i}",
+        "slow": f"slow {i}",
+        "mrtr2": f"hello Ada {n}",
+        "blocking": f"blocked {i}",
         "printing": f"printed {i}",
     }
     if kind in expected:
@@ -357,12 +390,13 @@ def check_load_response(kind: str, i: int, n: int, response: dict[str, Any]) -> 
 
 
 @pytest.mark.anyio
-async def test_ten_thousand_pipelined_mixed_calls_are_each_answered_exactly_once(project: Project) -> None:
+async def test_ten_thousand_pipelined_mixed_calls_are_each_answered_exactly_once(
+    project: Project,
+) -> None:
     with anyio.fail_after(60):
         async with serve(project) as wire:
             tokens = await mrtr_tokens(wire, 10)
             plan = [load_request(i, tokens) for i in range(1, LOAD_REQUESTS + 1)]
-            cancelled = {message["id"] for kind, message in plan if kind == "cancelled"}
             answered = [message["id"] for kind, message in plan if kind != "cancelled"]
 
             async def write() -> None:
@@ -384,7 +418,9 @@ async def test_ten_thousand_pipelined_mixed_calls_are_each_answered_exactly_once
 
     COUNTS["requests"] += LOAD_REQUESTS + len(tokens)
     kinds = Counter(kind for kind, _ in plan)
-    COUNTS["faults"] += sum(kinds[k] for k in ("failing", "tool_error", "blocking", "printing", "cancelled"))
+    COUNTS["faults"] += sum(
+        kinds[k] for k in ("failing", "tool_error", "blocking", "printing", "cancelled")
+    )
     lost = [i for i in answered if not wire.responses.get(i)]
     COUNTS["lost"] += len(lost)
     assert lost == []
@@ -403,12 +439,16 @@ async def test_ten_thousand_pipelined_mixed_calls_are_each_answered_exactly_once
 
 
 @pytest.mark.anyio
-async def test_a_cancellation_storm_cancels_in_flight_calls_and_ignores_the_rest(project: Project) -> None:
+async def test_a_cancellation_storm_cancels_in_flight_calls_and_ignores_the_rest(
+    project: Project,
+) -> None:
     in_flight = [f"slow-{i}" for i in range(project.max_concurrent // 2)]
     junk: list[dict[str, Any]] = [cancel(i) for i in range(100_000, 101_000)]
     junk += [cancel(f"nobody-{i}") for i in range(500)]
-    junk += [{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": value}}
-             for value in (None, True, 1.5, [1], {"id": 1}, "", -1, 2**80)]
+    junk += [
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": value}}
+        for value in (None, True, 1.5, [1], {"id": 1}, "", -1, 2**80)
+    ]
     junk += [{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}}] * 10
     with anyio.fail_after(30):
         async with serve(project) as wire:
@@ -430,7 +470,9 @@ async def test_a_cancellation_storm_cancels_in_flight_calls_and_ignores_the_rest
 
 
 @pytest.mark.anyio
-async def test_the_server_answers_others_while_slow_and_blocking_tools_run(project: Project) -> None:
+async def test_the_server_answers_others_while_slow_and_blocking_tools_run(
+    project: Project,
+) -> None:
     slow = [f"slow-{i}" for i in range(10)]
     blocking = [f"blocking-{i}" for i in range(10)]
     with anyio.fail_after(30):
@@ -449,7 +491,9 @@ async def test_the_server_answers_others_while_slow_and_blocking_tools_run(proje
 
 
 @pytest.mark.anyio
-async def test_concurrency_is_bounded_at_the_documented_limit_and_memory_stays_bounded(project: Project) -> None:
+async def test_concurrency_is_bounded_at_the_documented_limit_and_memory_stays_bounded(
+    project: Project,
+) -> None:
     # _stdio.MAX_CONCURRENT_REQUESTS: past it the server stops reading stdin (back-pressure), so
     # queued requests wait in the pipe, not in the server's memory.
     held = [f"held-{i}" for i in range(project.max_concurrent * 6)]
@@ -482,7 +526,9 @@ async def test_concurrency_is_bounded_at_the_documented_limit_and_memory_stays_b
 
 
 @pytest.mark.anyio
-async def test_a_request_id_reused_while_in_flight_is_refused_and_the_first_still_completes(project: Project) -> None:
+async def test_a_request_id_reused_while_in_flight_is_refused_and_the_first_still_completes(
+    project: Project,
+) -> None:
     with anyio.fail_after(20):
         async with serve(project) as wire:
             await wire.send(tool_call("dup", "rel_slow", {"seconds": 0.5, "n": 1}))
@@ -501,14 +547,29 @@ async def test_a_request_id_reused_while_in_flight_is_refused_and_the_first_stil
 
 
 @pytest.mark.anyio
-async def test_stdin_closed_mid_flight_lets_in_flight_calls_finish_and_exits_0(project: Project) -> None:
+async def test_stdin_closed_mid_flight_lets_in_flight_calls_finish_and_exits_0(
+    project: Project,
+) -> None:
     with anyio.fail_after(30):
         async with serve(project) as wire:
             tokens = await mrtr_tokens(wire, 2)
-            calls = [tool_call(f"slow-{i}", "rel_slow", {"seconds": 0.5, "n": i}) for i in range(10)]
-            calls += [tool_call(f"blocking-{i}", "rel_blocking", {"seconds": 0.5, "n": i}) for i in range(5)]
-            calls += [tool_call(f"mrtr-{n}", "rel_mrtr", {"n": n}, requestState=tokens[n],
-                                inputResponses={"name": ACCEPT_ADA}) for n in range(2)]
+            calls = [
+                tool_call(f"slow-{i}", "rel_slow", {"seconds": 0.5, "n": i}) for i in range(10)
+            ]
+            calls += [
+                tool_call(f"blocking-{i}", "rel_blocking", {"seconds": 0.5, "n": i})
+                for i in range(5)
+            ]
+            calls += [
+                tool_call(
+                    f"mrtr-{n}",
+                    "rel_mrtr",
+                    {"n": n},
+                    requestState=tokens[n],
+                    inputResponses={"name": ACCEPT_ADA},
+                )
+                for n in range(2)
+            ]
             await wire.send(*calls)
             await wire.close_stdin()
             assert await wire.wait_exit() == 0
@@ -521,10 +582,14 @@ async def test_stdin_closed_mid_flight_lets_in_flight_calls_finish_and_exits_0(p
 
 
 @pytest.mark.anyio
-async def test_stdin_closed_abandons_calls_that_outlive_the_drain_bound_and_exits_0(project: Project) -> None:
+async def test_stdin_closed_abandons_calls_that_outlive_the_drain_bound_and_exits_0(
+    project: Project,
+) -> None:
     with anyio.fail_after(project.drain_seconds + 15):
         async with serve(project) as wire:
-            await wire.send(*(tool_call(f"long-{i}", "rel_slow", {"seconds": 120}) for i in range(3)))
+            await wire.send(
+                *(tool_call(f"long-{i}", "rel_slow", {"seconds": 120}) for i in range(3))
+            )
             await wire.send(request("list", "tools/list"))
             await wire.wait_for("list")
             await wire.close_stdin()
@@ -538,12 +603,16 @@ async def test_stdin_closed_abandons_calls_that_outlive_the_drain_bound_and_exit
 
 
 @pytest.mark.anyio
-async def test_a_blocking_tool_does_not_hold_the_process_past_the_drain_bound(project: Project) -> None:
+async def test_a_blocking_tool_does_not_hold_the_process_past_the_drain_bound(
+    project: Project,
+) -> None:
     # A plain `def` tool stuck in time.sleep: stdin EOF must still end the process within
     # DRAIN_SECONDS (plus start-up slack), not when the thread happens to finish.
     with anyio.fail_after(60):
         async with serve(project) as wire:
-            await wire.send(tool_call("stuck", "rel_blocking", {"seconds": 30}), request("list", "tools/list"))
+            await wire.send(
+                tool_call("stuck", "rel_blocking", {"seconds": 30}), request("list", "tools/list")
+            )
             await wire.wait_for("list")
             await wire.close_stdin()
             with anyio.fail_after(project.drain_seconds + 3):
@@ -556,7 +625,9 @@ async def test_a_blocking_tool_does_not_hold_the_process_past_the_drain_bound(pr
 async def test_sigterm_mid_flight_exits_0_promptly_without_a_traceback(project: Project) -> None:
     with anyio.fail_after(30):
         async with serve(project) as wire:
-            await wire.send(*(tool_call(f"long-{i}", "rel_slow", {"seconds": 120}) for i in range(5)))
+            await wire.send(
+                *(tool_call(f"long-{i}", "rel_slow", {"seconds": 120}) for i in range(5))
+            )
             await wire.send(tool_call("fast", "rel_fast", {"n": 3}))
             await wire.wait_for("fast")
             wire.process.send_signal(signal.SIGTERM)
@@ -572,7 +643,9 @@ async def test_sigterm_mid_flight_exits_0_promptly_without_a_traceback(project: 
 async def test_sigterm_with_a_blocking_tool_exits_within_the_drain_bound(project: Project) -> None:
     with anyio.fail_after(60):
         async with serve(project) as wire:
-            await wire.send(tool_call("stuck", "rel_blocking", {"seconds": 30}), request("list", "tools/list"))
+            await wire.send(
+                tool_call("stuck", "rel_blocking", {"seconds": 30}), request("list", "tools/list")
+            )
             await wire.wait_for("list")
             wire.process.send_signal(signal.SIGTERM)
             with anyio.fail_after(project.drain_seconds + 3):
@@ -585,7 +658,9 @@ async def test_sigterm_with_a_blocking_tool_exits_within_the_drain_bound(project
 
 
 @pytest.mark.anyio
-async def test_a_response_cancelled_while_being_written_is_never_cut_in_half(project: Project) -> None:
+async def test_a_response_cancelled_while_being_written_is_never_cut_in_half(
+    project: Project,
+) -> None:
     # 2 MB cannot fit a pipe, so the server is mid-write (blocked on the full pipe) when the
     # cancellation arrives. Whatever it does, the next message must start on a line of its own.
     with anyio.fail_after(30):
@@ -617,7 +692,9 @@ async def test_sigterm_during_a_large_write_leaves_no_partial_line(project: Proj
 
 
 @pytest.mark.anyio
-async def test_a_tool_result_that_is_not_json_does_not_take_the_server_down(project: Project) -> None:
+async def test_a_tool_result_that_is_not_json_does_not_take_the_server_down(
+    project: Project,
+) -> None:
     with anyio.fail_after(20):
         async with serve(project) as wire:
             await wire.send(tool_call("bad", "rel_bad_result"))
@@ -634,9 +711,13 @@ async def test_a_tool_result_that_is_not_json_does_not_take_the_server_down(proj
 
 
 @pytest.mark.anyio
-async def test_a_number_too_large_for_a_float_never_reaches_stdout_as_infinity(project: Project) -> None:
+async def test_a_number_too_large_for_a_float_never_reaches_stdout_as_infinity(
+    project: Project,
+) -> None:
     raw = dumps(tool_call("add", "rel_add", {"a": 0, "b": 1})).replace(b'"a":0', b'"a":1e400')
-    raw_echo = dumps(tool_call("echo", "rel_echo", {"value": 0})).replace(b'"value":0', b'"value":-1e999')
+    raw_echo = dumps(tool_call("echo", "rel_echo", {"value": 0})).replace(
+        b'"value":0', b'"value":-1e999'
+    )
     assert b"1e400" in raw and b"1e999" in raw_echo
     with anyio.fail_after(20):
         async with serve(project) as wire:
@@ -650,13 +731,16 @@ async def test_a_number_too_large_for_a_float_never_reaches_stdout_as_infinity(p
 
 
 @pytest.mark.anyio
-async def test_a_client_that_closes_its_end_of_stdout_does_not_crash_the_server(project: Project) -> None:
+async def test_a_client_that_closes_its_end_of_stdout_does_not_crash_the_server(
+    project: Project,
+) -> None:
     # A host that dies or hangs up: the server's writes hit a closed pipe (EPIPE).
     read_end, write_end = os.pipe()
     stderr = bytearray()
     with anyio.fail_after(30):
-        process = await anyio.open_process(project.command, env=project.env(), cwd=project.root,
-                                           stdout=write_end)
+        process = await anyio.open_process(
+            project.command, env=project.env(), cwd=project.root, stdout=write_end
+        )
         os.close(write_end)
         async with process, anyio.create_task_group() as task_group:
             assert process.stdin is not None and process.stderr is not None
@@ -681,7 +765,9 @@ async def test_a_client_that_closes_its_end_of_stdout_does_not_crash_the_server(
 
 
 @pytest.mark.anyio
-async def test_legacy_calls_needing_input_beyond_the_concurrency_limit_all_complete(project: Project) -> None:
+async def test_legacy_calls_needing_input_beyond_the_concurrency_limit_all_complete(
+    project: Project,
+) -> None:
     # 2025-11-25 era: each call asks with a real elicitation/create and waits for our response.
     # The responses must reach the server even when every request slot is taken.
     count = project.max_concurrent + 1
@@ -693,14 +779,31 @@ async def test_legacy_calls_needing_input_beyond_the_concurrency_limit_all_compl
                 await wire.send({"jsonrpc": "2.0", "id": message["id"], "result": ACCEPT_ADA})
 
             wire.on_server_request = answer
-            await wire.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": CAPABILITIES,
-                "clientInfo": {"name": "reliability", "version": "1"}}})
+            await wire.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": "init",
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": CAPABILITIES,
+                        "clientInfo": {"name": "reliability", "version": "1"},
+                    },
+                }
+            )
             await wire.wait_for("init")
             await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            await wire.send(*({"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                               "params": {"name": "rel_mrtr", "arguments": {"n": n}}}
-                              for n, i in enumerate(ids)))
+            await wire.send(
+                *(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "tools/call",
+                        "params": {"name": "rel_mrtr", "arguments": {"n": n}},
+                    }
+                    for n, i in enumerate(ids)
+                )
+            )
             with anyio.fail_after(15):
                 await wire.wait_for(ids)
     COUNTS["requests"] += count
@@ -724,11 +827,13 @@ async def test_cancellations_get_through_when_every_slot_is_busy(project: Projec
     assert [i for i in ids if i in wire.responses] == []
 
 
-# --- restart ---------------------------------------------------------------------------------------
+# --- restart -----------------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
-async def test_a_killed_and_restarted_server_completes_a_round_it_minted_before(project: Project) -> None:
+async def test_a_killed_and_restarted_server_completes_a_round_it_minted_before(
+    project: Project,
+) -> None:
     # 2026-07-28 basic/patterns/mrtr: the server keeps nothing between rounds; the signed
     # requestState carries the round, so a new process with the same key finishes it.
     with anyio.fail_after(40):
@@ -738,7 +843,13 @@ async def test_a_killed_and_restarted_server_completes_a_round_it_minted_before(
             token = first.one("round-1")["result"]["requestState"]
             first.process.kill()
             assert await first.wait_exit() == -signal.SIGKILL
-        retry = tool_call("round-2", "rel_mrtr", {"n": 42}, requestState=token, inputResponses={"name": ACCEPT_ADA})
+        retry = tool_call(
+            "round-2",
+            "rel_mrtr",
+            {"n": 42},
+            requestState=token,
+            inputResponses={"name": ACCEPT_ADA},
+        )
         async with serve(project) as second:
             await second.send(retry)
             await second.wait_for("round-2")
@@ -749,4 +860,7 @@ async def test_a_killed_and_restarted_server_completes_a_round_it_minted_before(
     COUNTS["faults"] += 2
     COUNTS["requests"] += 3
     assert text_of(second.one("round-2")) == "hello Ada 42"
-    assert third.one("round-2")["error"] == {"code": -32602, "message": "Invalid requestState: unknown key"}
+    assert third.one("round-2")["error"] == {
+        "code": -32602,
+        "message": "Invalid requestState: unknown key",
+    }

@@ -8,6 +8,7 @@ requestState). The end-to-end suite imports this module inside a real server pro
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 from collections import Counter
@@ -270,6 +271,17 @@ def build_registry(calls: Counter[str] | None = None) -> Registry:
         counts["stuck"] += 1
         threading.Event().wait(seconds)
         return "unstuck"
+
+    @registry.tool()
+    def spawn_child() -> str:
+        """Runs a child process that inherits stdin/stdout: it must see neither pipe."""
+        counts["spawn_child"] += 1
+        script = (
+            "import os, sys; n = len(sys.stdin.buffer.read()); "
+            "os.write(1, f'CHILD-STDIN-BYTES={n}\\n'.encode())"
+        )
+        done = subprocess.run([sys.executable, "-c", script], check=False, timeout=30)
+        return f"child exited {done.returncode}"
 
     @registry.tool()
     async def shout(text: str) -> str:

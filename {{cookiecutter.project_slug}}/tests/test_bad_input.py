@@ -17,7 +17,7 @@ import base64
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,17 @@ TRIED: list[str] = []
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_bad_inputs_tried(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After the module: how many bad inputs it tried (the issue asks for the count)."""
+    yield
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"bad inputs tried: {len(TRIED)}")
 
 
 # --- the real server over pipes --------------------------------------------------------------
@@ -237,56 +248,136 @@ def message(**fields: Any) -> Callable[[int], bytes]:
 WIRE_CASES: list[Case] = [
     ("not JSON", raw("hello there"), null_error(PARSE_ERROR)),
     ("truncated JSON", raw('{"jsonrpc":"2.0","id":ID,"method":'), null_error(PARSE_ERROR)),
-    ("invalid UTF-8", raw('{"jsonrpc":"2.0","id":ID,"method":"tools/list\xff\xfe"}'), null_error(PARSE_ERROR)),
+    (
+        "invalid UTF-8",
+        raw('{"jsonrpc":"2.0","id":ID,"method":"tools/list\xff\xfe"}'),
+        null_error(PARSE_ERROR),
+    ),
     ("a lone continuation byte", raw("\x80"), null_error(PARSE_ERROR)),
     ("NUL bytes", raw("\x00\x00\x00"), null_error(PARSE_ERROR)),
-    ("NaN literal", raw('{"jsonrpc":"2.0","id":ID,"method":"tools/list","params":{"x":NaN}}'),
-     null_error(PARSE_ERROR)),
-    ("a huge integer", raw('{"jsonrpc":"2.0","id":ID,"method":"tools/list","params":{"x":' + "9" * 5000 + "}}"),
-     null_error(PARSE_ERROR)),
-    ("nesting deeper than the parser takes", raw("[" * 100_000 + "]" * 100_000), null_error(PARSE_ERROR)),
+    (
+        "NaN literal",
+        raw('{"jsonrpc":"2.0","id":ID,"method":"tools/list","params":{"x":NaN}}'),
+        null_error(PARSE_ERROR),
+    ),
+    (
+        "a huge integer",
+        raw('{"jsonrpc":"2.0","id":ID,"method":"tools/list","params":{"x":' + "9" * 5000 + "}}"),
+        null_error(PARSE_ERROR),
+    ),
+    (
+        "nesting deeper than the parser takes",
+        raw("[" * 100_000 + "]" * 100_000),
+        null_error(PARSE_ERROR),
+    ),
     ("empty line", raw(""), no_answer),
     ("whitespace-only line", raw(" \t \r"), no_answer),
     ("JSON number", raw("42"), null_error(INVALID_REQUEST)),
     ("JSON string", raw('"tools/list"'), null_error(INVALID_REQUEST)),
     ("JSON null", raw("null"), null_error(INVALID_REQUEST)),
-    ("batch array", lambda i: line([{"jsonrpc": "2.0", "id": i, "method": "tools/list", "params": {"_meta": META}}]),
-     null_error(INVALID_REQUEST)),
+    (
+        "batch array",
+        lambda i: line(
+            [{"jsonrpc": "2.0", "id": i, "method": "tools/list", "params": {"_meta": META}}]
+        ),
+        null_error(INVALID_REQUEST),
+    ),
     ("empty batch", raw("[]"), null_error(INVALID_REQUEST)),
     ("missing jsonrpc", message(id="ID", method="tools/list"), own_error(INVALID_REQUEST)),
-    ("jsonrpc 1.0", message(jsonrpc="1.0", id="ID", method="tools/list"), own_error(INVALID_REQUEST)),
-    ("jsonrpc a number", message(jsonrpc=2.0, id="ID", method="tools/list"), own_error(INVALID_REQUEST)),
+    (
+        "jsonrpc 1.0",
+        message(jsonrpc="1.0", id="ID", method="tools/list"),
+        own_error(INVALID_REQUEST),
+    ),
+    (
+        "jsonrpc a number",
+        message(jsonrpc=2.0, id="ID", method="tools/list"),
+        own_error(INVALID_REQUEST),
+    ),
     ("null id", message(jsonrpc="2.0", id=None, method="tools/list"), null_error(INVALID_REQUEST)),
     ("float id", message(jsonrpc="2.0", id=1.5, method="tools/list"), null_error(INVALID_REQUEST)),
-    ("boolean id", message(jsonrpc="2.0", id=True, method="tools/list"), null_error(INVALID_REQUEST)),
-    ("object id", message(jsonrpc="2.0", id={"a": 1}, method="tools/list"), null_error(INVALID_REQUEST)),
+    (
+        "boolean id",
+        message(jsonrpc="2.0", id=True, method="tools/list"),
+        null_error(INVALID_REQUEST),
+    ),
+    (
+        "object id",
+        message(jsonrpc="2.0", id={"a": 1}, method="tools/list"),
+        null_error(INVALID_REQUEST),
+    ),
     ("array id", message(jsonrpc="2.0", id=[1], method="tools/list"), null_error(INVALID_REQUEST)),
     ("method a number", message(jsonrpc="2.0", id="ID", method=5), own_error(INVALID_REQUEST)),
     ("method null", message(jsonrpc="2.0", id="ID", method=None), own_error(INVALID_REQUEST)),
     ("neither method nor result", message(jsonrpc="2.0", id="ID"), own_error(INVALID_REQUEST)),
-    ("params an array", message(jsonrpc="2.0", id="ID", method="tools/list", params=[META]),
-     own_error(INVALID_PARAMS)),
-    ("params a string", message(jsonrpc="2.0", id="ID", method="tools/list", params="x"),
-     own_error(INVALID_PARAMS)),
+    (
+        "params an array",
+        message(jsonrpc="2.0", id="ID", method="tools/list", params=[META]),
+        own_error(INVALID_PARAMS),
+    ),
+    (
+        "params a string",
+        message(jsonrpc="2.0", id="ID", method="tools/list", params="x"),
+        own_error(INVALID_PARAMS),
+    ),
     ("unknown method", lambda i: request_line(i, "tools/explode"), own_error(METHOD_NOT_FOUND)),
-    ("legacy-only ping on a modern request", lambda i: request_line(i, "ping"), own_error(METHOD_NOT_FOUND)),
-    ("request without _meta", message(jsonrpc="2.0", id="ID", method="tools/list", params={}),
-     own_error(INVALID_PARAMS)),
-    ("initialize without a version", message(jsonrpc="2.0", id="ID", method="initialize", params={}),
-     own_error(INVALID_PARAMS)),
-    ("tools/call without a name", lambda i: request_line(i, "tools/call", {"arguments": {}}),
-     own_error(INVALID_PARAMS)),
+    (
+        "legacy-only ping on a modern request",
+        lambda i: request_line(i, "ping"),
+        own_error(METHOD_NOT_FOUND),
+    ),
+    (
+        "request without _meta",
+        message(jsonrpc="2.0", id="ID", method="tools/list", params={}),
+        own_error(INVALID_PARAMS),
+    ),
+    (
+        "initialize without a version",
+        message(jsonrpc="2.0", id="ID", method="initialize", params={}),
+        own_error(INVALID_PARAMS),
+    ),
+    (
+        "tools/call without a name",
+        lambda i: request_line(i, "tools/call", {"arguments": {}}),
+        own_error(INVALID_PARAMS),
+    ),
     ("an unexpected result", message(jsonrpc="2.0", id="ID", result={}), no_answer),
-    ("an unexpected error response", message(jsonrpc="2.0", id="server-1", error={"code": 1, "message": "x"}),
-     no_answer),
-    ("an unexpected notification", message(jsonrpc="2.0", method="notifications/initialized"), no_answer),
-    ("a cancellation of an unknown id", message(jsonrpc="2.0", method="notifications/cancelled",
-                                                params={"requestId": 99_999}), no_answer),
-    ("a cancellation with a garbage id", message(jsonrpc="2.0", method="notifications/cancelled",
-                                                 params={"requestId": [1, {"x": None}]}), no_answer),
-    ("a cancellation without params", message(jsonrpc="2.0", method="notifications/cancelled"), no_answer),
-    ("a progress notification from the client", message(
-        jsonrpc="2.0", method="notifications/progress", params={"progressToken": 1, "progress": 1}), no_answer),
+    (
+        "an unexpected error response",
+        message(jsonrpc="2.0", id="server-1", error={"code": 1, "message": "x"}),
+        no_answer,
+    ),
+    (
+        "an unexpected notification",
+        message(jsonrpc="2.0", method="notifications/initialized"),
+        no_answer,
+    ),
+    (
+        "a cancellation of an unknown id",
+        message(jsonrpc="2.0", method="notifications/cancelled", params={"requestId": 99_999}),
+        no_answer,
+    ),
+    (
+        "a cancellation with a garbage id",
+        message(
+            jsonrpc="2.0", method="notifications/cancelled", params={"requestId": [1, {"x": None}]}
+        ),
+        no_answer,
+    ),
+    (
+        "a cancellation without params",
+        message(jsonrpc="2.0", method="notifications/cancelled"),
+        no_answer,
+    ),
+    (
+        "a progress notification from the client",
+        message(
+            jsonrpc="2.0",
+            method="notifications/progress",
+            params={"progressToken": 1, "progress": 1},
+        ),
+        no_answer,
+    ),
 ]
 
 
@@ -465,7 +556,9 @@ def make_server(
     return Server(name="bad-input", version="0", registry=registry, state=codec)
 
 
-async def call(client: MemoryClient, name: Any, arguments: Any = None, **extra: Any) -> dict[str, Any]:
+async def call(
+    client: MemoryClient, name: Any, arguments: Any = None, **extra: Any
+) -> dict[str, Any]:
     params: dict[str, Any] = {"name": name, **extra}
     if arguments is not None:
         params["arguments"] = arguments
@@ -522,8 +615,11 @@ ARGUMENT_CASES: list[tuple[str, dict[str, Any], str]] = [
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("arguments", "named"), [case[1:] for case in ARGUMENT_CASES],
-                         ids=[case[0] for case in ARGUMENT_CASES])
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [case[1:] for case in ARGUMENT_CASES],
+    ids=[case[0] for case in ARGUMENT_CASES],
+)
 async def test_bad_tool_arguments_are_an_is_error_result_naming_the_field(
     arguments: dict[str, Any], named: str
 ) -> None:
@@ -538,8 +634,11 @@ async def test_bad_tool_arguments_are_an_is_error_result_naming_the_field(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("arguments", [[], ["text"], "text=a", 5, True],
-                         ids=["empty list", "list", "string", "number", "boolean"])
+@pytest.mark.parametrize(
+    "arguments",
+    [[], ["text"], "text=a", 5, True],
+    ids=["empty list", "list", "string", "number", "boolean"],
+)
 async def test_arguments_that_are_not_an_object_are_invalid_params(arguments: Any) -> None:
     TRIED.append("arguments not an object")
     client = MemoryClient(make_server())
@@ -550,8 +649,11 @@ async def test_arguments_that_are_not_an_object_are_invalid_params(arguments: An
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("name", [None, 5, ["greet"], {"name": "greet"}, "", "no_such_tool"],
-                         ids=["null", "number", "list", "object", "empty", "unknown"])
+@pytest.mark.parametrize(
+    "name",
+    [None, 5, ["greet"], {"name": "greet"}, "", "no_such_tool"],
+    ids=["null", "number", "list", "object", "empty", "unknown"],
+)
 async def test_a_bad_tool_name_is_invalid_params(name: Any) -> None:
     TRIED.append("bad tool name")
     client = MemoryClient(make_server())
@@ -576,8 +678,11 @@ async def test_a_deeply_nested_argument_never_crashes_the_server() -> None:
     # is a well-formed response and the next request is served.
     TRIED.append("10k-deep argument")
     server = make_server()
-    request = Request(1, "tools/call", {"_meta": META, "name": "echo",
-                                        "arguments": {"value": deeply_nested(10_000)}})
+    request = Request(
+        1,
+        "tools/call",
+        {"_meta": META, "name": "echo", "arguments": {"value": deeply_nested(10_000)}},
+    )
     with anyio.fail_after(BOUND):
         response = await server.handle_request(request, Session(), NullPeer())
     assert response["id"] == 1
@@ -595,8 +700,13 @@ async def test_deeply_nested_arguments_with_a_request_state_are_invalid_params()
     client = MemoryClient(make_server())
     token = await round_one(client)
     with pytest.raises(RpcError) as info:
-        await call(client, "greet", {"greeting": deeply_nested(10_000)}, requestState=token,
-                   inputResponses={"name": ACCEPT_ADA})
+        await call(
+            client,
+            "greet",
+            {"greeting": deeply_nested(10_000)},
+            requestState=token,
+            inputResponses={"name": ACCEPT_ADA},
+        )
     assert info.value.code == INVALID_PARAMS
     await assert_still_serving(client)
 
@@ -609,8 +719,9 @@ NOT_AN_OBJECT: list[Any] = [[], [ACCEPT_ADA], "accept", 1, 0.5, True, None]
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("with_state", [False, True], ids=["first call", "with requestState"])
-@pytest.mark.parametrize("responses", NOT_AN_OBJECT,
-                         ids=["empty list", "list", "string", "int", "float", "bool", "null"])
+@pytest.mark.parametrize(
+    "responses", NOT_AN_OBJECT, ids=["empty list", "list", "string", "int", "float", "bool", "null"]
+)
 async def test_input_responses_that_are_not_an_object_are_invalid_params(
     responses: Any, with_state: bool
 ) -> None:
@@ -628,9 +739,12 @@ async def test_input_responses_that_are_not_an_object_are_invalid_params(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("with_state", [False, True], ids=["first call", "with requestState"])
-@pytest.mark.parametrize("answer", ["Ada", ["accept"], None, 7, True],
-                         ids=["string", "list", "null", "int", "bool"])
-async def test_an_answer_that_is_not_an_object_is_invalid_params(answer: Any, with_state: bool) -> None:
+@pytest.mark.parametrize(
+    "answer", ["Ada", ["accept"], None, 7, True], ids=["string", "list", "null", "int", "bool"]
+)
+async def test_an_answer_that_is_not_an_object_is_invalid_params(
+    answer: Any, with_state: bool
+) -> None:
     TRIED.append("inputResponses entry not an object")
     client = MemoryClient(make_server())
     extra: dict[str, Any] = {"inputResponses": {"name": answer}}
@@ -646,8 +760,13 @@ async def test_an_answer_that_is_not_an_object_is_invalid_params(answer: Any, wi
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     "answer",
-    [{}, {"action": "maybe"}, {"action": 1}, {"action": "accept", "content": "Ada"},
-     {"action": "accept", "content": ["Ada"]}],
+    [
+        {},
+        {"action": "maybe"},
+        {"action": 1},
+        {"action": "accept", "content": "Ada"},
+        {"action": "accept", "content": ["Ada"]},
+    ],
     ids=["empty", "unknown action", "numeric action", "content a string", "content a list"],
 )
 async def test_an_answer_of_the_wrong_shape_for_the_asked_method_is_invalid_params(
@@ -665,16 +784,24 @@ async def test_an_answer_of_the_wrong_shape_for_the_asked_method_is_invalid_para
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
-    "content", [{"name": 5}, {"name": None}, {}, {"name": ["Ada"]}],
+    "content",
+    [{"name": 5}, {"name": None}, {}, {"name": ["Ada"]}],
     ids=["number", "null", "missing field", "list"],
 )
-async def test_form_content_that_does_not_fit_the_form_is_invalid_params(content: dict[str, Any]) -> None:
+async def test_form_content_that_does_not_fit_the_form_is_invalid_params(
+    content: dict[str, Any],
+) -> None:
     TRIED.append("inputResponses content does not fit the form")
     client = MemoryClient(make_server())
     token = await round_one(client)
     with pytest.raises(RpcError) as info:
-        await call(client, "greet", {}, requestState=token,
-                   inputResponses={"name": {"action": "accept", "content": content}})
+        await call(
+            client,
+            "greet",
+            {},
+            requestState=token,
+            inputResponses={"name": {"action": "accept", "content": content}},
+        )
     assert info.value.code == INVALID_PARAMS
     await assert_still_serving(client)
 
@@ -730,8 +857,9 @@ async def test_only_unexpected_answers_get_the_question_asked_again() -> None:
     TRIED.append("inputResponses with only unexpected keys")
     client = MemoryClient(make_server())
     token = await round_one(client)
-    again = await call(client, "greet", {}, requestState=token,
-                       inputResponses={"bogus": dict(ACCEPT_ADA)})
+    again = await call(
+        client, "greet", {}, requestState=token, inputResponses={"bogus": dict(ACCEPT_ADA)}
+    )
     assert again["resultType"] == "input_required"
     assert set(again["inputRequests"]) == {"name"}
 
@@ -740,7 +868,9 @@ async def test_only_unexpected_answers_get_the_question_asked_again() -> None:
 async def test_a_decline_is_an_answer_not_an_error() -> None:
     client = MemoryClient(make_server())
     token = await round_one(client)
-    done = await call(client, "greet", {}, requestState=token, inputResponses={"name": {"action": "decline"}})
+    done = await call(
+        client, "greet", {}, requestState=token, inputResponses={"name": {"action": "decline"}}
+    )
     assert done["content"][0]["text"] == "Nobody to greet."
 
 
@@ -755,10 +885,18 @@ JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkFkYSJ9."
     "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 )
-FORGED_PLAINTEXT = "p1." + b64(json.dumps({
-    "a": {"name": ACCEPT_ADA}, "d": "x", "e": 4_000_000_000, "m": "tools/call",
-    "q": {"name": "elicitation/create"}, "t": "greet",
-}).encode())
+FORGED_PLAINTEXT = "p1." + b64(
+    json.dumps(
+        {
+            "a": {"name": ACCEPT_ADA},
+            "d": "x",
+            "e": 4_000_000_000,
+            "m": "tools/call",
+            "q": {"name": "elicitation/create"},
+            "t": "greet",
+        }
+    ).encode()
+)
 
 SHAPE_CASES: list[tuple[str, Any, str]] = [
     ("an int", 12345, "malformed"),
@@ -774,18 +912,30 @@ SHAPE_CASES: list[tuple[str, Any, str]] = [
     ("random base64url", b64(bytes(range(7, 200, 3))), "malformed"),
     ("a valid-looking JWT", JWT, "malformed"),
     ("an unsigned plaintext token", FORGED_PLAINTEXT, "signature"),
-    ("a signed shape with an unknown key id", f"m1.0badc0de.{b64(b'{}')}.{b64(bytes(32))}", "unknown key"),
-    ("a signed shape with our key id and a zero tag", f"m1.{KEY.key_id}.{b64(b'{}')}.{b64(bytes(32))}",
-     "signature"),
+    (
+        "a signed shape with an unknown key id",
+        f"m1.0badc0de.{b64(b'{}')}.{b64(bytes(32))}",
+        "unknown key",
+    ),
+    (
+        "a signed shape with our key id and a zero tag",
+        f"m1.{KEY.key_id}.{b64(b'{}')}.{b64(bytes(32))}",
+        "signature",
+    ),
     ("an upper-case key id", f"m1.{KEY.key_id.upper()}.{b64(b'{}')}.{b64(bytes(32))}", "malformed"),
     ("a short tag", f"m1.{KEY.key_id}.{b64(b'{}')}.{b64(bytes(16))}", "malformed"),
     ("a future version", f"m2.{KEY.key_id}.{b64(b'{}')}.{b64(bytes(32))}", "malformed"),
 ]
 
 
-async def assert_state_rejected(client: MemoryClient, state: Any, reason: str, **overrides: Any) -> None:
-    params: dict[str, Any] = {"arguments": {}, "inputResponses": {"name": dict(ACCEPT_ADA)},
-                              "requestState": state}
+async def assert_state_rejected(
+    client: MemoryClient, state: Any, reason: str, **overrides: Any
+) -> None:
+    params: dict[str, Any] = {
+        "arguments": {},
+        "inputResponses": {"name": dict(ACCEPT_ADA)},
+        "requestState": state,
+    }
     params.update(overrides)
     name = params.pop("name", "greet")
     with pytest.raises(RpcError) as info:
@@ -797,9 +947,12 @@ async def assert_state_rejected(client: MemoryClient, state: Any, reason: str, *
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("state", "reason"), [case[1:] for case in SHAPE_CASES],
-                         ids=[case[0] for case in SHAPE_CASES])
-async def test_request_state_of_a_wrong_shape_is_rejected_with_invalid_params(state: Any, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("state", "reason"), [case[1:] for case in SHAPE_CASES], ids=[case[0] for case in SHAPE_CASES]
+)
+async def test_request_state_of_a_wrong_shape_is_rejected_with_invalid_params(
+    state: Any, reason: str
+) -> None:
     TRIED.append(f"requestState: {reason}")
     await assert_state_rejected(MemoryClient(make_server()), state, reason)
 
@@ -808,8 +961,13 @@ async def test_request_state_of_a_wrong_shape_is_rejected_with_invalid_params(st
 async def test_the_servers_own_token_completes_the_round() -> None:
     client = MemoryClient(make_server())
     token = await round_one(client, arguments={"greeting": "Hi"})
-    done = await call(client, "greet", {"greeting": "Hi"}, requestState=token,
-                      inputResponses={"name": dict(ACCEPT_ADA)})
+    done = await call(
+        client,
+        "greet",
+        {"greeting": "Hi"},
+        requestState=token,
+        inputResponses={"name": dict(ACCEPT_ADA)},
+    )
     assert done["content"][0]["text"] == "Hi, Ada!"
 
 
@@ -820,10 +978,14 @@ async def test_a_truncated_or_extended_token_is_rejected(cut: int) -> None:
     client = MemoryClient(make_server())
     token = await round_one(client)
     with pytest.raises(RpcError) as info:
-        await call(client, "greet", {}, requestState=token[:-cut], inputResponses={"name": ACCEPT_ADA})
+        await call(
+            client, "greet", {}, requestState=token[:-cut], inputResponses={"name": ACCEPT_ADA}
+        )
     assert info.value.code == INVALID_PARAMS
     with pytest.raises(RpcError) as info:
-        await call(client, "greet", {}, requestState=token + "A" * cut, inputResponses={"name": ACCEPT_ADA})
+        await call(
+            client, "greet", {}, requestState=token + "A" * cut, inputResponses={"name": ACCEPT_ADA}
+        )
     assert info.value.code == INVALID_PARAMS
     assert token not in info.value.message
 
@@ -853,7 +1015,9 @@ async def test_a_token_for_other_arguments_is_rejected_as_a_binding_mismatch() -
 
 
 @pytest.mark.anyio
-async def test_a_tools_token_on_a_prompt_of_the_same_name_is_rejected_as_a_binding_mismatch() -> None:
+async def test_a_tools_token_on_a_prompt_of_the_same_name_is_rejected_as_a_binding_mismatch() -> (
+    None
+):
     TRIED.append("requestState on another method")
     client = MemoryClient(make_server())
     token = await round_one(client)
@@ -902,8 +1066,3 @@ async def test_requests_after_a_rejected_token_are_unaffected() -> None:
             await call(client, "greet", {}, requestState=bad, inputResponses={"name": ACCEPT_ADA})
     done = await call(client, "greet", {}, requestState=token, inputResponses={"name": ACCEPT_ADA})
     assert done["content"][0]["text"] == "Hello, Ada!"
-
-
-def test_zz_report_how_many_bad_inputs_were_tried() -> None:
-    # Runs last in this module (pytest keeps definition order); visible with `pytest -s`.
-    sys.stderr.write(f"\nbad inputs tried in test_bad_input.py: {len(TRIED)}\n")

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime._client import (
+from {{ cookiecutter.package_name }}.mrtr_runtime import (
     ClientSession,
     InvalidServerResponse,
     RpcError,

@@ -354,6 +354,40 @@ async def test_a_retry_with_state_but_no_answers_asks_everything_again(
     assert canonical(again["inputRequests"]) == canonical(DEPLOY_INPUT_REQUESTS)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="runtime bug: without a requestState, run_round hands inputResponses to the handler "
+    "unfiltered and unvalidated, and mints them into the next token",
+)
+async def test_answers_sent_without_a_request_state_answer_nothing(
+    client: MemoryClient, calls: Counter[str]
+) -> None:
+    # Nothing was asked, so every answer is "unexpected" (mrtr: SHOULD ignore); honouring them
+    # would skip the validation and filtering a retry with requestState gets.
+    first = await client.request(
+        "tools/call",
+        {**DEPLOY, "inputResponses": {"confirm": {"action": "weird"}, "role-arn": accept(arn=ARN)}},
+    )
+    assert first["resultType"] == "input_required"
+    assert sorted(first["inputRequests"]) == ["confirm", "role-arn"]
+
+
+async def test_absent_arguments_and_empty_arguments_are_the_same_call(
+    client: MemoryClient,
+) -> None:
+    first = await client.request("tools/call", {"name": "wizard"})
+    second = await client.request(
+        "tools/call",
+        {
+            "name": "wizard",
+            "arguments": {},
+            "inputResponses": {"name": accept(name="Ada")},
+            "requestState": first["requestState"],
+        },
+    )
+    assert list(second["inputRequests"]) == ["colour"]
+
+
 async def test_a_state_only_round_is_legal_and_the_retry_completes(client: MemoryClient) -> None:
     # mrtr: at least one of inputRequests/requestState; requestState alone is "load shedding".
     first = await client.request("tools/call", {"name": "load_shed"})

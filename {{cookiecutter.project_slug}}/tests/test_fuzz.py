@@ -52,12 +52,14 @@ KEY = SigningKey(bytes(range(32)))
 OTHER_KEY = SigningKey(bytes(range(50, 82)))
 NOW = 1_800_000_000.0
 CODEC = RequestStateCodec(KeyRing(KEY), ttl_seconds=600, clock=lambda: NOW)
-PLAIN_CODEC = RequestStateCodec(KeyRing(KEY), ttl_seconds=600, clock=lambda: NOW, insecure_plaintext=True)
+PLAIN_CODEC = RequestStateCodec(
+    KeyRing(KEY), ttl_seconds=600, clock=lambda: NOW, insecure_plaintext=True
+)
 BINDING = Binding("tools/call", "ask", digest_arguments({}))
 REASONS = {"malformed", "signature", "expired", "binding", "oversized", "unknown key"}
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-# --- strategies ------------------------------------------------------------------------------------
+# --- strategies ---------------------------------------------------------------------------------
 
 # What json.loads can produce from a well-formed line (finite floats: NaN and Infinity are
 # refused by the parser; see test_bad_input for 1e400).
@@ -70,7 +72,9 @@ scalars = (
 )
 json_values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
     max_leaves=24,
 )
 json_objects = st.dictionaries(st.text(max_size=10), json_values, max_size=6)
@@ -131,8 +135,12 @@ def test_parse_line_raises_only_invalid_message_for_any_message_shaped_object(
 
 
 VALID_LINE = json.dumps(
-    {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-     "params": {"name": "ask", "arguments": {"n": 1}, "_meta": {}}},
+    {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "ask", "arguments": {"n": 1}, "_meta": {}},
+    },
     separators=(",", ":"),
 ).encode()
 
@@ -147,7 +155,9 @@ def test_parse_line_raises_only_invalid_message_for_a_mutated_request(
 
 @FUZZ
 @given(st.text(max_size=200))
-def test_parse_line_raises_only_invalid_message_for_any_text_even_lone_surrogates(text: str) -> None:
+def test_parse_line_raises_only_invalid_message_for_any_text_even_lone_surrogates(
+    text: str,
+) -> None:
     parses_or_refuses(text.encode("utf-8", "surrogatepass"))
 
 
@@ -215,8 +225,9 @@ async def item(item: str) -> str:
 
 
 SERVER = Server(name="fuzz", version="0", registry=registry, state=CODEC)
-VALID_TOKEN = CODEC.mint(BINDING, {"name": {"action": "accept", "content": {"name": "Ada"}}},
-                         {"roots": "roots/list"})
+VALID_TOKEN = CODEC.mint(
+    BINDING, {"name": {"action": "accept", "content": {"name": "Ada"}}}, {"roots": "roots/list"}
+)
 
 
 class FuzzPeer:
@@ -236,44 +247,71 @@ class FuzzPeer:
 
 capabilities = st.one_of(
     json_objects,
-    st.fixed_dictionaries({}, optional={
-        "elicitation": st.sampled_from([{}, {"form": {}}, {"url": {}}, {"form": {}, "url": {}}, "yes", None, []]),
-        "sampling": st.sampled_from([{}, {"tools": {}}, True, None]),
-        "roots": st.sampled_from([{}, {"listChanged": True}, 1]),
-    }),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "elicitation": st.sampled_from(
+                [{}, {"form": {}}, {"url": {}}, {"form": {}, "url": {}}, "yes", None, []]
+            ),
+            "sampling": st.sampled_from([{}, {"tools": {}}, True, None]),
+            "roots": st.sampled_from([{}, {"listChanged": True}, 1]),
+        },
+    ),
 )
 metas = st.one_of(
     json_values,
-    st.fixed_dictionaries({
-        "io.modelcontextprotocol/protocolVersion": st.sampled_from([MODERN, "2025-11-25", "", 5]),
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    }, optional={"progressToken": json_values, "io.modelcontextprotocol/clientInfo": json_values}),
+    st.fixed_dictionaries(
+        {
+            "io.modelcontextprotocol/protocolVersion": st.sampled_from(
+                [MODERN, "2025-11-25", "", 5]
+            ),
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        },
+        optional={"progressToken": json_values, "io.modelcontextprotocol/clientInfo": json_values},
+    ),
 )
 params_strategy = st.fixed_dictionaries(
     {},
     optional={
         "_meta": metas,
-        "name": st.sampled_from(["echo", "ask", "blocking", "failing", "poem", "nope"]) | json_values,
+        "name": st.sampled_from(["echo", "ask", "blocking", "failing", "poem", "nope"])
+        | json_values,
         "arguments": json_objects | json_values,
         "inputResponses": st.dictionaries(
             st.sampled_from(["name", "roots", "sample", "style", "x"]),
-            json_objects | json_values
+            json_objects
+            | json_values
             | st.just({"action": "accept", "content": {"name": "Ada"}})
             | st.just({"roots": [{"uri": "file:///"}]})
-            | st.just({"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}),
+            | st.just(
+                {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+            ),
             max_size=3,
-        ) | json_values,
+        )
+        | json_values,
         "requestState": st.just(VALID_TOKEN) | st.text(max_size=40) | json_values,
-        "uri": st.sampled_from(["mem://greeting", "mem://items/a", "mem://items/", "x"]) | json_values,
+        "uri": st.sampled_from(["mem://greeting", "mem://items/a", "mem://items/", "x"])
+        | json_values,
         "cursor": json_values,
         "protocolVersion": st.sampled_from(["2025-11-25", "2024-11-05", "1999"]) | json_values,
         "capabilities": capabilities | json_values,
     },
 )
-methods = st.sampled_from([
-    "tools/call", "tools/list", "prompts/get", "prompts/list", "resources/read", "resources/list",
-    "resources/templates/list", "server/discover", "initialize", "ping", "completion/complete",
-]) | st.text(max_size=12)
+methods = st.sampled_from(
+    [
+        "tools/call",
+        "tools/list",
+        "prompts/get",
+        "prompts/list",
+        "resources/read",
+        "resources/list",
+        "resources/templates/list",
+        "server/discover",
+        "initialize",
+        "ping",
+        "completion/complete",
+    ]
+) | st.text(max_size=12)
 
 
 @FUZZ
@@ -293,7 +331,9 @@ def test_handle_request_always_returns_exactly_one_well_formed_response(
 
     async def serve() -> dict[str, Any]:
         with anyio.fail_after(10):
-            return await SERVER.handle_request(Request(request_id, method, params), session, FuzzPeer(client_answer))
+            return await SERVER.handle_request(
+                Request(request_id, method, params), session, FuzzPeer(client_answer)
+            )
 
     response = anyio.run(serve)
     assert response["jsonrpc"] == "2.0"
@@ -306,7 +346,11 @@ def test_handle_request_always_returns_exactly_one_well_formed_response(
     else:
         assert isinstance(response["result"], dict)
         meta = params.get("_meta")
-        if method != "initialize" and isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta:
+        if (
+            method != "initialize"
+            and isinstance(meta, dict)
+            and "io.modelcontextprotocol/protocolVersion" in meta
+        ):
             # basic/index: every 2026-07-28 result carries resultType.
             assert "resultType" in response["result"]
     wire = encode(response)
@@ -321,7 +365,9 @@ def test_handle_request_always_returns_exactly_one_well_formed_response(
 # --- the requestState verifier -------------------------------------------------------------------
 
 
-def verify_or_refuse(codec: RequestStateCodec, token: object, binding: Binding = BINDING) -> RoundState | None:
+def verify_or_refuse(
+    codec: RequestStateCodec, token: object, binding: Binding = BINDING
+) -> RoundState | None:
     try:
         state = codec.verify(token, binding)
     except InvalidRequestState as error:
@@ -383,9 +429,20 @@ def test_any_edit_of_a_valid_token_is_refused(where: int, insert: str, delete: i
 
 
 @FUZZ
-@given(json_values | json_objects | st.fixed_dictionaries({
-    "a": json_values, "d": json_values, "e": json_values, "m": json_values, "q": json_values, "t": json_values,
-}))
+@given(
+    json_values
+    | json_objects
+    | st.fixed_dictionaries(
+        {
+            "a": json_values,
+            "d": json_values,
+            "e": json_values,
+            "m": json_values,
+            "q": json_values,
+            "t": json_values,
+        }
+    )
+)
 def test_any_plaintext_payload_decodes_to_typed_state_or_is_refused(body: Any) -> None:
     # The plaintext form reaches the payload decoder with no MAC in the way.
     token = "p1." + _b64(json.dumps(body).encode())

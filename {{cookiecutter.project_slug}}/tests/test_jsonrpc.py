@@ -163,7 +163,11 @@ def test_a_response_with_an_unusable_id_is_a_response_to_nothing_never_an_error(
 ) -> None:
     # JSON-RPC forbids answering a response; id null is how a client says it could not
     # parse one of ours.
-    line = b'{"jsonrpc": "2.0", "id": ' + raw_id.encode() + b', "error": {"code": -32700, "message": "x"}}'
+    line = (
+        b'{"jsonrpc": "2.0", "id": '
+        + raw_id.encode()
+        + b', "error": {"code": -32700, "message": "x"}}'
+    )
     assert parse_line(line) == Response(None, None, {"code": -32700, "message": "x"})
 
 

@@ -329,6 +329,21 @@ def test_an_invalid_tool_name_is_refused(name: str) -> None:
         registry.tool(name)(handler)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="runtime bug: Registry.tool uses `name or handler.__name__`, so an explicit empty "
+    "name silently becomes the function's name",
+)
+def test_an_empty_tool_name_is_refused_not_replaced_by_the_function_name() -> None:
+    registry = Registry()
+
+    async def handler() -> str:
+        return ""
+
+    with pytest.raises(ValueError, match="tool name"):
+        registry.tool("")(handler)
+
+
 @pytest.mark.parametrize("name", ["a", "x" * 128, "snake_case", "dot.ted", "kebab-case", "MiXeD09"])
 def test_a_valid_tool_name_is_accepted(name: str) -> None:
     registry = Registry()

@@ -127,6 +127,7 @@ async def test_initialized_notification_is_accepted_silently() -> None:
         ("tools/call", {"name": "echo", "arguments": {"text": "hi"}}),
         ("tools/call", {"name": "refuse", "arguments": {"reason": "no"}}),
         ("tools/call", {"name": "echo", "arguments": {"bad": 1}}),
+        ("resources/read", {"uri": "memo://notes/today"}),
     ],
 )
 async def test_legacy_results_carry_no_result_type_caching_hints_or_meta(

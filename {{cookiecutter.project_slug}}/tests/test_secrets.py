@@ -1,8 +1,8 @@
 """Secrets: the signing key never reaches stdout, stderr or an error message, and errors never
 echo a token's contents.
 
-The server runs for real (``python -m {{ cookiecutter.package_name }}``, or a launcher that adds
-two probe tools to the project's registry and then calls the same ``cli.main``), with a known key
+The server runs for real (``python -m <package>``, or a launcher that adds two probe tools to
+the project's registry and then calls the same ``cli.main``), with a known key
 given through the environment or a key file. Every error path we can provoke is provoked, and
 everything the process wrote is searched for the key in every spelling.
 
@@ -97,8 +97,12 @@ def assert_absent(secrets_: list[str], *outputs: str | bytes) -> None:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith(("MRTR_", "AWS_"))}
-    env["PYTHONPATH"] = os.pathsep.join(part for part in (str(PROJECT / "src"), env.get("PYTHONPATH")) if part)
+    env = {
+        name: value for name, value in os.environ.items() if not name.startswith(("MRTR_", "AWS_"))
+    }
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(PROJECT / "src"), env.get("PYTHONPATH")) if part
+    )
     env["MRTR_LOG_LEVEL"] = "DEBUG"
     env.update(AWS_MARKERS)
     env.update(extra)
@@ -111,15 +115,26 @@ def launcher(tmp_path: Path) -> list[str]:
     return [sys.executable, str(path)]
 
 
-def run(command: list[str], env: dict[str, str], lines: Sequence[bytes] = ()) -> subprocess.CompletedProcess[bytes]:
+def run(
+    command: list[str], env: dict[str, str], lines: Sequence[bytes] = ()
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        command, input=b"".join(lines), capture_output=True, timeout=BOUND, env=env, cwd=PROJECT, check=False
+        command,
+        input=b"".join(lines),
+        capture_output=True,
+        timeout=BOUND,
+        env=env,
+        cwd=PROJECT,
+        check=False,
     )
 
 
 def request(request_id: object, method: str, params: dict[str, Any] | None = None) -> bytes:
     body = {"_meta": META, **(params or {})}
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}).encode() + b"\n"
+    return (
+        json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}).encode()
+        + b"\n"
+    )
 
 
 def probe_call(request_id: object, **extra: Any) -> bytes:
@@ -149,7 +164,9 @@ def flip(text: str, index: int) -> str:
 # --- a serving server: every error path, the key in env or in a key file ---------------------
 
 
-def provoke_every_error(command: list[str], env: dict[str, str]) -> tuple[list[bytes], list[str], str]:
+def provoke_every_error(
+    command: list[str], env: dict[str, str]
+) -> tuple[list[bytes], list[str], str]:
     """Run three sessions (a restart between rounds) and then a session of bad requests.
 
     Returns every stdout/stderr blob, every error message the client got, and the round-2 token
@@ -161,14 +178,24 @@ def provoke_every_error(command: list[str], env: dict[str, str]) -> tuple[list[b
     outputs += [first.stdout, first.stderr]
     token_one = responses(first)[1]["result"]["requestState"]
     answer = {"action": "accept", "content": {"text": marker}}
-    second = run(command, env, [probe_call(2, requestState=token_one, inputResponses={"name": answer})])
+    second = run(
+        command, env, [probe_call(2, requestState=token_one, inputResponses={"name": answer})]
+    )
     outputs += [second.stdout, second.stderr]
     token_two = responses(second)[2]["result"]["requestState"]
     version, kid, payload, tag = token_two.split(".")
     assert marker not in token_two and marker in unb64(payload).decode()
 
-    forged_body = json.dumps({"a": {"name": answer}, "d": "x", "e": 4_000_000_000, "m": "tools/call",
-                              "q": {}, "t": "secret_probe"}).encode()
+    forged_body = json.dumps(
+        {
+            "a": {"name": answer},
+            "d": "x",
+            "e": 4_000_000_000,
+            "m": "tools/call",
+            "q": {},
+            "t": "secret_probe",
+        }
+    ).encode()
     bad_states: list[object] = [
         flip(token_two, len(token_two) - 3),  # tag
         flip(token_two, len(version) + len(kid) + 5),  # payload
@@ -185,18 +212,43 @@ def provoke_every_error(command: list[str], env: dict[str, str]) -> tuple[list[b
         [token_two],
         "m1." + "Q" * 70_000,
     ]
-    lines = [probe_call(f"state-{i}", requestState=state, inputResponses={"city": answer})
-             for i, state in enumerate(bad_states)]
+    lines = [
+        probe_call(f"state-{i}", requestState=state, inputResponses={"city": answer})
+        for i, state in enumerate(bad_states)
+    ]
     lines += [
-        request("other-args", "tools/call", {"name": "secret_probe", "arguments": {"n": 9},
-                                             "requestState": token_two, "inputResponses": {"city": answer}}),
-        request("bad-shape", "tools/call", {"name": "secret_probe", "arguments": {}, "requestState": token_two,
-                                            "inputResponses": {"city": {"action": marker}}}),
-        request("not-object", "tools/call", {"name": "secret_probe", "arguments": {},
-                                             "inputResponses": marker}),
+        request(
+            "other-args",
+            "tools/call",
+            {
+                "name": "secret_probe",
+                "arguments": {"n": 9},
+                "requestState": token_two,
+                "inputResponses": {"city": answer},
+            },
+        ),
+        request(
+            "bad-shape",
+            "tools/call",
+            {
+                "name": "secret_probe",
+                "arguments": {},
+                "requestState": token_two,
+                "inputResponses": {"city": {"action": marker}},
+            },
+        ),
+        request(
+            "not-object",
+            "tools/call",
+            {"name": "secret_probe", "arguments": {}, "inputResponses": marker},
+        ),
         request("fail", "tools/call", {"name": "secret_fail", "arguments": {}}),
         request("unknown", "tools/call", {"name": marker, "arguments": {}}),
-        request("version", "tools/list", {"_meta": {**META, "io.modelcontextprotocol/protocolVersion": "1999"}}),
+        request(
+            "version",
+            "tools/list",
+            {"_meta": {**META, "io.modelcontextprotocol/protocolVersion": "1999"}},
+        ),
         b"not json " + marker.encode() + b"\n",
         b"\xff" + marker.encode() + b"\n",
         b'{"jsonrpc":"2.0","id":"nan","method":"tools/list","params":{"x":NaN}}\n',
@@ -215,7 +267,7 @@ def provoke_every_error(command: list[str], env: dict[str, str]) -> tuple[list[b
 
 
 def assert_no_token_contents(messages: list[str], token: str, outputs: list[bytes]) -> None:
-    version, kid, payload, tag = token.split(".")
+    _, _, payload, tag = token.split(".")
     marker = json.loads(unb64(payload))["a"]["name"]["content"]["text"]
     for message in messages:
         for part in (token, payload, tag, payload[:24], tag[:24]):
@@ -255,8 +307,11 @@ def test_a_world_readable_key_file_is_warned_about_without_quoting_the_key(tmp_p
     key_file = tmp_path / "signing.key"
     key_file.write_text(key)
     key_file.chmod(0o644)
-    result = run([sys.executable, "-m", PACKAGE], clean_env(MRTR_SIGNING_KEY_FILE=str(key_file)),
-                 [request(1, "tools/list")])
+    result = run(
+        [sys.executable, "-m", PACKAGE],
+        clean_env(MRTR_SIGNING_KEY_FILE=str(key_file)),
+        [request(1, "tools/list")],
+    )
     assert result.returncode == 0
     assert b"chmod 600" in result.stderr
     assert_absent(key_spellings(key), result.stdout, result.stderr)
@@ -296,7 +351,9 @@ def test_a_weak_key_in_the_environment_is_refused_without_echoing_it(weak: str) 
 @pytest.mark.parametrize("weak", WEAK_KEYS.values(), ids=WEAK_KEYS.keys())
 def test_a_weak_previous_key_is_refused_without_echoing_it_or_the_current_key(weak: str) -> None:
     key = secrets.token_hex(32)
-    env = clean_env(MRTR_SIGNING_KEY=key, MRTR_PREVIOUS_SIGNING_KEYS=f"{secrets.token_hex(32)},{weak}")
+    env = clean_env(
+        MRTR_SIGNING_KEY=key, MRTR_PREVIOUS_SIGNING_KEYS=f"{secrets.token_hex(32)},{weak}"
+    )
     stderr = refuses_to_start(env, [weak, *weak.split("\n"), *key_spellings(key)])
     assert "MRTR_PREVIOUS_SIGNING_KEYS" in stderr
 
@@ -339,12 +396,18 @@ def test_bad_key_files_are_refused_without_echoing_their_contents(tmp_path: Path
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("MRTR_STATE_TTL_SECONDS", "forever"), ("MRTR_STATE_TTL_SECONDS", "-5"),
-     ("MRTR_INSECURE_PLAINTEXT", "yes"), ("MRTR_INSECURE_PLAINTEXT", "true")],
+    [
+        ("MRTR_STATE_TTL_SECONDS", "forever"),
+        ("MRTR_STATE_TTL_SECONDS", "-5"),
+        ("MRTR_INSECURE_PLAINTEXT", "yes"),
+        ("MRTR_INSECURE_PLAINTEXT", "true"),
+    ],
 )
 def test_other_bad_settings_are_refused_without_echoing_the_key(variable: str, value: str) -> None:
     key = secrets.token_hex(32)
-    stderr = refuses_to_start(clean_env(MRTR_SIGNING_KEY=key, **{variable: value}), key_spellings(key))
+    stderr = refuses_to_start(
+        clean_env(MRTR_SIGNING_KEY=key, **{variable: value}), key_spellings(key)
+    )
     assert variable in stderr
 
 
@@ -356,18 +419,28 @@ def mode(path: Path) -> int:
 
 
 @posix_only
-def test_keygen_writes_a_0600_file_even_with_umask_0_and_never_prints_the_key(tmp_path: Path) -> None:
+def test_keygen_writes_a_0600_file_even_with_umask_0_and_never_prints_the_key(
+    tmp_path: Path,
+) -> None:
     target = tmp_path / "keys" / KEY_FILE_NAME
     command = [sys.executable, "-m", PACKAGE, "keygen", "--path", str(target)]
-    result = subprocess.run(command, capture_output=True, timeout=BOUND, env=clean_env(), check=False, umask=0)
+    result = subprocess.run(
+        command, capture_output=True, timeout=BOUND, env=clean_env(), check=False, umask=0
+    )
     assert result.returncode == 0
     assert mode(target) == 0o600
     key = target.read_text().strip()
     assert result.stdout.decode().strip() == str(target)
     assert_absent(key_spellings(key), result.stdout, result.stderr)
 
-    again = subprocess.run([*command, "--force"], capture_output=True, timeout=BOUND, env=clean_env(),
-                           check=False, umask=0)
+    again = subprocess.run(
+        [*command, "--force"],
+        capture_output=True,
+        timeout=BOUND,
+        env=clean_env(),
+        check=False,
+        umask=0,
+    )
     assert again.returncode == 0
     previous = target.with_name(target.name + ".previous")
     assert previous.read_text().strip() == key
@@ -413,8 +486,14 @@ def test_git_really_ignores_the_key_file_and_the_previous_key(tmp_path: Path) ->
     names = [KEY_FILE_NAME, f"{KEY_FILE_NAME}.previous", f"{KEY_FILE_NAME}.abc123.tmp"]
     for name in names:
         (tmp_path / name).write_text("x")
-    ignored = subprocess.run([git, "check-ignore", *names], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=BOUND, check=False)
+    ignored = subprocess.run(
+        [git, "check-ignore", *names],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
     assert sorted(ignored.stdout.split()) == sorted(names)
 
 

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.anyio
 
 TESTS_DIR = Path(__file__).resolve().parent
 SRC_DIR = TESTS_DIR.parent / "src"
-BOUND = 20  # seconds for anything that waits on the subprocess
+BOUND = 30  # seconds for anything that waits on the subprocess(es); generous for loaded CI
 ARN = "arn:aws:iam::123456789012:role/Deploy"
 DEPLOY: Json = {"name": "deploy_to_aws", "arguments": {"stack": "prod-api"}}
 
@@ -233,6 +233,20 @@ async def test_a_stray_print_in_a_tool_goes_to_stderr_and_stdout_stays_json_line
             assert_clean_exit(returncode, session.stderr_text())
 
 
+async def test_a_child_process_of_a_tool_can_neither_write_the_wire_nor_read_requests(
+    command: list[str],
+) -> None:
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(command, env=server_env()) as session:
+            result = await session.request("tools/call", {"name": "spawn_child"})
+            assert text_of(result) == "child exited 0"
+            returncode = await session.close()
+            assert session.protocol_violations == []
+            # The child's stdin was /dev/null and its stdout went to the server's stderr.
+            assert "CHILD-STDIN-BYTES=0" in session.stderr_text()
+            assert_clean_exit(returncode, session.stderr_text())
+
+
 async def test_a_tool_returning_nan_never_puts_invalid_json_on_stdout(command: list[str]) -> None:
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(command, env=server_env()) as session:
@@ -385,6 +399,50 @@ async def test_more_legacy_calls_than_slots_all_complete_through_the_bridge(
     assert len(answered) == MAX_CONCURRENT_REQUESTS + 6
 
 
+async def test_a_legacy_call_cancelled_while_it_waits_for_the_client_is_never_answered(
+    command: list[str],
+) -> None:
+    with anyio.fail_after(BOUND):
+        async with raw_server(command, server_env()) as process:
+            stdout = reader(process)
+            await send(
+                process,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"elicitation": {}},
+                        "clientInfo": {"name": "raw", "version": "0"},
+                    },
+                },
+            )
+            assert (await read_message(stdout))["result"]["protocolVersion"] == "2025-11-25"
+            await send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = {"name": "ask", "arguments": {"topic": "tea"}}
+            await send(process, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+            asked = await read_message(stdout)
+            assert asked["method"] == "elicitation/create"
+            await send(
+                process,
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+            )
+            # The answer arrives after the cancellation: it must be dropped quietly.
+            await send(
+                process, {"jsonrpc": "2.0", "id": asked["id"], "result": accept(text="late")}
+            )
+            await send(process, {"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            messages = await read_until_end(stdout)
+            stderr = await read_stderr(process)
+            returncode = await process.wait()
+    assert [message.get("id") for message in messages] == [2]
+    assert messages[0]["result"] == {}
+    assert_clean_exit(returncode, stderr)
+
+
 # -- shutdown ----------------------------------------------------------------------------------
 
 
@@ -401,8 +459,12 @@ async def test_a_client_that_stops_reading_does_not_crash_the_server(command: li
             assert (await read_message(stdout))["method"] == "notifications/progress"
             assert process.stdout is not None
             await process.stdout.aclose()  # the host stops reading: every write now fails
-            await send(process, request(2, "tools/call", {"name": "release", "arguments": {"name": "g"}}))
-            await send(process, request(3, "tools/call", {"name": "echo", "arguments": {"text": "x"}}))
+            await send(
+                process, request(2, "tools/call", {"name": "release", "arguments": {"name": "g"}})
+            )
+            await send(
+                process, request(3, "tools/call", {"name": "echo", "arguments": {"text": "x"}})
+            )
             assert process.stdin is not None
             await process.stdin.aclose()
             returncode = await process.wait()
@@ -468,7 +530,9 @@ async def test_sigterm_exits_zero_promptly_even_with_a_blocking_tool_stuck_in_a_
         async with raw_server(command, server_env()) as process:
             stdout = reader(process)
             await send(process, request(1, "tools/call", {"name": "stuck"}))
-            await send(process, request(2, "tools/call", {"name": "echo", "arguments": {"text": "up"}}))
+            await send(
+                process, request(2, "tools/call", {"name": "echo", "arguments": {"text": "up"}})
+            )
             assert (await read_message(stdout))["id"] == 2  # served while `stuck` blocks
             process.terminate()
             with anyio.fail_after(5):

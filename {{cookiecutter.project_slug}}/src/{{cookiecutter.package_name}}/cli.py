@@ -19,9 +19,8 @@ from pathlib import Path
 
 from . import __version__
 from .app import NAME, build_server, default_key_file, project_root
-from .mrtr_runtime import SigningConfigError, serve_stdio, write_key_file
+from .mrtr_runtime import SigningConfigError, configure_logging, serve_stdio, write_key_file
 from .mrtr_runtime import _hosts as hosts
-from .mrtr_runtime._stdio import configure_logging
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 #: ``uv run --extra`` for the optional dependencies the tools need.

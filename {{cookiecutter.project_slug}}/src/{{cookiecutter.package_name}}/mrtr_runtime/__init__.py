@@ -10,13 +10,12 @@ Serves MCP 2026-07-28 (stateless, per-request `_meta`) and, in the same process,
 from __future__ import annotations
 
 from ._capabilities import ClientCapabilities
-from ._client import (
-    ClientSession,
+from ._client import ClientSession, SessionClosed
+from ._client_rounds import (
     InputHandler,
     InvalidServerResponse,
     Requester,
     RpcError,
-    SessionClosed,
     TooManyRounds,
     call_tool_with_inputs,
     default_input_handler,
@@ -49,7 +48,7 @@ from ._registry import Registry, ToolAnnotations
 from ._results import InputRequired, ToolError, ToolResult
 from ._router import LEGACY_VERSIONS, MODERN_VERSIONS, Server
 from ._state import Binding, InvalidRequestState, RequestStateCodec, RoundState, digest_arguments
-from ._stdio import serve_stdio
+from ._stdio import configure_logging, serve_stdio
 
 __version__ = "0.1.0"
 
@@ -88,6 +87,7 @@ __all__ = (
     "WeakSigningKey",
     "call_tool_with_inputs",
     "codec_from_environment",
+    "configure_logging",
     "default_input_handler",
     "digest_arguments",
     "elicit_form",

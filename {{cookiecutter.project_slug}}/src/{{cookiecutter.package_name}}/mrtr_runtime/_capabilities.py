@@ -28,10 +28,10 @@ class ClientCapabilities:
     @property
     def elicitation_form(self) -> bool:
         elicitation = self.raw.get("elicitation")
-        if not _is_object(elicitation):
+        if not isinstance(elicitation, Mapping):
             return False
-        assert isinstance(elicitation, Mapping)
-        # client/elicitation: `elicitation: {}` "is equivalent to declaring support for form mode only".
+        # client/elicitation: `elicitation: {}` "is equivalent to declaring support for form
+        # mode only".
         return "form" in elicitation or "url" not in elicitation
 
     @property

@@ -165,5 +165,7 @@ async def run_round(
         raise ProtocolError(INVALID_PARAMS, "Invalid inputResponses: not JSON") from None
     result: dict[str, Any] = {"resultType": "input_required", "requestState": token}
     if outcome.requests:
-        result["inputRequests"] = {key: request.to_wire() for key, request in outcome.requests.items()}
+        result["inputRequests"] = {
+            key: request.to_wire() for key, request in outcome.requests.items()
+        }
     return result

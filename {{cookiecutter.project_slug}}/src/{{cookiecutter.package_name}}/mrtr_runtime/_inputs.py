@@ -38,7 +38,7 @@ LIST_ROOTS: Final = "roots/list"
 
 @dataclass(frozen=True)
 class InputRequest:
-    """One thing to ask the client; build it with `elicit_form`, `elicit_url`, `sample`, `list_roots`."""
+    """One thing to ask the client: build it with `elicit_form`, `elicit_url`, `sample`...."""
 
     method: str
     params: Mapping[str, Any]
@@ -72,7 +72,9 @@ _KEPT_KEYWORDS: Final = frozenset(
 )
 
 
-def _primitive_property(model: type[BaseModel], name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+def _primitive_property(
+    model: type[BaseModel], name: str, schema: Mapping[str, Any]
+) -> dict[str, Any]:
     options = schema.get("anyOf")
     if isinstance(options, list):
         # `x: str | None = None` is an optional primitive, not a union the client must render.
@@ -124,8 +126,10 @@ def elicit_form(message: str, schema: type[BaseModel]) -> InputRequest:
 
 
 def elicit_url(message: str, url: str) -> InputRequest:
-    """Send the user to `url` (sign-in, payment, anything sensitive); the answer is just `action`."""
-    return InputRequest(ELICIT, {"mode": "url", "message": message, "url": url}, {"elicitation": {"url": {}}})
+    """Send the user to `url` (sign-in, payment, anything secret); the answer is only `action`."""
+    return InputRequest(
+        ELICIT, {"mode": "url", "message": message, "url": url}, {"elicitation": {"url": {}}}
+    )
 
 
 def sample(
@@ -187,7 +191,9 @@ class SamplingResult(BaseModel):
     @property
     def text(self) -> str:
         blocks = self.content if isinstance(self.content, list) else [self.content]
-        return "".join(str(block.get("text", "")) for block in blocks if block.get("type") == "text")
+        return "".join(
+            str(block.get("text", "")) for block in blocks if block.get("type") == "text"
+        )
 
 
 class Root(BaseModel):

@@ -132,7 +132,9 @@ def parse_line(line: bytes) -> Message:
     if "method" in raw:
         method = raw["method"]
         if not isinstance(method, str):
-            raise InvalidMessage(INVALID_REQUEST, 'Invalid request: "method" must be a string', known_id)
+            raise InvalidMessage(
+                INVALID_REQUEST, 'Invalid request: "method" must be a string', known_id
+            )
         params = raw.get("params", {})
         if "id" in raw and known_id is None:
             raise InvalidMessage(
@@ -141,7 +143,9 @@ def parse_line(line: bytes) -> Message:
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            raise InvalidMessage(INVALID_PARAMS, 'Invalid params: "params" must be an object', known_id)
+            raise InvalidMessage(
+                INVALID_PARAMS, 'Invalid params: "params" must be an object', known_id
+            )
         if known_id is None:
             return Notification(method, params)
         return Request(known_id, method, params)
@@ -155,7 +159,9 @@ def parse_line(line: bytes) -> Message:
             result if isinstance(result, dict) else None,
             error if isinstance(error, dict) else None,
         )
-    raise InvalidMessage(INVALID_REQUEST, "Invalid request: neither a request nor a response", known_id)
+    raise InvalidMessage(
+        INVALID_REQUEST, "Invalid request: neither a request nor a response", known_id
+    )
 
 
 def encode(message: JSONObject) -> bytes:

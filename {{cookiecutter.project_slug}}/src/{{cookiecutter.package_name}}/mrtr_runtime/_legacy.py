@@ -90,7 +90,9 @@ async def run_legacy(
                 )
             problem = answer_shape_error(request.method, answer)
             if problem:
-                return unanswerable(f"The client's answer to {request.method} is invalid: {problem}")
+                return unanswerable(
+                    f"The client's answer to {request.method} is invalid: {problem}"
+                )
             answers[key] = answer
     return unanswerable(
         f"{call.target!r} asked for input more than {max_rounds} times without finishing"

@@ -90,7 +90,7 @@ def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
     fields = {name: param for name, param in parameters.items() if name != context_param}
     is_async = inspect.iscoroutinefunction(handler)
     if len(fields) == 1:
-        (name, _), = fields.items()
+        ((name, _),) = fields.items()
         annotation = hints.get(name)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             return _Signature(annotation, name, context_param, is_async)
@@ -113,10 +113,12 @@ def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
     return _Signature(model, None, context_param, is_async, tuple(pairs))
 
 
-async def _invoke(signature: _Signature, handler: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+async def _invoke(
+    signature: _Signature, handler: Callable[..., Any], kwargs: dict[str, Any]
+) -> Any:
     if signature.is_async:
         return await handler(**kwargs)
-    # A plain `def` handler may block (boto3, files, CPU); a worker thread keeps the loop serving.
+    # A plain `def` handler may block (I/O, CPU); a worker thread keeps the loop serving.
     # abandon_on_cancel: a cancelled or shut-down call must not wait for a thread stuck in I/O.
     return await anyio.to_thread.run_sync(lambda: handler(**kwargs), abandon_on_cancel=True)
 
@@ -134,7 +136,9 @@ class ToolDef:
         return self.signature.model.model_validate(arguments)
 
     async def call(self, arguments: BaseModel, context: Context) -> Any:
-        return await _invoke(self.signature, self.handler, self.signature.kwargs(arguments, context))
+        return await _invoke(
+            self.signature, self.handler, self.signature.kwargs(arguments, context)
+        )
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,9 @@ class PromptDef:
     wire: Mapping[str, Any]
 
     async def call(self, arguments: BaseModel, context: Context) -> Any:
-        return await _invoke(self.signature, self.handler, self.signature.kwargs(arguments, context))
+        return await _invoke(
+            self.signature, self.handler, self.signature.kwargs(arguments, context)
+        )
 
 
 @dataclass(frozen=True)
@@ -159,7 +165,9 @@ class ResourceDef:
 
     async def call(self, variables: Mapping[str, str], context: Context) -> Any:
         arguments = self.signature.model.model_validate(variables)
-        return await _invoke(self.signature, self.handler, self.signature.kwargs(arguments, context))
+        return await _invoke(
+            self.signature, self.handler, self.signature.kwargs(arguments, context)
+        )
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,8 @@ def _template_pattern(uri_template: str) -> re.Pattern[str]:
     # RFC 6570 level 1 only: `{name}` matches one path segment, the rest is literal.
     parts = re.split(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", uri_template)
     regex = "".join(
-        re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/?#]+)" for index, part in enumerate(parts)
+        re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/?#]+)"
+        for index, part in enumerate(parts)
     )
     return re.compile(regex)
 
@@ -294,8 +303,13 @@ class Registry:
             if uri in self.resources:
                 raise ValueError(f"resource {uri!r} is declared twice")
             self.resources[uri] = self._resource_def(
-                uri, handler, name=name, title=title, description=description,
-                mime_type=mime_type, uri_key="uri",
+                uri,
+                handler,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                uri_key="uri",
             )
             return handler
 
@@ -312,8 +326,13 @@ class Registry:
     ) -> Callable[[F], F]:
         def register(handler: F) -> F:
             resource = self._resource_def(
-                uri_template, handler, name=name, title=title, description=description,
-                mime_type=mime_type, uri_key="uriTemplate",
+                uri_template,
+                handler,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                uri_key="uriTemplate",
             )
             self.resource_templates.append(
                 ResourceTemplateDef(_template_pattern(uri_template), resource)

@@ -179,7 +179,9 @@ class Server:
     async def _serve(self, request: Request, session: Session, peer: Peer) -> JSONObject:
         method, params = request.method, request.params
         meta = params.get("_meta")
-        if method == "initialize" and not (isinstance(meta, dict) and META_PROTOCOL_VERSION in meta):
+        if method == "initialize" and not (
+            isinstance(meta, dict) and META_PROTOCOL_VERSION in meta
+        ):
             # With modern _meta the request is served by 2026-07-28 rules, which have no
             # initialize (basic/versioning): it falls through to -32601 below.
             return self._initialize(params, session)
@@ -210,7 +212,9 @@ class Server:
             progress_token = None
         modern = meta is not None and META_PROTOCOL_VERSION in meta
         if not modern and session.legacy_version is not None:
-            return _Scope("legacy", session.legacy_version, session.legacy_capabilities, progress_token)
+            return _Scope(
+                "legacy", session.legacy_version, session.legacy_capabilities, progress_token
+            )
         # basic/index: "A request missing any required field is malformed; the server MUST
         # reject it with JSON-RPC error code -32602".
         if meta is None or META_PROTOCOL_VERSION not in meta:
@@ -242,7 +246,8 @@ class Server:
         capabilities = params.get("capabilities", {})
         if not isinstance(requested, str) or not isinstance(capabilities, dict):
             raise ProtocolError(
-                INVALID_PARAMS, "initialize needs a string protocolVersion and a capabilities object"
+                INVALID_PARAMS,
+                "initialize needs a string protocolVersion and a capabilities object",
             )
         version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
         session.legacy_version = version
@@ -315,9 +320,7 @@ class Server:
             return {"prompts": [dict(prompt.wire) for prompt in registry.prompts.values()]}
         if method == "resources/list":
             return {"resources": [dict(resource.wire) for resource in registry.resources.values()]}
-        return {
-            "resourceTemplates": [dict(t.resource.wire) for t in registry.resource_templates]
-        }
+        return {"resourceTemplates": [dict(t.resource.wire) for t in registry.resource_templates]}
 
     def _call(self, method: str, params: Mapping[str, Any]) -> Call:
         if method == "tools/call":
@@ -406,7 +409,9 @@ class Server:
                 _logger.exception("prompt %r raised", name)
                 raise ProtocolError(INTERNAL_ERROR, f"Prompt {name!r} failed") from error
 
-        return Call("prompts/get", name, arguments, run, lambda outcome: _prompt_result(prompt, outcome))
+        return Call(
+            "prompts/get", name, arguments, run, lambda outcome: _prompt_result(prompt, outcome)
+        )
 
     # -- resources ----------------------------------------------------------------------
 
@@ -427,7 +432,8 @@ class Server:
                 raise
             except ValidationError as error:
                 raise ProtocolError(
-                    INVALID_PARAMS, f"Invalid resource URI {uri}: {describe_validation_error(error)}"
+                    INVALID_PARAMS,
+                    f"Invalid resource URI {uri}: {describe_validation_error(error)}",
                 ) from None
             except Exception as error:
                 _logger.exception("resource %r raised", uri)
@@ -446,18 +452,30 @@ def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
     elif outcome is None:
         result = ToolResult()
     else:
-        structured = outcome.model_dump(mode="json", by_alias=True) if isinstance(outcome, BaseModel) else outcome
+        structured = (
+            outcome.model_dump(mode="json", by_alias=True)
+            if isinstance(outcome, BaseModel)
+            else outcome
+        )
         if not _json_safe(structured):
-            _logger.error("tool %r returned a %s, which is not JSON", tool.name, type(outcome).__name__)
-            return ToolResult.error(f"Tool {tool.name!r} returned a value that is not JSON").to_wire()
+            _logger.error(
+                "tool %r returned a %s, which is not JSON", tool.name, type(outcome).__name__
+            )
+            return ToolResult.error(
+                f"Tool {tool.name!r} returned a value that is not JSON"
+            ).to_wire()
         result = ToolResult.text(structured_text(structured), structured=structured)
     if tool.output_model is not None and not result.is_error:
         # server/tools: with an outputSchema, servers MUST provide conforming structured results.
         try:
             tool.output_model.model_validate(result.structured)
         except ValidationError as error:
-            _logger.error("tool %r broke its outputSchema: %s", tool.name, describe_validation_error(error))
-            return ToolResult.error(f"Tool {tool.name!r} returned output that breaks its outputSchema").to_wire()
+            _logger.error(
+                "tool %r broke its outputSchema: %s", tool.name, describe_validation_error(error)
+            )
+            return ToolResult.error(
+                f"Tool {tool.name!r} returned output that breaks its outputSchema"
+            ).to_wire()
     wire = result.to_wire()
     if not _json_safe(wire):
         _logger.error("tool %r returned a result that is not JSON", tool.name)
@@ -469,7 +487,8 @@ def _prompt_result(prompt: PromptDef, outcome: Any) -> JSONObject:
     if isinstance(outcome, str):
         messages: list[Any] = [{"role": "user", "content": text_content(outcome)}]
     elif isinstance(outcome, list) and all(
-        isinstance(message, dict) and "role" in message and "content" in message for message in outcome
+        isinstance(message, dict) and "role" in message and "content" in message
+        for message in outcome
     ):
         messages = outcome
     else:
@@ -493,4 +512,3 @@ def _resource_result(resource: ResourceDef, uri: str, outcome: Any) -> JSONObjec
         _logger.error("resource %r returned %s", uri, type(outcome).__name__)
         raise ProtocolError(INTERNAL_ERROR, f"Reading {uri} returned neither text nor bytes")
     return {"contents": [content]}
-

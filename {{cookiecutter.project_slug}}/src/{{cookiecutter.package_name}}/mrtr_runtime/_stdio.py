@@ -8,6 +8,7 @@ promptly when their standard input is closed".
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -48,6 +49,8 @@ MAX_CONCURRENT_REQUESTS: Final = 64
 MAX_BACKLOG: Final = 4 * MAX_CONCURRENT_REQUESTS
 #: After stdin closes, in-flight requests get this long to finish before they are abandoned.
 DRAIN_SECONDS: Final = 5.0
+#: At shutdown, how long a message already being written may take to reach the client.
+WRITE_GRACE_SECONDS: Final = 2.0
 _READ_CHUNK: Final = 256 * 1024
 
 _logger = logging.getLogger("mrtr_runtime")
@@ -66,8 +69,7 @@ class _Output:
         self._nonblocking = _try_nonblocking(fd)
         self._on_closed = on_closed
         self.closed = False
-        #: Set at shutdown: a client that stopped reading no longer holds the process.
-        self.abandon = False
+        self._give_up_at = math.inf
 
     async def write(self, data: bytes) -> None:
         async with self._lock:
@@ -82,8 +84,13 @@ class _Output:
                     self.closed = True
                     self._on_closed()
 
+    def shutting_down(self) -> None:
+        """A message being written still gets WRITE_GRACE_SECONDS to reach a reading client;
+        a client that stopped reading no longer holds the process after that."""
+        self._give_up_at = anyio.current_time() + WRITE_GRACE_SECONDS
+
     async def _write_all(self, view: memoryview) -> None:
-        while view and not self.abandon:
+        while view and anyio.current_time() < self._give_up_at:
             if self._nonblocking:
                 try:
                     written = os.write(self._fd, view)
@@ -174,8 +181,15 @@ class Connection:
     #: Requests read while every slot was busy, served in arrival order as slots free up.
     backlog: dict[RequestId, Request] = field(default_factory=dict)
     backlog_has_room: anyio.Event = field(default_factory=anyio.Event)
-    awaiting_client: dict[RequestId, tuple[anyio.Event, list[Response]]] = field(default_factory=dict)
+    #: Set whenever the last request finishes; shutdown waits on it.
+    idle: anyio.Event = field(default_factory=anyio.Event)
+    awaiting_client: dict[RequestId, tuple[anyio.Event, list[Response]]] = field(
+        default_factory=dict
+    )
     _ids: Callable[[], int] = field(default_factory=lambda: count(1).__next__)
+
+    def __post_init__(self) -> None:
+        self.idle.set()
 
     # -- the Peer the router sees ---------------------------------------------------------
 
@@ -211,7 +225,9 @@ class Connection:
         cancellations keep flowing while every slot is busy (a legacy request may be
         waiting for exactly the response that is next on the wire)."""
         if line is None:
-            await self._send(error_response(None, INVALID_REQUEST, f"Message over {MAX_LINE_BYTES} bytes"))
+            await self._send(
+                error_response(None, INVALID_REQUEST, f"Message over {MAX_LINE_BYTES} bytes")
+            )
             return
         try:
             message = parse_line(line)
@@ -239,6 +255,8 @@ class Connection:
             await self.backlog_has_room.wait()
 
     def _start(self, request: Request) -> None:
+        if self.idle.is_set():
+            self.idle = anyio.Event()
         scope = anyio.CancelScope()
         self.in_flight[request.id] = scope
         self.task_group.start_soon(self._serve, request, scope)
@@ -261,6 +279,8 @@ class Connection:
             if self.backlog:
                 self._start(self.backlog.pop(next(iter(self.backlog))))
                 self.backlog_has_room.set()
+            elif not self.in_flight:
+                self.idle.set()
 
     def _on_notification(self, notification: Notification) -> None:
         request_id = self.server.handle_notification(notification)
@@ -322,12 +342,11 @@ async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> None:
             await connection.wait_for_backlog_room()
         # stdin closed: let in-flight work finish, within a bound, then stop.
         with anyio.move_on_after(DRAIN_SECONDS):
-            while connection.in_flight or connection.backlog:
-                await anyio.sleep(0.01)
+            await connection.idle.wait()
         unfinished = len(connection.in_flight) + len(connection.backlog)
         if unfinished:
             _logger.warning("stdin closed; abandoning %d unfinished request(s)", unfinished)
-        output.abandon = True
+        output.shutting_down()
         task_group.cancel_scope.cancel()
 
 
@@ -335,7 +354,7 @@ async def _exit_on_signal(scope: anyio.CancelScope, output: _Output) -> None:
     try:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for _ in signals:
-                output.abandon = True
+                output.shutting_down()
                 scope.cancel()
                 return
     except NotImplementedError:  # Windows: the default handlers end the process
