@@ -1,6 +1,6 @@
 """Shared test helpers: a small in-test Registry, a server over it with fixed keys, wire helpers.
 
-Every tool here exists to pin one behaviour the tests check; `deploy_to_aws` reproduces the
+Every tool here exists to pin one behaviour the tests check; `deploy_stack` reproduces the
 design notes' Q2 worked example exactly. Handlers count their calls in a `Counter` the test
 passes in, so a test can prove that a handler did NOT run (for example after a tampered
 requestState). The end-to-end suite imports this module inside a real server process.
@@ -120,9 +120,9 @@ def build_registry(calls: Counter[str] | None = None) -> Registry:
         return text
 
     @registry.tool()
-    async def deploy_to_aws(stack: str, *, ctx: Context) -> str | InputRequired:
+    async def deploy_stack(stack: str, *, ctx: Context) -> str | InputRequired:
         """The design notes' Q2 deploy: confirm, then an IAM role ARN, then deploy."""
-        counts["deploy_to_aws"] += 1
+        counts["deploy_stack"] += 1
         wanted = {
             "confirm": elicit_form(f"Deploy stack '{stack}' to AWS production?", Confirm),
             "role-arn": elicit_form("Provide the IAM role ARN to assume:", RoleArn),

@@ -46,7 +46,7 @@ from support import (
 
 pytestmark = pytest.mark.anyio
 
-DEPLOY: Json = {"name": "deploy_to_aws", "arguments": {"stack": "prod-api"}}
+DEPLOY: Json = {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
 ARN = "arn:aws:iam::123456789012:role/Deploy"
 BOTH_ANSWERS: Json = {"confirm": accept(confirmed=True), "role-arn": accept(arn=ARN)}
 
@@ -154,7 +154,7 @@ async def test_round_two_of_the_deploy_example_completes_with_the_design_notes_s
     assert set(result) == {"resultType", "content", "_meta"}
     assert result["resultType"] == "complete"
     assert result["content"] == [{"type": "text", "text": "Deployed prod-api successfully"}]
-    assert calls["deploy_to_aws"] == 2
+    assert calls["deploy_stack"] == 2
 
 
 async def test_the_design_notes_content_only_answers_are_refused_as_invalid_params(
@@ -175,7 +175,7 @@ async def test_the_design_notes_content_only_answers_are_refused_as_invalid_para
     assert error.code == -32602
     assert "inputResponses" in error.message
     assert "action" in error.message
-    assert calls["deploy_to_aws"] == 1
+    assert calls["deploy_stack"] == 1
 
 
 async def test_declining_is_an_ordinary_answer_the_handler_branches_on(
@@ -203,7 +203,7 @@ async def test_the_client_loop_completes_the_deploy_example(client: MemoryClient
 
     result = await call_tool_with_inputs(
         client,
-        "deploy_to_aws",
+        "deploy_stack",
         {"stack": "prod-api"},
         default_input_handler(elicitation=elicitation),
     )
@@ -342,7 +342,7 @@ async def test_a_missing_answer_is_asked_again_not_an_error(
         },
     )
     assert text_of(final) == "Deployed prod-api successfully"
-    assert calls["deploy_to_aws"] == 3
+    assert calls["deploy_stack"] == 3
 
 
 async def test_a_retry_with_state_but_no_answers_asks_everything_again(
@@ -352,24 +352,6 @@ async def test_a_retry_with_state_but_no_answers_asks_everything_again(
     again = await client.request("tools/call", {**DEPLOY, "requestState": state})
     assert again["resultType"] == "input_required"
     assert canonical(again["inputRequests"]) == canonical(DEPLOY_INPUT_REQUESTS)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: without a requestState, run_round hands inputResponses to the handler "
-    "unfiltered and unvalidated, and mints them into the next token",
-)
-async def test_answers_sent_without_a_request_state_answer_nothing(
-    client: MemoryClient, calls: Counter[str]
-) -> None:
-    # Nothing was asked, so every answer is "unexpected" (mrtr: SHOULD ignore); honouring them
-    # would skip the validation and filtering a retry with requestState gets.
-    first = await client.request(
-        "tools/call",
-        {**DEPLOY, "inputResponses": {"confirm": {"action": "weird"}, "role-arn": accept(arn=ARN)}},
-    )
-    assert first["resultType"] == "input_required"
-    assert sorted(first["inputRequests"]) == ["confirm", "role-arn"]
 
 
 async def test_absent_arguments_and_empty_arguments_are_the_same_call(
@@ -423,7 +405,7 @@ async def test_an_answer_that_is_not_a_result_of_the_asked_method_is_invalid_par
     assert error.code == -32602
     assert error.message.startswith("Invalid inputResponses['confirm']: ")
     assert fragment in error.message
-    assert calls["deploy_to_aws"] == 1
+    assert calls["deploy_stack"] == 1
 
 
 async def test_a_wrong_sampling_or_roots_answer_is_invalid_params(client: MemoryClient) -> None:
@@ -556,7 +538,7 @@ async def test_malformed_input_responses_are_invalid_params_and_the_handler_does
     assert error.code == -32602
     assert error.message.startswith("Invalid inputResponses")
     assert fragment in error.message
-    assert calls["deploy_to_aws"] == 1
+    assert calls["deploy_stack"] == 1
 
 
 @pytest.mark.parametrize("number", [float("nan"), float("inf")])
@@ -570,7 +552,7 @@ async def test_answers_holding_non_finite_numbers_are_invalid_params(
         {**DEPLOY, "inputResponses": {"confirm": accept(confirmed=number)}, "requestState": state},
     )
     assert error.code == -32602
-    assert calls["deploy_to_aws"] == 1
+    assert calls["deploy_stack"] == 1
 
 
 async def test_answers_that_together_outgrow_a_token_are_invalid_params_not_a_crash(
@@ -650,7 +632,7 @@ async def test_a_tampered_request_state_is_invalid_params_and_the_handler_never_
     )
     assert error.code == -32602
     assert error.message.startswith("Invalid requestState: ")
-    assert calls["deploy_to_aws"] == 1
+    assert calls["deploy_stack"] == 1
 
 
 async def test_a_rejection_never_echoes_the_token_or_the_answers(client: MemoryClient) -> None:
@@ -769,7 +751,7 @@ async def test_an_expired_request_state_is_invalid_params(calls: Counter[str]) -
         client, "tools/call", {**DEPLOY, "inputResponses": BOTH_ANSWERS, "requestState": state}
     )
     assert (error.code, error.message) == (-32602, "Invalid requestState: expired")
-    assert calls["deploy_to_aws"] == 2
+    assert calls["deploy_stack"] == 2
 
 
 async def test_a_token_minted_before_a_restart_completes_on_a_new_server_with_the_same_key() -> (
@@ -783,7 +765,7 @@ async def test_a_token_minted_before_a_restart_completes_on_a_new_server_with_th
         "tools/call", {**DEPLOY, "inputResponses": BOTH_ANSWERS, "requestState": state}
     )
     assert text_of(result) == "Deployed prod-api successfully"
-    assert calls_after["deploy_to_aws"] == 1
+    assert calls_after["deploy_stack"] == 1
 
 
 async def test_a_token_signed_with_a_previous_key_is_accepted_after_rotation() -> None:
@@ -823,7 +805,7 @@ async def test_a_token_signed_with_a_key_the_server_does_not_hold_is_refused() -
         stranger, "tools/call", {**DEPLOY, "inputResponses": BOTH_ANSWERS, "requestState": state}
     )
     assert (error.code, error.message) == (-32602, "Invalid requestState: unknown key")
-    assert calls["deploy_to_aws"] == 0
+    assert calls["deploy_stack"] == 0
 
 
 def forged_plaintext_token(arguments: Json, answers: Json) -> str:
@@ -833,7 +815,7 @@ def forged_plaintext_token(arguments: Json, answers: Json) -> str:
         "e": int(time.time()) + 3600,
         "m": "tools/call",
         "q": {},
-        "t": "deploy_to_aws",
+        "t": "deploy_stack",
     }
     body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return "p1." + base64.urlsafe_b64encode(body).rstrip(b"=").decode()
@@ -844,7 +826,7 @@ async def test_a_forged_plaintext_token_is_refused_by_a_signing_server(calls: Co
     forged = forged_plaintext_token(DEPLOY["arguments"], BOTH_ANSWERS)
     error = await rpc_error(client, "tools/call", {**DEPLOY, "requestState": forged})
     assert (error.code, error.message) == (-32602, "Invalid requestState: signature")
-    assert calls["deploy_to_aws"] == 0
+    assert calls["deploy_stack"] == 0
 
 
 async def test_plaintext_tokens_work_only_when_the_server_is_insecure_on_purpose() -> None:
@@ -892,7 +874,7 @@ def test_any_single_character_change_to_a_valid_token_is_rejected() -> None:
         error = anyio.run(attempt)
         assert error.code == -32602
         assert error.message.startswith("Invalid requestState: ")
-        assert calls["deploy_to_aws"] == 0
+        assert calls["deploy_stack"] == 0
 
     mutated_token_is_rejected()
 
@@ -936,7 +918,7 @@ async def test_a_handler_never_sends_an_input_request_the_client_did_not_declare
     declarations: list[Json] = [{}, {"sampling": {}}, {"roots": {}}, {"elicitation": {"url": {}}}]
     for declared in declarations:
         for tool, arguments in (
-            ("deploy_to_aws", {"stack": "s"}),
+            ("deploy_stack", {"stack": "s"}),
             ("summarise", {"topic": "t"}),
             ("roots_count", {}),
             ("sign_in", {}),

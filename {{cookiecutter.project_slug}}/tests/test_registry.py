@@ -329,11 +329,6 @@ def test_an_invalid_tool_name_is_refused(name: str) -> None:
         registry.tool(name)(handler)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: Registry.tool uses `name or handler.__name__`, so an explicit empty "
-    "name silently becomes the function's name",
-)
 def test_an_empty_tool_name_is_refused_not_replaced_by_the_function_name() -> None:
     registry = Registry()
 

@@ -180,7 +180,7 @@ async def test_modern_requests_are_still_served_statelessly_after_a_legacy_initi
     assert "ttlMs" in tools
     # The modern request's own capabilities count, not the ones given at initialize...
     asked = await client.request(
-        "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": "s"}, "_meta": meta()}
+        "tools/call", {"name": "deploy_stack", "arguments": {"stack": "s"}, "_meta": meta()}
     )
     assert asked["resultType"] == "input_required"
     # ...and a legacy request in the same session still gets legacy treatment.
@@ -192,7 +192,7 @@ async def test_a_modern_request_never_borrows_the_capabilities_given_at_initiali
     client = await legacy_client()
     with pytest.raises(RpcError) as caught:
         await client.request(
-            "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": "s"}, "_meta": meta({})}
+            "tools/call", {"name": "deploy_stack", "arguments": {"stack": "s"}, "_meta": meta({})}
         )
     assert caught.value.code == -32021
     assert client.server_requests == []
@@ -213,7 +213,7 @@ async def test_the_two_round_deploy_completes_with_real_elicitation_requests(
 ) -> None:
     client = await legacy_client(calls, handlers={"elicitation/create": deploy_answers})
     result = await client.request(
-        "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": "prod-api"}}
+        "tools/call", {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
     )
     assert result == {"content": [{"type": "text", "text": "Deployed prod-api successfully"}]}
     assert client.server_requests == [
@@ -240,7 +240,7 @@ async def test_the_two_round_deploy_completes_with_real_elicitation_requests(
             },
         },
     ]
-    assert calls["deploy_to_aws"] == 2
+    assert calls["deploy_stack"] == 2
 
 
 async def test_three_rounds_run_through_the_bridge_one_request_per_round(
@@ -274,7 +274,7 @@ async def test_declining_through_the_bridge_reaches_the_handler() -> None:
 
     client = await legacy_client(handlers={"elicitation/create": decline})
     result = await client.request(
-        "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": "s"}}
+        "tools/call", {"name": "deploy_stack", "arguments": {"stack": "s"}}
     )
     assert text_of(result) == "Deploy cancelled by user."
 
@@ -342,7 +342,7 @@ async def test_resources_read_runs_through_the_bridge() -> None:
 @pytest.mark.parametrize(
     ("capabilities", "tool", "arguments", "named"),
     [
-        ({}, "deploy_to_aws", {"stack": "s"}, "elicitation"),
+        ({}, "deploy_stack", {"stack": "s"}, "elicitation"),
         ({"elicitation": {"form": {}}}, "sign_in", {}, "url"),
         ({"elicitation": {}}, "roots_count", {}, "roots"),
         ({"roots": {}}, "summarise", {"topic": "t"}, "elicitation"),
@@ -365,7 +365,7 @@ async def test_a_client_that_answers_with_an_error_gets_an_is_error_result() -> 
 
     client = await legacy_client(handlers={"elicitation/create": refuse})
     result = await client.request(
-        "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": "s"}}
+        "tools/call", {"name": "deploy_stack", "arguments": {"stack": "s"}}
     )
     assert_legacy(result)
     assert result["isError"] is True
@@ -378,7 +378,7 @@ async def test_a_client_that_declared_elicitation_but_cannot_answer_gets_an_is_e
 ):
     client = await legacy_client(handlers={})
     result = await client.request(
-        "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": "s"}}
+        "tools/call", {"name": "deploy_stack", "arguments": {"stack": "s"}}
     )
     assert result["isError"] is True
     assert "-32601" in text_of(result)
@@ -392,7 +392,7 @@ async def test_a_memory_client_handler_refusing_with_rpc_error_is_an_is_error_re
 
     client = await legacy_client(handlers={"elicitation/create": refuse})
     result = await client.request(
-        "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": "s"}}
+        "tools/call", {"name": "deploy_stack", "arguments": {"stack": "s"}}
     )
     assert result["isError"] is True
     assert "User rejected" in text_of(result)
@@ -404,7 +404,7 @@ async def test_a_client_answer_of_the_wrong_shape_is_an_is_error_result() -> Non
 
     client = await legacy_client(handlers={"elicitation/create": nonsense})
     result = await client.request(
-        "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": "s"}}
+        "tools/call", {"name": "deploy_stack", "arguments": {"stack": "s"}}
     )
     assert result["isError"] is True
     assert "invalid" in text_of(result)
@@ -442,7 +442,7 @@ async def test_no_legacy_result_ever_says_input_required() -> None:
 
     client = await legacy_client(handlers={"elicitation/create": deny})
     for params in (
-        {"name": "deploy_to_aws", "arguments": {"stack": "s"}},
+        {"name": "deploy_stack", "arguments": {"stack": "s"}},
         {"name": "wizard"},
         {"name": "load_shed"},
         {"name": "sign_in"},

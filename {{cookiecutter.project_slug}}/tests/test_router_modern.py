@@ -99,7 +99,7 @@ async def test_discover_without_client_info_is_still_served(client: MemoryClient
         ("resources/list", {}),
         ("resources/templates/list", {}),
         ("tools/call", {"name": "echo", "arguments": {"text": "hi"}}),
-        ("tools/call", {"name": "deploy_to_aws", "arguments": {"stack": "prod-api"}}),
+        ("tools/call", {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}),
         ("tools/call", {"name": "refuse", "arguments": {"reason": "no"}}),
         ("prompts/get", {"name": "ask", "arguments": {"topic": "tea"}}),
         ("resources/read", {"uri": "memo://notes/today"}),
@@ -363,7 +363,7 @@ async def test_prompt_arguments_that_fail_validation_are_invalid_params(
 async def test_tools_list_describes_each_tool_in_declaration_order(client: MemoryClient) -> None:
     tools = (await client.request("tools/list", {}))["tools"]
     names = [tool["name"] for tool in tools]
-    assert names[:4] == ["echo", "deploy_to_aws", "wizard", "ask"]
+    assert names[:4] == ["echo", "deploy_stack", "wizard", "ask"]
     assert names == [tool["name"] for tool in (await client.request("tools/list", {}))["tools"]]
     echo = tools[0]
     assert echo["description"] == "Say `text` back."
@@ -410,8 +410,8 @@ async def test_list_methods_ignore_mrtr_fields_and_never_ask_for_input(
 @pytest.mark.parametrize(
     ("tool", "declared", "required"),
     [
-        ("deploy_to_aws", {}, {"elicitation": {"form": {}}}),
-        ("deploy_to_aws", {"elicitation": {"url": {}}}, {"elicitation": {"form": {}}}),
+        ("deploy_stack", {}, {"elicitation": {"form": {}}}),
+        ("deploy_stack", {"elicitation": {"url": {}}}, {"elicitation": {"form": {}}}),
         ("sign_in", {"elicitation": {"form": {}}}, {"elicitation": {"url": {}}}),
         ("sign_in", {"elicitation": {}}, {"elicitation": {"url": {}}}),
         ("roots_count", {"sampling": {}}, {"roots": {}}),
@@ -421,7 +421,7 @@ async def test_list_methods_ignore_mrtr_fields_and_never_ask_for_input(
 async def test_a_missing_client_capability_is_minus_32021_with_exactly_what_is_missing(
     client: MemoryClient, tool: str, declared: Json, required: Json
 ) -> None:
-    params = {"name": tool, "arguments": {"stack": "s"} if tool == "deploy_to_aws" else {}}
+    params = {"name": tool, "arguments": {"stack": "s"} if tool == "deploy_stack" else {}}
     if tool == "summarise":
         params["arguments"] = {"topic": "t"}
     error = await rpc_error(client, "tools/call", {**params, "_meta": meta(declared)})
@@ -434,7 +434,7 @@ async def test_elicitation_declared_as_an_empty_object_means_form_mode(
 ) -> None:
     result = await client.request(
         "tools/call",
-        {"name": "deploy_to_aws", "arguments": {"stack": "s"}, "_meta": meta({"elicitation": {}})},
+        {"name": "deploy_stack", "arguments": {"stack": "s"}, "_meta": meta({"elicitation": {}})},
     )
     assert result["resultType"] == "input_required"
 
@@ -442,7 +442,7 @@ async def test_elicitation_declared_as_an_empty_object_means_form_mode(
 async def test_capabilities_are_never_inferred_from_an_earlier_request(
     client: MemoryClient,
 ) -> None:
-    call = {"name": "deploy_to_aws", "arguments": {"stack": "s"}}
+    call = {"name": "deploy_stack", "arguments": {"stack": "s"}}
     first = await client.request("tools/call", {**call, "_meta": meta()})
     assert first["resultType"] == "input_required"
     error = await rpc_error(client, "tools/call", {**call, "_meta": meta({})})
@@ -489,7 +489,7 @@ async def test_handle_request_answers_instead_of_raising_for_what_a_client_sends
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "io.modelcontextprotocol/clientCapabilities": {"elicitation": "yes"},
             },
-            "name": "deploy_to_aws",
+            "name": "deploy_stack",
             "arguments": {"stack": "s"},
         },
     ]

@@ -40,7 +40,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 SRC_DIR = TESTS_DIR.parent / "src"
 BOUND = 30  # seconds for anything that waits on the subprocess(es); generous for loaded CI
 ARN = "arn:aws:iam::123456789012:role/Deploy"
-DEPLOY: Json = {"name": "deploy_to_aws", "arguments": {"stack": "prod-api"}}
+DEPLOY: Json = {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
 
 SERVER_SCRIPT = """\
 import os

@@ -9,7 +9,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ._capabilities import ClientCapabilities
-from ._inputs import InputRequest
+from ._inputs import INPUT_METHODS, InputRequest
 from ._results import InputRequired
 
 __all__ = ("Context", "InvalidInputResponse", "Notifier")
@@ -110,7 +110,9 @@ class Context:
         for key, request in requests.items():
             if not isinstance(key, str) or not key:
                 raise ValueError("input request keys must be non-empty strings")
-            if not isinstance(request, InputRequest):
+            if not isinstance(request, InputRequest) or request.method not in INPUT_METHODS:
+                # mrtr: each value "MUST be one of ElicitRequest, CreateMessageRequest, or
+                # ListRootsRequest".
                 raise TypeError(f"input request {key!r} must be built with elicit_form/sample/...")
         return InputRequired(dict(requests))
 

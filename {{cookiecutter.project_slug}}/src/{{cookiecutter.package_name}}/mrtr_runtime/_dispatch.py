@@ -122,6 +122,9 @@ async def run_round(
     make_context: MakeContext,
 ) -> dict[str, Any]:
     """Serve one 2026-07-28 round of `call`; raises ProtocolError for a JSON-RPC error."""
+    # Answers sent without a requestState are taken as they come: nothing was asked in a signed
+    # round, so they are exactly as trustworthy as any fresh answer, and a client may seed a
+    # call with answers it already has (conformance input-required-result-ignore-extra-params).
     answers = read_input_responses(params)
     presented = params.get("requestState")
     binding: Binding | None = None

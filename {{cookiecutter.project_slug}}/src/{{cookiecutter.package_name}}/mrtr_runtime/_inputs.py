@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = (
     "ELICIT",
+    "INPUT_METHODS",
     "LIST_ROOTS",
     "SAMPLE",
     "ElicitResult",
@@ -34,6 +35,7 @@ __all__ = (
 ELICIT: Final = "elicitation/create"
 SAMPLE: Final = "sampling/createMessage"
 LIST_ROOTS: Final = "roots/list"
+INPUT_METHODS: Final = frozenset({ELICIT, SAMPLE, LIST_ROOTS})
 
 
 @dataclass(frozen=True)

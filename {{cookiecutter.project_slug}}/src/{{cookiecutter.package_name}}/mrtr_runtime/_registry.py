@@ -217,7 +217,7 @@ class Registry:
         output_model: type[BaseModel] | None = None,
     ) -> Callable[[F], F]:
         def register(handler: F) -> F:
-            tool_name = name or handler.__name__
+            tool_name = handler.__name__ if name is None else name
             if not _TOOL_NAME.fullmatch(tool_name):
                 raise ValueError(f"tool name {tool_name!r} must be 1-128 of A-Z a-z 0-9 _ - .")
             if tool_name in self.tools:
@@ -243,7 +243,7 @@ class Registry:
         self, name: str | None = None, *, title: str | None = None, description: str | None = None
     ) -> Callable[[F], F]:
         def register(handler: F) -> F:
-            prompt_name = name or handler.__name__
+            prompt_name = handler.__name__ if name is None else name
             if prompt_name in self.prompts:
                 raise ValueError(f"prompt {prompt_name!r} is declared twice")
             signature = _inspect(handler, f"{prompt_name}_arguments")
