@@ -81,7 +81,7 @@ def cookiecutter_command() -> list[str]:
 
 
 def bake(tools_module: Path, *, reuse_on_failure: bool = False) -> tuple[Baked, str | None]:
-    """Bake the template (no AWS example, hooks off), drop in the bench tools, install it.
+    """Bake the template (no AWS example), drop in the bench tools, install it.
 
     The bake goes to a staging directory first and replaces the previous one only when it
     worked. Several people edit this checkout at once, so a half-edited template file can make
@@ -100,7 +100,7 @@ def bake(tools_module: Path, *, reuse_on_failure: bool = False) -> tuple[Baked, 
                 "--no-input",
                 "-f",
                 "--accept-hooks",
-                "no",
+                "yes",  # the post-gen hook removes the AWS example: bake what a user gets
                 "-o",
                 str(staging),
                 str(REPO),

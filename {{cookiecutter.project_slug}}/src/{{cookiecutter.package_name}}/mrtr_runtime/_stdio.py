@@ -3,24 +3,25 @@
 basic/transports/stdio: newline-delimited JSON-RPC; "The server MUST NOT write anything to
 its stdout that is not a valid MCP message"; logs may go to stderr; servers "SHOULD exit
 promptly when their standard input is closed".
+
+It runs on asyncio and uses its pipe transports directly: the event loop keeps both pipes
+registered, every chunk that arrives is split into lines at once, and a response is handed to
+the write transport whole -- so messages can never interleave or be cut, and no lock, read
+syscall or registration is paid per message. Handlers still use anyio freely.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-import math
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import count
 from typing import Any, Final
-
-import anyio
-import anyio.abc
-import anyio.to_thread
 
 from ._jsonrpc import (
     INTERNAL_ERROR,
@@ -39,7 +40,15 @@ from ._jsonrpc import (
 from ._legacy import ClientRequestFailed
 from ._router import Server, Session
 
-__all__ = ("DRAIN_SECONDS", "MAX_BACKLOG", "MAX_CONCURRENT_REQUESTS", "Connection", "serve_stdio")
+__all__ = (
+    "DRAIN_SECONDS",
+    "MAX_BACKLOG",
+    "MAX_CONCURRENT_REQUESTS",
+    "WRITE_GRACE_SECONDS",
+    "Connection",
+    "configure_logging",
+    "serve_stdio",
+)
 
 #: Requests served at once. Requests beyond it wait in a backlog of MAX_BACKLOG; when that is
 #: full too, the transport stops reading stdin, so a flood waits in the pipe (back-pressure)
@@ -49,118 +58,39 @@ MAX_CONCURRENT_REQUESTS: Final = 64
 MAX_BACKLOG: Final = 4 * MAX_CONCURRENT_REQUESTS
 #: After stdin closes, in-flight requests get this long to finish before they are abandoned.
 DRAIN_SECONDS: Final = 5.0
-#: At shutdown, how long a message already being written may take to reach the client.
+#: At shutdown, how long responses already written may take to reach the client.
 WRITE_GRACE_SECONDS: Final = 2.0
-_READ_CHUNK: Final = 256 * 1024
 
 _logger = logging.getLogger("mrtr_runtime")
 
 
-class _Output:
-    """Writes whole lines to the wire, one message at a time, in order.
-
-    A message once begun is always finished (the write is shielded from cancellation):
-    cutting one off mid-line would glue the next message onto it and corrupt the stream.
-    """
-
-    def __init__(self, fd: int, on_closed: Callable[[], None]) -> None:
-        self._fd = fd
-        self._lock = anyio.Lock()
-        self._nonblocking = _try_nonblocking(fd)
-        self._on_closed = on_closed
-        self.closed = False
-        self._give_up_at = math.inf
-
-    async def write(self, data: bytes) -> None:
-        async with self._lock:
-            if self.closed:
-                return
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._write_all(memoryview(data))
-                except (BrokenPipeError, ConnectionResetError):
-                    # The client closed its end: nobody is left to answer.
-                    _logger.info("stdout closed by the client; stopping")
-                    self.closed = True
-                    self._on_closed()
-
-    def shutting_down(self) -> None:
-        """A message being written still gets WRITE_GRACE_SECONDS to reach a reading client;
-        a client that stopped reading no longer holds the process after that."""
-        self._give_up_at = anyio.current_time() + WRITE_GRACE_SECONDS
-
-    async def _write_all(self, view: memoryview) -> None:
-        while view and anyio.current_time() < self._give_up_at:
-            if self._nonblocking:
-                try:
-                    written = os.write(self._fd, view)
-                except BlockingIOError:
-                    # The client is not reading: wait, holding the lock (back-pressure).
-                    with anyio.move_on_after(0.1):
-                        await anyio.wait_writable(self._fd)
-                    continue
-            else:
-                written = await anyio.to_thread.run_sync(os.write, self._fd, view)
-            view = view[written:]
-
-
-def _try_nonblocking(fd: int) -> bool:
-    if sys.platform == "win32":
-        return False
-    try:
-        os.set_blocking(fd, False)
-    except OSError:
-        return False
-    return True
-
-
-class _LineReader:
+class _LineSplitter:
     """Splits the input byte stream into lines, discarding any line over MAX_LINE_BYTES."""
 
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
+    def __init__(self) -> None:
         self._buffer = bytearray()
         self._discarding = False
-        self._nonblocking = _try_nonblocking(fd)
 
-    async def read_lines(self) -> list[bytes | None] | None:
-        """The next complete lines (None marks an oversized one), or None at end of input."""
-        while True:
-            chunk = await self._read()
-            if not chunk:
-                return None
-            lines = self._feed(chunk)
-            if lines:
-                return lines
-
-    async def _read(self) -> bytes:
-        if not self._nonblocking:
-            return await anyio.to_thread.run_sync(os.read, self._fd, _READ_CHUNK)
-        while True:
-            try:
-                return os.read(self._fd, _READ_CHUNK)
-            except BlockingIOError:
-                await anyio.wait_readable(self._fd)
-
-    def _feed(self, chunk: bytes) -> list[bytes | None]:
+    def feed(self, chunk: bytes) -> list[bytes | None]:
+        """The complete lines in `chunk` (None marks an oversized one)."""
         lines: list[bytes | None] = []
         start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
+        while (end := chunk.find(b"\n", start)) >= 0:
             if self._discarding:
                 self._discarding = False
             else:
-                self._buffer += chunk[start:end]
-                line = bytes(self._buffer).rstrip(b"\r")
-                self._buffer.clear()
+                if self._buffer:
+                    self._buffer += chunk[start:end]
+                    line = bytes(self._buffer)
+                    self._buffer.clear()
+                else:
+                    line = chunk[start:end]
                 if len(line) > MAX_LINE_BYTES:
                     lines.append(None)
                 elif line.strip():
-                    lines.append(line)
+                    lines.append(line.rstrip(b"\r"))
             start = end + 1
-        if not self._discarding:
+        if not self._discarding and start < len(chunk):
             self._buffer += chunk[start:]
             if len(self._buffer) > MAX_LINE_BYTES:
                 self._buffer.clear()
@@ -169,46 +99,54 @@ class _LineReader:
         return lines
 
 
-@dataclass
 class Connection:
-    """One client on one pair of pipes: in-flight requests, and server-to-client requests."""
+    """One client on one pair of pipes: in-flight requests, and server-to-client requests.
 
-    server: Server
-    output: _Output
-    task_group: anyio.abc.TaskGroup
-    session: Session = field(default_factory=Session)
-    in_flight: dict[RequestId, anyio.CancelScope] = field(default_factory=dict)
-    #: Requests read while every slot was busy, served in arrival order as slots free up.
-    backlog: dict[RequestId, Request] = field(default_factory=dict)
-    backlog_has_room: anyio.Event = field(default_factory=anyio.Event)
-    #: Set whenever the last request finishes; shutdown waits on it.
-    idle: anyio.Event = field(default_factory=anyio.Event)
-    awaiting_client: dict[RequestId, tuple[anyio.Event, list[Response]]] = field(
-        default_factory=dict
-    )
-    _ids: Callable[[], int] = field(default_factory=lambda: count(1).__next__)
+    `feed` is called with whatever bytes arrived; `write` is given whole encoded messages.
+    Nothing here waits on a request, so responses and cancellations keep flowing while every
+    slot is busy (a legacy request may be waiting for exactly the response next on the wire).
+    """
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        server: Server,
+        write: Callable[[bytes], None],
+        *,
+        backlog_changed: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.server = server
+        self.session = Session()
+        self._write = write
+        self._backlog_changed = backlog_changed
+        self._splitter = _LineSplitter()
+        self.in_flight: dict[RequestId, asyncio.Task[None]] = {}
+        #: Requests read while every slot was busy, served in arrival order as slots free up.
+        self.backlog: dict[RequestId, Request] = {}
+        self.awaiting_client: dict[str, asyncio.Future[Response]] = {}
+        self.idle = asyncio.Event()
         self.idle.set()
+        self._ids = count(1)
+
+    @property
+    def backlog_full(self) -> bool:
+        return len(self.backlog) >= MAX_BACKLOG
 
     # -- the Peer the router sees ---------------------------------------------------------
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        await self.output.write(encode({"jsonrpc": "2.0", "method": method, "params": params}))
+        self._write(encode({"jsonrpc": "2.0", "method": method, "params": params}))
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request_id = f"server-{self._ids()}"
-        arrived = anyio.Event()
-        holder: list[Response] = []
-        self.awaiting_client[request_id] = (arrived, holder)
+        request_id = f"server-{next(self._ids)}"
+        answer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self.awaiting_client[request_id] = answer
         try:
-            await self.output.write(
+            self._write(
                 encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             )
-            await arrived.wait()
+            response = await answer
         finally:
             del self.awaiting_client[request_id]
-        response = holder[0]
         if response.error is not None or response.result is None:
             error = response.error or {}
             code = error.get("code")
@@ -220,25 +158,24 @@ class Connection:
 
     # -- incoming ---------------------------------------------------------------------
 
-    async def receive(self, line: bytes | None) -> None:
-        """Handle one line. Never waits for a request to finish, so that responses and
-        cancellations keep flowing while every slot is busy (a legacy request may be
-        waiting for exactly the response that is next on the wire)."""
+    def feed(self, data: bytes) -> None:
+        for line in self._splitter.feed(data):
+            self.receive(line)
+        if self.backlog_full:
+            self._backlog_changed()
+
+    def receive(self, line: bytes | None) -> None:
         if line is None:
-            await self._send(
-                error_response(None, INVALID_REQUEST, f"Message over {MAX_LINE_BYTES} bytes")
-            )
+            self._send(error_response(None, INVALID_REQUEST, f"Message over {MAX_LINE_BYTES} bytes"))
             return
         try:
             message = parse_line(line)
         except InvalidMessage as error:
-            await self._send(error_response(error.request_id, error.code, error.message))
+            self._send(error_response(error.request_id, error.code, error.message))
             return
         if isinstance(message, Request):
             if message.id in self.in_flight or message.id in self.backlog:
-                await self._send(
-                    error_response(message.id, INVALID_REQUEST, "Request id is already in use")
-                )
+                self._send(error_response(message.id, INVALID_REQUEST, "Request id is already in use"))
             elif len(self.in_flight) < MAX_CONCURRENT_REQUESTS:
                 self._start(message)
             else:
@@ -248,60 +185,96 @@ class Connection:
         else:
             self._on_response(message)
 
-    async def wait_for_backlog_room(self) -> None:
-        """Back-pressure: stop reading while the backlog is full."""
-        while len(self.backlog) >= MAX_BACKLOG:
-            self.backlog_has_room = anyio.Event()
-            await self.backlog_has_room.wait()
-
     def _start(self, request: Request) -> None:
-        if self.idle.is_set():
-            self.idle = anyio.Event()
-        scope = anyio.CancelScope()
-        self.in_flight[request.id] = scope
-        self.task_group.start_soon(self._serve, request, scope)
+        self.idle.clear()
+        task = asyncio.get_running_loop().create_task(self._serve(request))
+        self.in_flight[request.id] = task
+        task.add_done_callback(lambda _: self._finished(request.id))
 
-    async def _serve(self, request: Request, scope: anyio.CancelScope) -> None:
+    async def _serve(self, request: Request) -> None:
+        response = await self.server.handle_request(request, self.session, self)
         try:
-            with scope:
-                response = await self.server.handle_request(request, self.session, self)
-                try:
-                    data = encode(response)
-                except (TypeError, ValueError, RecursionError):
-                    _logger.exception("response to %s is not JSON", request.method)
-                    data = encode(error_response(request.id, INTERNAL_ERROR, "Internal error"))
-                # stdio: after a cancellation the server "MUST NOT send any further messages"
-                # for that request -- a cancel that lands while we were finishing wins.
-                if not scope.cancel_called:
-                    await self.output.write(data)
-        finally:
-            del self.in_flight[request.id]
-            if self.backlog:
-                self._start(self.backlog.pop(next(iter(self.backlog))))
-                self.backlog_has_room.set()
-            elif not self.in_flight:
-                self.idle.set()
+            data = encode(response)
+        except (TypeError, ValueError, RecursionError):
+            _logger.exception("response to %s is not JSON", request.method)
+            data = encode(error_response(request.id, INTERNAL_ERROR, "Internal error"))
+        # Written in the same step the handler finished in: a cancellation that arrives later
+        # finds nothing to stop, one that arrived earlier has already ended this task (stdio:
+        # after a cancellation the server "MUST NOT send any further messages" for it).
+        self._write(data)
+
+    def _finished(self, request_id: RequestId) -> None:
+        del self.in_flight[request_id]
+        if self.backlog:
+            self._start(self.backlog.pop(next(iter(self.backlog))))
+            self._backlog_changed()
+        elif not self.in_flight:
+            self.idle.set()
 
     def _on_notification(self, notification: Notification) -> None:
         request_id = self.server.handle_notification(notification)
         if request_id is None:
             return
-        if request_id in self.in_flight:
-            self.in_flight[request_id].cancel()
+        task = self.in_flight.get(request_id)
+        if task is not None:
+            task.cancel()
         elif self.backlog.pop(request_id, None) is not None:
-            self.backlog_has_room.set()
+            self._backlog_changed()
 
     def _on_response(self, response: Response) -> None:
-        waiting = self.awaiting_client.get(response.id) if response.id is not None else None
-        if waiting is None:
+        waiting = self.awaiting_client.get(response.id) if isinstance(response.id, str) else None
+        if waiting is None or waiting.done():
             _logger.debug("ignored a response to no request of ours (id %r)", response.id)
             return
-        arrived, holder = waiting
-        holder.append(response)
-        arrived.set()
+        waiting.set_result(response)
 
-    async def _send(self, message: JSONObject) -> None:
-        await self.output.write(encode(message))
+    def _send(self, message: JSONObject) -> None:
+        self._write(encode(message))
+
+    def cancel_all(self) -> None:
+        self.backlog.clear()
+        for task in list(self.in_flight.values()):
+            task.cancel()
+
+
+class _Reader(asyncio.Protocol):
+    def __init__(self, connection: Connection, finished: asyncio.Event) -> None:
+        self._connection = connection
+        self._finished = finished
+
+    def data_received(self, data: bytes) -> None:
+        self._connection.feed(data)
+
+    def eof_received(self) -> bool | None:
+        self._finished.set()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finished.set()
+
+
+class _Writer(asyncio.Protocol):
+    """Flow control for stdout: when the client stops reading, we stop reading too."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+        self.paused = False
+        self.closing = False
+        self.flow_changed: Callable[[], None] = lambda: None
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        self.flow_changed()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self.flow_changed()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closing:
+            # The client closed its end of stdout: nobody is left to answer.
+            _logger.info("stdout closed by the client; stopping")
+        self._stop.set()
 
 
 def _claim_stdio() -> tuple[int, int]:
@@ -330,35 +303,106 @@ def configure_logging() -> None:
     )
 
 
-async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> None:
-    async with anyio.create_task_group() as task_group:
-        output = _Output(wire_out, on_closed=task_group.cancel_scope.cancel)
-        connection = Connection(server, output, task_group)
-        task_group.start_soon(_exit_on_signal, task_group.cancel_scope, output)
-        reader = _LineReader(wire_in)
-        while (lines := await reader.read_lines()) is not None:
-            for line in lines:
-                await connection.receive(line)
-            await connection.wait_for_backlog_room()
-        # stdin closed: let in-flight work finish, within a bound, then stop.
-        with anyio.move_on_after(DRAIN_SECONDS):
-            await connection.idle.wait()
-        unfinished = len(connection.in_flight) + len(connection.backlog)
-        if unfinished:
-            _logger.warning("stdin closed; abandoning %d unfinished request(s)", unfinished)
-        output.shutting_down()
-        task_group.cancel_scope.cancel()
-
-
-async def _exit_on_signal(scope: anyio.CancelScope, output: _Output) -> None:
+async def _open_output(
+    loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event
+) -> tuple[Callable[[bytes], None], _Writer, asyncio.WriteTransport | None]:
+    writer = _Writer(stop)
     try:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for _ in signals:
-                output.shutting_down()
-                scope.cancel()
-                return
-    except NotImplementedError:  # Windows: the default handlers end the process
-        await anyio.sleep_forever()
+        pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
+        transport, _ = await loop.connect_write_pipe(lambda: writer, pipe)
+    except (ValueError, OSError, NotImplementedError):
+        # A regular file (or a platform without pipe transports): plain blocking writes.
+        def write_blocking(data: bytes) -> None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+
+        return write_blocking, writer, None
+
+    def write(data: bytes) -> None:
+        if not transport.is_closing():
+            transport.write(data)
+
+    return write, writer, transport
+
+
+async def _open_input(
+    loop: asyncio.AbstractEventLoop, fd: int, connection: Connection, finished: asyncio.Event
+) -> asyncio.ReadTransport | None:
+    try:
+        pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
+        transport, _ = await loop.connect_read_pipe(lambda: _Reader(connection, finished), pipe)
+    except (ValueError, OSError, NotImplementedError):
+        # A regular file (or no pipe transports): read it in a worker thread.
+        async def pump() -> None:
+            while chunk := await loop.run_in_executor(None, os.read, fd, 256 * 1024):
+                connection.feed(chunk)
+            finished.set()
+
+        loop.create_task(pump())
+        return None
+    return transport
+
+
+async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    stdin_done = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows
+            loop.add_signal_handler(signum, stop.set)
+    write, writer, out_transport = await _open_output(loop, wire_out, stop)
+    reading: list[asyncio.ReadTransport | None] = [None]
+
+    def flow_changed() -> None:
+        # Read while there is room for more requests and the client reads our responses.
+        transport = reading[0]
+        if transport is None:
+            return
+        wanted = not writer.paused and not connection.backlog_full
+        if wanted != transport.is_reading():
+            (transport.resume_reading if wanted else transport.pause_reading)()
+
+    connection = Connection(server, write, backlog_changed=flow_changed)
+    writer.flow_changed = flow_changed
+    reading[0] = await _open_input(loop, wire_in, connection, stdin_done)
+
+    stopped = loop.create_task(stop.wait())
+    eof = loop.create_task(stdin_done.wait())
+    await asyncio.wait({stopped, eof}, return_when=asyncio.FIRST_COMPLETED)
+    if not stop.is_set():
+        # stdin closed: let in-flight work finish, within a bound, then stop.
+        drained = loop.create_task(connection.idle.wait())
+        await asyncio.wait(
+            {drained, stopped}, timeout=DRAIN_SECONDS, return_when=asyncio.FIRST_COMPLETED
+        )
+        drained.cancel()
+    unfinished = len(connection.in_flight) + len(connection.backlog)
+    if unfinished:
+        _logger.warning("stopping; abandoning %d unfinished request(s)", unfinished)
+    connection.cancel_all()
+    stopped.cancel()
+    eof.cancel()
+    if connection.in_flight:
+        await asyncio.wait(set(connection.in_flight.values()), timeout=WRITE_GRACE_SECONDS)
+    if reading[0] is not None:
+        reading[0].close()
+    if out_transport is not None:
+        writer.closing = True
+        await _flush(out_transport)
+
+
+async def _flush(transport: asyncio.WriteTransport) -> None:
+    """Give what is already written WRITE_GRACE_SECONDS to reach the client, then close."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WRITE_GRACE_SECONDS
+    while transport.get_write_buffer_size() and loop.time() < deadline:  # noqa: ASYNC110
+        # asyncio offers no "buffer drained" event on a bare transport; poll, briefly.
+        await asyncio.sleep(0.01)
+    if transport.get_write_buffer_size():
+        transport.abort()
+    else:
+        transport.close()
 
 
 def serve_stdio(server: Server) -> None:
@@ -367,7 +411,7 @@ def serve_stdio(server: Server) -> None:
     if sys.stdin.isatty():
         _logger.info("waiting for JSON-RPC on stdin; an MCP host normally starts this server")
     wire_in, wire_out = _claim_stdio()
-    anyio.run(_serve_pipes, server, wire_in, wire_out)
+    asyncio.run(_serve_pipes(server, wire_in, wire_out))
     main = threading.main_thread()
     if any(t.is_alive() and not t.daemon and t is not main for t in threading.enumerate()):
         # A blocking tool abandoned at shutdown still holds a worker thread, and Python would
