@@ -9,18 +9,10 @@ Serves MCP 2026-07-28 (stateless, per-request `_meta`) and, in the same process,
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._capabilities import ClientCapabilities
-from ._client import ClientSession, SessionClosed
-from ._client_rounds import (
-    InputHandler,
-    InvalidServerResponse,
-    Requester,
-    RpcError,
-    TooManyRounds,
-    call_tool_with_inputs,
-    default_input_handler,
-    request_with_inputs,
-)
 from ._context import Context, InvalidInputResponse
 from ._inputs import (
     ElicitResult,
@@ -43,14 +35,53 @@ from ._keys import (
     parse_signing_key,
     write_key_file,
 )
-from ._memory import MemoryClient
 from ._registry import Registry, ToolAnnotations
 from ._results import InputRequired, ToolError, ToolResult
 from ._router import LEGACY_VERSIONS, MODERN_VERSIONS, Server
 from ._state import Binding, InvalidRequestState, RequestStateCodec, RoundState, digest_arguments
 from ._stdio import configure_logging, serve_stdio
 
+if TYPE_CHECKING:
+    from ._client import ClientSession, SessionClosed
+    from ._client_rounds import (
+        InputHandler,
+        InvalidServerResponse,
+        Requester,
+        RpcError,
+        TooManyRounds,
+        call_tool_with_inputs,
+        default_input_handler,
+        request_with_inputs,
+    )
+    from ._memory import MemoryClient
+
 __version__ = "0.1.0"
+
+# The client side is for tests and scripts; a serving process never needs it, and hosts wait
+# on our start-up, so it is imported on first use (PEP 562).
+_LAZY = {
+    "ClientSession": "._client",
+    "SessionClosed": "._client",
+    "InputHandler": "._client_rounds",
+    "InvalidServerResponse": "._client_rounds",
+    "Requester": "._client_rounds",
+    "RpcError": "._client_rounds",
+    "TooManyRounds": "._client_rounds",
+    "call_tool_with_inputs": "._client_rounds",
+    "default_input_handler": "._client_rounds",
+    "request_with_inputs": "._client_rounds",
+    "MemoryClient": "._memory",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = (
     "LEGACY_VERSIONS",

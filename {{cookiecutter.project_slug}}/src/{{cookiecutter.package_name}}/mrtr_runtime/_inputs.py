@@ -172,7 +172,7 @@ class ElicitResult(BaseModel, Generic[ContentT]):
     cases where the user declines or cancels"), so a handler branches on them.
     """
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(defer_build=True, extra="ignore")
 
     action: Literal["accept", "decline", "cancel"]
     content: ContentT | None = None
@@ -183,7 +183,7 @@ class ElicitResult(BaseModel, Generic[ContentT]):
 
 
 class SamplingResult(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="ignore", populate_by_name=True)
 
     role: Literal["user", "assistant"]
     content: dict[str, Any] | list[dict[str, Any]]
@@ -199,23 +199,27 @@ class SamplingResult(BaseModel):
 
 
 class Root(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(defer_build=True, extra="ignore")
 
     uri: str
     name: str | None = None
 
 
 class RootsResult(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(defer_build=True, extra="ignore")
 
     roots: list[Root]
 
 
-_ANSWER_MODELS: Final[Mapping[str, type[BaseModel]]] = {
-    ELICIT: ElicitResult[dict[str, Any]],
-    SAMPLE: SamplingResult,
-    LIST_ROOTS: RootsResult,
-}
+@functools.cache
+def _answer_model(method: str) -> type[BaseModel] | None:
+    # Built on first use: model validators cost start-up time that hosts wait on.
+    models: dict[str, type[BaseModel]] = {
+        ELICIT: ElicitResult[dict[str, Any]],
+        SAMPLE: SamplingResult,
+        LIST_ROOTS: RootsResult,
+    }
+    return models.get(method)
 
 
 def answer_shape_error(method: str, answer: object) -> str | None:
@@ -224,7 +228,7 @@ def answer_shape_error(method: str, answer: object) -> str | None:
     mrtr "Error Handling": servers SHOULD validate that the information inside
     `inputResponses` can be correctly parsed.
     """
-    model = _ANSWER_MODELS.get(method)
+    model = _answer_model(method)
     if model is None:
         return None
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import json
@@ -109,7 +110,9 @@ def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
             field_name = name
             definitions[field_name] = (hints[name], default)
         pairs.append((name, field_name))
-    model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **definitions)
+    # defer_build: the validator is made on the first call, not while the server starts.
+    config = ConfigDict(extra="forbid", defer_build=True)
+    model = create_model(model_name, __config__=config, **definitions)
     return _Signature(model, None, context_param, is_async, tuple(pairs))
 
 
@@ -129,7 +132,20 @@ class ToolDef:
     handler: Callable[..., Any]
     signature: _Signature
     output_model: type[BaseModel] | None
-    wire: Mapping[str, Any]
+    #: The tools/list entry without its schemas, which are made on first use (below).
+    summary: Mapping[str, Any]
+
+    @functools.cached_property
+    def wire(self) -> Mapping[str, Any]:
+        # Schemas are built when a client first lists tools, not at import: hosts wait on
+        # start-up, and building every model's schema is most of a server's start-up work.
+        wire = dict(self.summary)
+        wire["inputSchema"] = self.signature.model.model_json_schema()
+        if self.output_model is not None:
+            wire["outputSchema"] = self.output_model.model_json_schema()
+        if "annotations" in wire:
+            wire["annotations"] = wire.pop("annotations")  # keep the documented key order
+        return wire
 
     def parse_arguments(self, arguments: Mapping[str, Any]) -> BaseModel:
         """Validate arguments; raises pydantic's ValidationError for the caller to report."""
@@ -147,7 +163,22 @@ class PromptDef:
     handler: Callable[..., Any]
     signature: _Signature
     description: str | None
-    wire: Mapping[str, Any]
+    summary: Mapping[str, Any]
+
+    @functools.cached_property
+    def wire(self) -> Mapping[str, Any]:
+        schema = self.signature.model.model_json_schema()
+        required = set(schema.get("required", ()))
+        arguments = []
+        for field_name, field_schema in schema.get("properties", {}).items():
+            argument: dict[str, Any] = {"name": field_name, "required": field_name in required}
+            if "description" in field_schema:
+                argument["description"] = field_schema["description"]
+            arguments.append(argument)
+        wire = dict(self.summary)
+        if arguments:
+            wire["arguments"] = arguments
+        return wire
 
     async def call(self, arguments: BaseModel, context: Context) -> Any:
         return await _invoke(
@@ -229,9 +260,6 @@ class Registry:
             text = _description(description, handler)
             if text:
                 wire["description"] = text
-            wire["inputSchema"] = signature.model.model_json_schema()
-            if output_model is not None:
-                wire["outputSchema"] = output_model.model_json_schema()
             if annotations is not None:
                 wire["annotations"] = annotations.to_wire()
             self.tools[tool_name] = ToolDef(tool_name, handler, signature, output_model, wire)
@@ -247,22 +275,12 @@ class Registry:
             if prompt_name in self.prompts:
                 raise ValueError(f"prompt {prompt_name!r} is declared twice")
             signature = _inspect(handler, f"{prompt_name}_arguments")
-            schema = signature.model.model_json_schema()
-            required = set(schema.get("required", ()))
-            arguments = []
-            for field_name, field_schema in schema.get("properties", {}).items():
-                argument: dict[str, Any] = {"name": field_name, "required": field_name in required}
-                if "description" in field_schema:
-                    argument["description"] = field_schema["description"]
-                arguments.append(argument)
             text = _description(description, handler)
             wire: dict[str, Any] = {"name": prompt_name}
             if title is not None:
                 wire["title"] = title
             if text:
                 wire["description"] = text
-            if arguments:
-                wire["arguments"] = arguments
             self.prompts[prompt_name] = PromptDef(prompt_name, handler, signature, text, wire)
             return handler
 

@@ -166,7 +166,9 @@ class Connection:
 
     def receive(self, line: bytes | None) -> None:
         if line is None:
-            self._send(error_response(None, INVALID_REQUEST, f"Message over {MAX_LINE_BYTES} bytes"))
+            self._send(
+                error_response(None, INVALID_REQUEST, f"Message over {MAX_LINE_BYTES} bytes")
+            )
             return
         try:
             message = parse_line(line)
@@ -175,7 +177,9 @@ class Connection:
             return
         if isinstance(message, Request):
             if message.id in self.in_flight or message.id in self.backlog:
-                self._send(error_response(message.id, INVALID_REQUEST, "Request id is already in use"))
+                self._send(
+                    error_response(message.id, INVALID_REQUEST, "Request id is already in use")
+                )
             elif len(self.in_flight) < MAX_CONCURRENT_REQUESTS:
                 self._start(message)
             else:
