@@ -113,11 +113,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# One decoder for every message: json.loads with options builds a new one per call.
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def parse_line(line: bytes) -> Message:
     """Parse one newline-free line into a message, or raise `InvalidMessage`."""
     try:
         text = line.decode("utf-8")
-        raw = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        raw = _DECODER.decode(text)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise InvalidMessage(PARSE_ERROR, "Parse error: not valid UTF-8 JSON") from None
     if isinstance(raw, list):

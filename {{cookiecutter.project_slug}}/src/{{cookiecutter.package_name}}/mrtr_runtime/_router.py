@@ -107,7 +107,7 @@ class Session:
     legacy_capabilities: ClientCapabilities = field(default_factory=ClientCapabilities)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Scope:
     """The era, version and capabilities a single request is served under."""
 
@@ -115,6 +115,13 @@ class _Scope:
     version: str
     capabilities: ClientCapabilities
     progress_token: str | int | None
+
+
+def _plain_text(result: ToolResult) -> bool:
+    return result.structured is None and all(
+        block.get("type") == "text" and isinstance(block.get("text"), str) and len(block) == 2
+        for block in result.content
+    )
 
 
 def _json_safe(value: Any) -> bool:
@@ -477,7 +484,9 @@ def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
                 f"Tool {tool.name!r} returned output that breaks its outputSchema"
             ).to_wire()
     wire = result.to_wire()
-    if not _json_safe(wire):
+    # Only what a tool built by hand can hold a non-JSON value; plain text cannot, and the
+    # hot path should not encode every result twice.
+    if not _plain_text(result) and not _json_safe(wire):
         _logger.error("tool %r returned a result that is not JSON", tool.name)
         return ToolResult.error(f"Tool {tool.name!r} returned a value that is not JSON").to_wire()
     return wire
