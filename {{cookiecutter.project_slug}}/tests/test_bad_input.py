@@ -50,8 +50,12 @@ from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
     encode,
     parse_line,
 )
-from {{ cookiecutter.package_name }}.mrtr_runtime._router import Session
-from {{ cookiecutter.package_name }}.mrtr_runtime._state import MAX_TOKEN_CHARS
+from {{ cookiecutter.package_name }}.mrtr_runtime._router import (
+    Session,
+)
+from {{ cookiecutter.package_name }}.mrtr_runtime._state import (
+    MAX_TOKEN_CHARS,
+)
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = Path(__file__).resolve().parents[1]

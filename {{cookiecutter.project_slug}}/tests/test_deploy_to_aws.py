@@ -27,7 +27,9 @@ from botocore.stub import Stubber
 from moto import mock_aws
 from moto.cloudformation.models import cloudformation_backends
 
-from {{ cookiecutter.package_name }}.app import build_server
+from {{ cookiecutter.package_name }}.app import (
+    build_server,
+)
 from {{ cookiecutter.package_name }}.mrtr_runtime import (
     MemoryClient,
     RpcError,
@@ -36,13 +38,16 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
     default_input_handler,
     new_signing_key_hex,
 )
-from {{ cookiecutter.package_name }}.tools import deploy_to_aws as tool
+from {{ cookiecutter.package_name }}.tools import (
+    deploy_to_aws as tool,
+)
 
 BOUND = 10  # seconds; every test that waits on a task or a thread is bounded
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account: the role lives there, so do the stacks
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/Deployer"
-PROJECT = "{{ cookiecutter.project_slug }}"  # the distribution whose `aws` extra has boto3
+# The distribution whose `aws` extra has boto3.
+PROJECT = "{{ cookiecutter.project_slug }}"
 STACK = "prod-api"
 TEMPLATE = tool.load_template("stack.yaml")
 

@@ -26,7 +26,9 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
     new_signing_key_hex,
     request_with_inputs,
 )
-from {{ cookiecutter.package_name }}.tools import deploy_to_aws as tool
+from {{ cookiecutter.package_name }}.tools import (
+    deploy_to_aws as tool,
+)
 
 BOUND = 60  # seconds for the whole conversation, server start-up included
 PACKAGE = tool.__name__.partition(".")[0]

@@ -930,7 +930,9 @@ async def test_a_handler_never_sends_an_input_request_the_client_did_not_declare
             except RpcError as error:
                 assert error.code == -32021
                 continue
-            from {{ cookiecutter.package_name }}.mrtr_runtime import ClientCapabilities
+            from {{ cookiecutter.package_name }}.mrtr_runtime import (
+                ClientCapabilities,
+            )
 
             capabilities = ClientCapabilities(declared)
             for request in result.get("inputRequests", {}).values():

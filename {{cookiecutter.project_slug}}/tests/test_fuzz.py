@@ -44,8 +44,12 @@ from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
     encode,
     parse_line,
 )
-from {{ cookiecutter.package_name }}.mrtr_runtime._legacy import ClientRequestFailed
-from {{ cookiecutter.package_name }}.mrtr_runtime._router import Session
+from {{ cookiecutter.package_name }}.mrtr_runtime._legacy import (
+    ClientRequestFailed,
+)
+from {{ cookiecutter.package_name }}.mrtr_runtime._router import (
+    Session,
+)
 
 MODERN = "2026-07-28"
 KEY = SigningKey(bytes(range(32)))

@@ -27,7 +27,9 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
     parse_signing_key,
     request_with_inputs,
 )
-from {{ cookiecutter.package_name }}.tools import registry
+from {{ cookiecutter.package_name }}.tools import (
+    registry,
+)
 from {{ cookiecutter.package_name }}.tools.plan_release import (
     ReleasePlan,
     Version,

@@ -271,9 +271,8 @@ def test_load_package_imports_public_modules_sorted_by_name(
 ) -> None:
     package = tmp_path / "ordered_tools_pkg"
     package.mkdir()
-    (package / "__init__.py").write_text(
-        "from {{ cookiecutter.package_name }}.mrtr_runtime import Registry\nregistry = Registry()\n"
-    )
+    runtime = Registry.__module__.rpartition(".")[0]  # the vendored runtime package
+    (package / "__init__.py").write_text(f"from {runtime} import Registry\nregistry = Registry()\n")
     for module in ("b_second", "a_first", "_hidden"):
         (package / f"{module}.py").write_text(
             "from . import registry\n\n\n"

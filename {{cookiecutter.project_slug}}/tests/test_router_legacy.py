@@ -14,8 +14,15 @@ from typing import Any
 
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import LEGACY_VERSIONS, MemoryClient, RpcError
-from {{ cookiecutter.package_name }}.mrtr_runtime._legacy import MAX_LEGACY_ROUNDS, ClientRequestFailed
+from {{ cookiecutter.package_name }}.mrtr_runtime import (
+    LEGACY_VERSIONS,
+    MemoryClient,
+    RpcError,
+)
+from {{ cookiecutter.package_name }}.mrtr_runtime._legacy import (
+    MAX_LEGACY_ROUNDS,
+    ClientRequestFailed,
+)
 from support import (
     META_SERVER_INFO,
     SERVER_NAME,

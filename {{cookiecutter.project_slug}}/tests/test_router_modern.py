@@ -15,9 +15,17 @@ from typing import Any
 
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import MODERN_VERSIONS, MemoryClient, RpcError
-from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import Request
-from {{ cookiecutter.package_name }}.mrtr_runtime._router import Session
+from {{ cookiecutter.package_name }}.mrtr_runtime import (
+    MODERN_VERSIONS,
+    MemoryClient,
+    RpcError,
+)
+from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
+    Request,
+)
+from {{ cookiecutter.package_name }}.mrtr_runtime._router import (
+    Session,
+)
 from support import (
     META_SERVER_INFO,
     SERVER_NAME,

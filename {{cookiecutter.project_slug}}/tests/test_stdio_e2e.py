@@ -30,8 +30,12 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
     RpcError,
     call_tool_with_inputs,
 )
-from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import MAX_LINE_BYTES
-from {{ cookiecutter.package_name }}.mrtr_runtime._stdio import MAX_CONCURRENT_REQUESTS
+from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
+    MAX_LINE_BYTES,
+)
+from {{ cookiecutter.package_name }}.mrtr_runtime._stdio import (
+    MAX_CONCURRENT_REQUESTS,
+)
 from support import KEY_HEX, OTHER_KEY_HEX, Json, accept, text_of
 
 pytestmark = pytest.mark.anyio
@@ -47,7 +51,10 @@ import os
 
 from support import make_server
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import codec_from_environment, serve_stdio
+from {{ cookiecutter.package_name }}.mrtr_runtime import (
+    codec_from_environment,
+    serve_stdio,
+)
 
 serve_stdio(make_server(codec=codec_from_environment(os.environ, default_key_file=None)))
 """

@@ -1,4 +1,4 @@
-"""The ``{{ cookiecutter.project_slug }}`` command (also ``python -m <package>``).
+"""This project's command line: the console script, and ``python -m <package>``.
 
 With no command, or ``serve``
     Run the stdio MCP server (what hosts start). stdout is the wire; logs go to stderr.
