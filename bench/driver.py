@@ -36,6 +36,30 @@ DEPLOY_ARGS = {"stack": "prod-api", "region": "eu-west-1"}
 ROLE_ARN = "arn:aws:iam::123456789012:role/deployer"
 
 
+#: CPUs for spawned servers (None: wherever the scheduler puts them). See `pin`.
+_SERVER_CPUS: set[int] | None = None
+
+
+def pin(enabled: bool = True) -> dict[str, list[int]] | None:
+    """Put this driver on one CPU and every server spawned from now on on another.
+
+    On a 2-core machine a ping-pong between two processes costs twice as much when the
+    scheduler happens to move them between cores mid-run as when it leaves them apart, and it
+    does both within one run; pinning keeps every repetition and every server on the same
+    footing (driver and server on different cores, as a host and its server usually are)."""
+    global _SERVER_CPUS
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return None
+    if not enabled or len(cpus) < 2:
+        _SERVER_CPUS = None
+        return None
+    os.sched_setaffinity(0, {cpus[0]})
+    _SERVER_CPUS = {cpus[1]}
+    return {"driver": [cpus[0]], "servers": [cpus[1]]}
+
+
 class BenchError(RuntimeError):
     """A server misbehaved (lost/duplicated/wrong answer, exited, timed out)."""
 
@@ -63,6 +87,12 @@ class _Timing:
         self._peer = peer
         self._cpu = peer.cpu_seconds()
         self._wall = time.perf_counter()
+
+    def spent(self) -> tuple[float, float | None]:
+        """Wall seconds and server CPU seconds since this timing started."""
+        wall = time.perf_counter() - self._wall
+        cpu = self._peer.cpu_seconds()
+        return wall, None if cpu is None or self._cpu is None else cpu - self._cpu
 
     def rate(self, count: int) -> Rate:
         if count <= 0:
@@ -135,6 +165,8 @@ class Peer:
             cwd=spec.cwd,
             bufsize=0,
         )
+        if _SERVER_CPUS is not None:
+            os.sched_setaffinity(self.proc.pid, _SERVER_CPUS)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._fd = self.proc.stdin.fileno()
         raw = cast("io.RawIOBase", self.proc.stdout)  # a FileIO: Popen(bufsize=0)
@@ -363,46 +395,96 @@ def _check_deploy(peer: Peer, result: Mapping[str, Any]) -> None:
         raise BenchError(f"{peer.spec.name}: deploy did not complete: {result}")
 
 
-def mrtr_modern(peer: Peer, count: int) -> Rate:
-    """Two-round MRTR completions per second on 2026-07-28: round 1 -> answers -> round 2.
+class _Mrtr:
+    """The two-round flow on 2026-07-28, prepared once per session.
 
-    The first completion is a warm-up and a full correctness check; it also fixes the answers,
-    so the timed rounds only stamp the id and the echoed `requestState` into pre-serialised
-    bytes (the driver's own JSON work must stay small next to the server's)."""
-    first = modern({"name": "deploy", "arguments": DEPLOY_ARGS})
-    round1_prefix, round1_suffix = _template("tools/call", first)
-    round1 = peer.read_response(_send(peer, round1_prefix, round1_suffix))
-    if round1.get("resultType") != "input_required":
-        raise BenchError(f"{peer.spec.name}: round 1 was not input_required: {round1}")
-    answers = answer_inputs(round1.get("inputRequests") or {})
-    marker = "__BENCH_STATE__"
-    retry = {**first, "inputResponses": answers, "requestState": marker}
-    retry_prefix, retry_suffix = _template("tools/call", retry)
-    state_at = retry_suffix.index(b'"' + marker.encode() + b'"')
-    before_state = retry_suffix[:state_at]
-    after_state = retry_suffix[state_at + len(marker) + 2 :]
+    Construction runs one completion as a warm-up and a full correctness check; it also fixes
+    the answers, so `complete` only stamps the id and the echoed `requestState` into
+    pre-serialised bytes (the driver's own JSON work must stay small next to the server's)."""
 
-    def round2(state: object) -> dict[str, Any]:
-        request_id = peer.new_id()
-        peer.write(
-            retry_prefix
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+        first = modern({"name": "deploy", "arguments": DEPLOY_ARGS})
+        self.round1_prefix, self.round1_suffix = _template("tools/call", first)
+        round1 = self._round1()
+        answers = answer_inputs(round1.get("inputRequests") or {})
+        marker = "__BENCH_STATE__"
+        retry = {**first, "inputResponses": answers, "requestState": marker}
+        self.retry_prefix, retry_suffix = _template("tools/call", retry)
+        state_at = retry_suffix.index(b'"' + marker.encode() + b'"')
+        self.before_state = retry_suffix[:state_at]
+        self.after_state = retry_suffix[state_at + len(marker) + 2 :]
+        _check_deploy(peer, self._round2(round1.get("requestState")))
+
+    def _round1(self) -> dict[str, Any]:
+        round1 = self.peer.read_response(_send(self.peer, self.round1_prefix, self.round1_suffix))
+        if round1.get("resultType") != "input_required":
+            raise BenchError(f"{self.peer.spec.name}: round 1 was not input_required: {round1}")
+        return round1
+
+    def _round2(self, state: object) -> dict[str, Any]:
+        request_id = self.peer.new_id()
+        self.peer.write(
+            self.retry_prefix
             + str(request_id).encode()
-            + before_state
+            + self.before_state
             + json.dumps(state).encode()
-            + after_state
+            + self.after_state
         )
-        return peer.read_response(request_id)
+        return self.peer.read_response(request_id)
 
-    _check_deploy(peer, round2(round1.get("requestState")))
+    def complete(self) -> None:
+        result = self._round2(self._round1().get("requestState"))
+        if result.get("resultType") != "complete" or result.get("isError"):
+            raise BenchError(f"{self.peer.spec.name}: round 2 did not complete: {result}")
+
+
+def mrtr_modern(peer: Peer, count: int) -> Rate:
+    """Two-round MRTR completions per second on 2026-07-28: round 1 -> answers -> round 2."""
+    flow = _Mrtr(peer)
     timing = _Timing(peer)
     for _ in range(count):
-        round1 = peer.read_response(_send(peer, round1_prefix, round1_suffix))
-        if round1.get("resultType") != "input_required":
-            raise BenchError(f"{peer.spec.name}: round 1 was not input_required: {round1}")
-        result = round2(round1.get("requestState"))
-        if result.get("resultType") != "complete" or result.get("isError"):
-            raise BenchError(f"{peer.spec.name}: round 2 did not complete: {result}")
+        flow.complete()
     return timing.rate(count)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one MRTR completion costs in plain calls: wall-clock time, and server CPU."""
+
+    wall: float
+    cpu: float | None
+
+
+def mrtr_cost(peer: Peer, *, blocks: int = 10, calls: int = 100, completions: int = 25) -> Cost:
+    """Alternate blocks of plain echo calls and MRTR completions in one session and compare the
+    time per operation, so that drifts of a busy machine hit both sides alike (a ratio of two
+    rates measured seconds apart moves by 30% between runs; this one much less)."""
+    flow = _Mrtr(peer)
+    prefix, suffix = ECHO_MODERN
+    spent = {"echo": [0.0, 0.0], "mrtr": [0.0, 0.0]}
+    cpu_known = True
+    for _ in range(blocks):
+        timing = _Timing(peer)
+        for _ in range(calls):
+            result = peer.read_response(_send(peer, prefix, suffix))
+            if result.get("isError"):
+                raise BenchError(f"{peer.spec.name}: echo failed {result}")
+        wall, cpu = timing.spent()
+        spent["echo"][0] += wall
+        spent["echo"][1] += cpu or 0.0
+        cpu_known &= cpu is not None
+        timing = _Timing(peer)
+        for _ in range(completions):
+            flow.complete()
+        wall, cpu = timing.spent()
+        spent["mrtr"][0] += wall
+        spent["mrtr"][1] += cpu or 0.0
+        cpu_known &= cpu is not None
+    per_call = [v / (blocks * calls) for v in spent["echo"]]
+    per_completion = [v / (blocks * completions) for v in spent["mrtr"]]
+    cpu_ratio = per_completion[1] / per_call[1] if cpu_known and per_call[1] else None
+    return Cost(per_completion[0] / per_call[0], cpu_ratio)
 
 
 def mrtr_legacy(peer: Peer, count: int) -> Rate:

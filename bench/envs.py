@@ -132,6 +132,23 @@ def bake(tools_module: Path, *, reuse_on_failure: bool = False) -> tuple[Baked, 
     return Baked(project=project, package=package, python=python, command=command), note
 
 
+def existing(project: Path, tools_module: Path) -> Baked:
+    """An already-baked project (say, a copy of an older bake), run from the bench's baked venv
+    with `PYTHONPATH=<project>/src` ahead of the installed one. Needs one normal run first."""
+    project = project.resolve()
+    tools_inits = sorted(project.glob("src/*/tools/__init__.py"))
+    if len(tools_inits) != 1:
+        raise SetupError(f"no src/<package>/tools/ in {project}")
+    shutil.copyfile(tools_module, tools_inits[0].parent / "bench_tools.py")
+    package = tools_inits[0].parent.parent.name
+    python = CACHE / "baked-venv" / "bin" / "python"
+    if not python.exists():
+        raise SetupError("no baked venv yet: run bench/run.py once without --project")
+    return Baked(
+        project=project, package=package, python=python, command=[str(python), "-m", package]
+    )
+
+
 def _project_in(out: Path) -> Path:
     projects = [p for p in out.iterdir() if (p / "pyproject.toml").exists()]
     if len(projects) != 1:

@@ -372,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         "MRTR_SIGNING_KEY": os.urandom(32).hex(),
     }
     spec = driver.ServerSpec("baked", baked.command, env, baked.project)
+    driver.pin()  # the same placement as run.py: driver on one CPU, the server on another
     loads: list[tuple[str, Callable[[driver.Peer], object]]] = [
         ("sequential echo", lambda p: driver.sequential_echo(p, 500)),
         ("pipelined echo (2000 at once)", lambda p: driver.pipelined_echo(p, 2000)),

@@ -57,6 +57,7 @@ METRICS = (
     Metric("mrtr_modern", "two-round MRTR, 2026-07-28", "completions/s", True),
     Metric("mrtr_legacy", "two-round via 2025-11-25 bridge", "completions/s", True),
     Metric("mrtr_cost", "MRTR completion / one plain call", "x", False, 1.0, 2),
+    Metric("mrtr_cost_cpu", "the same in server CPU", "x", False, 1.0, 2),
     Metric("cpu_sequential", "server CPU per sequential call", "us", False, 1.0, 1),
     Metric("cpu_pipelined", "server CPU per pipelined call", "us", False, 1.0, 1),
     Metric("cpu_mrtr_modern", "server CPU per MRTR completion", "us", False, 1.0, 1),
@@ -73,10 +74,11 @@ class Config:
     pipelined: int
     mrtr: int
     legacy: int
+    cost_blocks: int  # blocks of 100 echo calls + 25 MRTR completions, alternated
 
 
-FULL = Config(reps=7, sequential=3000, pipelined=2000, mrtr=500, legacy=500)
-QUICK = Config(reps=3, sequential=300, pipelined=500, mrtr=100, legacy=100)
+FULL = Config(reps=7, sequential=3000, pipelined=2000, mrtr=500, legacy=500, cost_blocks=10)
+QUICK = Config(reps=3, sequential=300, pipelined=500, mrtr=100, legacy=100, cost_blocks=2)
 
 
 @dataclass
@@ -99,25 +101,31 @@ def _base_env() -> dict[str, str]:
 
 
 def setup(
-    wanted: Sequence[str], log: Callable[[str], None]
+    wanted: Sequence[str], log: Callable[[str], None], project: Path | None = None
 ) -> tuple[dict[str, driver.ServerSpec], dict[str, Any], list[str]]:
     """Build what each wanted server needs; a server that cannot be set up is reported, not fatal."""
     specs: dict[str, driver.ServerSpec] = {}
     info: dict[str, Any] = {}
     errors: list[str] = []
     if "baked" in wanted:
-        log("baking the template and installing the baked project ...")
         try:
-            baked, note = envs.bake(BENCH / "bench_tools.py", reuse_on_failure=True)
+            env = {**_base_env(), "MRTR_SIGNING_KEY": os.urandom(32).hex()}
+            if project is None:
+                log("baking the template and installing the baked project ...")
+                baked, note = envs.bake(BENCH / "bench_tools.py", reuse_on_failure=True)
+            else:
+                log(f"using the baked project {project} (no bake) ...")
+                baked, note = envs.existing(project, BENCH / "bench_tools.py"), None
+                env["PYTHONPATH"] = str(baked.project / "src")
             if note:
                 log(f"WARNING {note}")
-            env = {**_base_env(), "MRTR_SIGNING_KEY": os.urandom(32).hex()}
             specs["baked"] = driver.ServerSpec("baked", baked.command, env, baked.project)
             info["baked"] = {
                 "command": " ".join(Path(a).name for a in baked.command),
                 "package": baked.package,
                 "python": str(baked.python),
                 "runtime_digest": envs.runtime_digest(baked.project),
+                "pythonpath": env.get("PYTHONPATH"),
                 "bake_note": note,
                 "versions": envs.package_versions(
                     baked.python, envs.baked_dependencies(baked.project)
@@ -173,11 +181,12 @@ def _add_rate(samples: Samples, server: str, key: str, rate: driver.Rate) -> flo
 def modern_session(spec: driver.ServerSpec, cfg: Config, samples: Samples) -> None:
     with driver.Peer(spec, _stderr_log(spec.name)) as peer:
         samples.add(spec.name, "startup_discover", driver.first_discover(peer))
-        sequential = _add_rate(
-            samples, spec.name, "sequential", driver.sequential_echo(peer, cfg.sequential)
-        )
-        mrtr = _add_rate(samples, spec.name, "mrtr_modern", driver.mrtr_modern(peer, cfg.mrtr))
-        samples.add(spec.name, "mrtr_cost", sequential / mrtr)
+        _add_rate(samples, spec.name, "sequential", driver.sequential_echo(peer, cfg.sequential))
+        _add_rate(samples, spec.name, "mrtr_modern", driver.mrtr_modern(peer, cfg.mrtr))
+        cost = driver.mrtr_cost(peer, blocks=cfg.cost_blocks)
+        samples.add(spec.name, "mrtr_cost", cost.wall)
+        if cost.cpu is not None:
+            samples.add(spec.name, "mrtr_cost_cpu", cost.cpu)
         _add_rate(samples, spec.name, "pipelined", driver.pipelined_echo(peer, cfg.pipelined))
         hwm = peer.memory_kib().get("VmHWM")
         exit_seconds = peer.close()
@@ -198,7 +207,7 @@ def legacy_session(spec: driver.ServerSpec, cfg: Config, samples: Samples) -> No
 
 def warm_up(specs: dict[str, driver.ServerSpec], samples: Samples) -> dict[str, driver.ServerSpec]:
     """One untimed pass per server (fills .pyc and page caches, checks every workload works)."""
-    tiny = Config(reps=1, sequential=5, pipelined=20, mrtr=2, legacy=2)
+    tiny = Config(reps=1, sequential=5, pipelined=20, mrtr=2, legacy=2, cost_blocks=1)
     scratch = Samples()
     working: dict[str, driver.ServerSpec] = {}
     for name, spec in specs.items():
@@ -239,6 +248,9 @@ def measure(
 def token_bench(info: Mapping[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
     log("token mint/verify micro-benchmark ...")
     commands: dict[str, list[str]] = {}
+    token_env: dict[str, str] | None = None
+    if "baked" in info and info["baked"].get("pythonpath"):
+        token_env = {**os.environ, "PYTHONPATH": info["baked"]["pythonpath"]}
     if "baked" in info:
         commands["baked"] = [
             info["baked"]["python"],
@@ -253,7 +265,13 @@ def token_bench(info: Mapping[str, Any], log: Callable[[str], None]) -> dict[str
     out: dict[str, Any] = {}
     for name, argv in commands.items():
         done = subprocess.run(
-            argv, check=False, cwd=BENCH, capture_output=True, text=True, timeout=600
+            argv,
+            check=False,
+            cwd=BENCH,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=token_env if name == "baked" else None,
         )
         if done.returncode == 0:
             out[name] = json.loads(done.stdout)
@@ -332,7 +350,7 @@ def table(metrics: Mapping[str, Any], tokens: Mapping[str, Any]) -> str:
     head = "| metric | unit | baked | SDK | floor | baked/SDK | baked/floor |"
     lines = [head, "|---|---|---:|---:|---:|---:|---:|"]
     for metric in METRICS:
-        row = metrics[metric.key]
+        row = metrics.get(metric.key, {})
         cells = [_fmt(row.get(s, {}).get("median"), metric) for s in SERVERS]
         lines.append(
             f"| {metric.label} | {metric.unit} | {' | '.join(cells)} | "
@@ -393,7 +411,8 @@ def render(report: Mapping[str, Any]) -> str:
         (
             f"{report['when']}, template {report['template_revision']}: medians of {config['reps']} "
             f"interleaved repetitions; per repetition sequential {config['sequential']}, pipelined "
-            f"{config['pipelined']}, MRTR {config['mrtr']}, legacy {config['legacy']}"
+            f"{config['pipelined']}, MRTR {config['mrtr']}, legacy {config['legacy']}; CPUs "
+            f"{config.get('cpus') or 'not pinned'}"
         ),
         "",
         table(report["metrics"], report["tokens"]),
@@ -412,6 +431,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, help="repetitions (default 7; 3 with --quick)")
     parser.add_argument("--servers", default=",".join(SERVERS), help="subset, e.g. sdk,floor")
     parser.add_argument("--render", type=Path, help="only print the report of a results JSON")
+    parser.add_argument(
+        "--project",
+        type=Path,
+        help="measure this already-baked project (e.g. a copy of an older bake) instead of baking",
+    )
+    parser.add_argument(
+        "--no-pin", action="store_true", help="let the scheduler place the driver and the servers"
+    )
     args = parser.parse_args(argv)
     if args.render:
         saved = json.loads(args.render.read_text())
@@ -419,7 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cfg = QUICK if args.quick else FULL
     if args.reps:
-        cfg = Config(args.reps, cfg.sequential, cfg.pipelined, cfg.mrtr, cfg.legacy)
+        cfg = Config(
+            args.reps, cfg.sequential, cfg.pipelined, cfg.mrtr, cfg.legacy, cfg.cost_blocks
+        )
     wanted = [s for s in args.servers.split(",") if s in SERVERS]
     started = time.perf_counter()
 
@@ -435,12 +464,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"WARNING load average {load_before} on {machine_before['usable_cores']} cores: "
             "other work is running, expect noisy figures (ratios within a run hold up best)"
         )
-    specs, info, setup_errors = setup(wanted, log)
+    specs, info, setup_errors = setup(wanted, log, args.project)
     for error in setup_errors:
         log(f"SETUP FAILED {error}")
     if not specs:
         return 2
-    log(f"measuring {', '.join(specs)} ({cfg.reps} repetitions, interleaved)")
+    placement = driver.pin(not args.no_pin)
+    log(f"measuring {', '.join(specs)} ({cfg.reps} repetitions, interleaved; CPUs {placement})")
     samples = measure(specs, cfg, log)
     tokens = token_bench(info, log)
     metrics = summarise(samples)
@@ -450,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "template_revision": envs.git_revision(),
         "machine": {**envs.describe_machine(), "load_average_before": load_before},
         "servers": info,
-        "config": {**cfg.__dict__, "quick": args.quick},
+        "config": {**cfg.__dict__, "quick": args.quick, "cpus": placement},
         "metrics": metrics,
         "tokens": tokens,
         "goals": goal_results,

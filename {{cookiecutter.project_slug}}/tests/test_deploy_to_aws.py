@@ -691,6 +691,7 @@ def test_the_server_starts_without_importing_boto3(tmp_path: Path) -> None:
         "import sys\n"
         f"from {package.__name__}.app import build_server\n"
         f"server = build_server(dict(MRTR_SIGNING_KEY={new_signing_key_hex()!r}))\n"
+        "server.warm_up()\n"
         "assert 'deploy_to_aws' in server.registry.tools\n"
         "assert 'boto3' not in sys.modules and 'botocore' not in sys.modules, 'imported early'\n"
     )

@@ -37,12 +37,12 @@ def default_key_file() -> Path | None:
 
 
 def build_server(environ: Mapping[str, str] | None = None) -> Server:
-    """The server, with every tools module loaded.
+    """The server, its tools loaded on first need (right after the first answer when serving).
 
     Raises ``SigningConfigError`` (``WeakSigningKey`` for a bad key) with a message fit for a
     person; the CLI prints it and exits 2.
     """
-    registry.load_package(tools.__name__)
+    registry.defer_package(tools.__name__)
     state = codec_from_environment(
         os.environ if environ is None else environ,
         default_key_file=default_key_file(),

@@ -75,8 +75,7 @@ def serve() -> int:
         # The message names the variable or file and how to fix it; it never quotes a key.
         sys.stderr.write(f"{NAME}: cannot start: {error}\n")
         return 2
-    serve_stdio(server)
-    return 0
+    return serve_stdio(server)
 
 
 def _key_file_for_config() -> str | None:

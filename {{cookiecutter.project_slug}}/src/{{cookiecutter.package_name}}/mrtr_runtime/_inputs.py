@@ -163,6 +163,7 @@ def list_roots() -> InputRequest:
 
 
 ContentT = TypeVar("ContentT")
+_PARAMETRISED: dict[tuple[type[BaseModel], Any], Any] = {}
 
 
 class ElicitResult(BaseModel, Generic[ContentT]):
@@ -176,6 +177,17 @@ class ElicitResult(BaseModel, Generic[ContentT]):
 
     action: Literal["accept", "decline", "cancel"]
     content: ContentT | None = None
+
+    def __class_getitem__(cls, params: Any) -> Any:
+        # `ElicitResult[Form]` is written in handlers that run on every round; pydantic's own
+        # parametrisation cache costs microseconds per lookup, a dict lookup does not.
+        try:
+            return _PARAMETRISED[cls, params]
+        except KeyError:
+            made = _PARAMETRISED[cls, params] = super().__class_getitem__(params)
+            return made
+        except TypeError:  # unhashable parameters: let pydantic handle (or refuse) them
+            return super().__class_getitem__(params)
 
     @property
     def accepted(self) -> bool:
@@ -214,11 +226,7 @@ class RootsResult(BaseModel):
 @functools.cache
 def _answer_model(method: str) -> type[BaseModel] | None:
     # Built on first use: model validators cost start-up time that hosts wait on.
-    models: dict[str, type[BaseModel]] = {
-        ELICIT: ElicitResult[dict[str, Any]],
-        SAMPLE: SamplingResult,
-        LIST_ROOTS: RootsResult,
-    }
+    models: dict[str, type[BaseModel]] = {SAMPLE: SamplingResult, LIST_ROOTS: RootsResult}
     return models.get(method)
 
 
@@ -228,6 +236,15 @@ def answer_shape_error(method: str, answer: object) -> str | None:
     mrtr "Error Handling": servers SHOULD validate that the information inside
     `inputResponses` can be correctly parsed.
     """
+    if method == ELICIT:
+        # The common case, checked by hand: this runs on every retry, before the handler.
+        if not isinstance(answer, dict):
+            return "answer: must be an object"
+        if answer.get("action") not in ("accept", "decline", "cancel"):
+            return "action: must be 'accept', 'decline' or 'cancel'"
+        if answer.get("content") is not None and not isinstance(answer["content"], dict):
+            return "content: must be an object"
+        return None
     model = _answer_model(method)
     if model is None:
         return None

@@ -237,6 +237,7 @@ class Registry:
         self.prompts: dict[str, PromptDef] = {}
         self.resources: dict[str, ResourceDef] = {}
         self.resource_templates: list[ResourceTemplateDef] = []
+        self._deferred: list[str] = []
 
     def tool(
         self,
@@ -367,6 +368,21 @@ class Registry:
             if variables is not None:
                 return template.resource, variables
         return None
+
+    def defer_package(self, package: str) -> None:
+        """`load_package` later, on the first `ensure_loaded`.
+
+        The server answers `server/discover` and `initialize` without its tools, and loads
+        them right after: importing tool modules (their pydantic models) is most of a
+        server's start-up, and hosts wait for that first answer.
+        """
+        self._deferred.append(package)
+
+    def ensure_loaded(self) -> None:
+        """Load every deferred package; raises what a failing tool module raises."""
+        while self._deferred:
+            self.load_package(self._deferred[0])
+            del self._deferred[0]
 
     def load_package(self, package: str) -> None:
         """Import every public module of `package` so their decorators run, sorted by name."""

@@ -167,6 +167,10 @@ class Server:
             return error_response(request.id, INTERNAL_ERROR, "Internal error")
         return success_response(request.id, result)
 
+    def warm_up(self) -> None:
+        """Load what `server/discover` did not need; raises if a tool module is broken."""
+        self.registry.ensure_loaded()
+
     def handle_notification(self, notification: Notification) -> RequestId | None:
         """The id of a request to cancel, if `notification` asks for that; otherwise None.
 
@@ -283,6 +287,7 @@ class Server:
             return discover
         if method == "ping":
             return {}
+        self.registry.ensure_loaded()
         if method.endswith("/list"):
             return self._list(method, params)
         call = self._call(method, params)

@@ -126,6 +126,8 @@ class Connection:
         self.idle = asyncio.Event()
         self.idle.set()
         self._ids = count(1)
+        #: Called once, right after the first response is on its way.
+        self.after_first_response: Callable[[], None] | None = None
 
     @property
     def backlog_full(self) -> bool:
@@ -206,6 +208,9 @@ class Connection:
         # finds nothing to stop, one that arrived earlier has already ended this task (stdio:
         # after a cancellation the server "MUST NOT send any further messages" for it).
         self._write(data)
+        if self.after_first_response is not None:
+            asyncio.get_running_loop().call_soon(self.after_first_response)
+            self.after_first_response = None
 
     def _finished(self, request_id: RequestId) -> None:
         del self.in_flight[request_id]
@@ -348,7 +353,7 @@ async def _open_input(
     return transport
 
 
-async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> None:
+async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     stdin_done = asyncio.Event()
@@ -369,6 +374,17 @@ async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> None:
 
     connection = Connection(server, write, backlog_changed=flow_changed)
     writer.flow_changed = flow_changed
+    broken: list[BaseException] = []
+
+    def warm_up() -> None:
+        try:
+            server.warm_up()
+        except Exception as error:
+            _logger.exception("the tools could not be loaded; stopping")
+            broken.append(error)
+            stop.set()
+
+    connection.after_first_response = warm_up
     reading[0] = await _open_input(loop, wire_in, connection, stdin_done)
 
     stopped = loop.create_task(stop.wait())
@@ -394,6 +410,7 @@ async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> None:
     if out_transport is not None:
         writer.closing = True
         await _flush(out_transport)
+    return 1 if broken else 0
 
 
 async def _flush(transport: asyncio.WriteTransport) -> None:
@@ -409,13 +426,16 @@ async def _flush(transport: asyncio.WriteTransport) -> None:
         transport.close()
 
 
-def serve_stdio(server: Server) -> None:
-    """Serve `server` on this process's stdin/stdout until stdin closes or a signal arrives."""
+def serve_stdio(server: Server) -> int:
+    """Serve `server` on stdin/stdout until stdin closes or a signal arrives.
+
+    Returns the exit status: 0, or 1 when the tools could not be loaded.
+    """
     configure_logging()
     if sys.stdin.isatty():
         _logger.info("waiting for JSON-RPC on stdin; an MCP host normally starts this server")
     wire_in, wire_out = _claim_stdio()
-    asyncio.run(_serve_pipes(server, wire_in, wire_out))
+    status = asyncio.run(_serve_pipes(server, wire_in, wire_out))
     main = threading.main_thread()
     if any(t.is_alive() and not t.daemon and t is not main for t in threading.enumerate()):
         # A blocking tool abandoned at shutdown still holds a worker thread, and Python would
@@ -423,4 +443,5 @@ def serve_stdio(server: Server) -> None:
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(status)
+    return status
