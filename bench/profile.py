@@ -327,9 +327,9 @@ def profile_imports(spec: driver.ServerSpec, baked_package: str) -> str:
         "### start-up (PYTHONPROFILEIMPORTTIME)",
         "",
         (
-            f"spawn -> first discover {elapsed * 1e3:.0f} ms with import profiling on; imports "
-            f"take {total / 1e3:.0f} ms of it. Import time by top-level package (self time of "
-            "all its modules):"
+            f"spawn -> first discover {elapsed * 1e3:.0f} ms with import profiling on. The "
+            f"process imported modules for {total / 1e3:.0f} ms in all (some may load after the "
+            "first response). Import time by top-level package (self time of all its modules):"
         ),
         "",
         "| ms | package |",

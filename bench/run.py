@@ -385,7 +385,7 @@ def goal_lines(results: Sequence[Mapping[str, Any]]) -> str:
     lines = []
     for goal in results:
         verdict = {True: "PASS", False: "FAIL", None: "n/a "}[goal["pass"]]
-        value = "-" if goal["value"] is None else f"{goal['value']:.2f}"
+        value = "-" if goal["value"] is None else f"{goal['value']:.3f}"
         lines.append(f"  {verdict}  {goal['goal']}  (measured {value})")
     return "\n".join(lines)
 

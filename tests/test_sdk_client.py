@@ -148,7 +148,9 @@ def registered_names(project: BakedProject) -> dict[str, list[str]]:
     script = (
         "import json, sys\n"
         f"from {project.package}.app import build_server\n"
-        "registry = build_server({}).registry\n"
+        "server = build_server({})\n"
+        "server.warm_up()\n"
+        "registry = server.registry\n"
         "names = {'tools': list(registry.tools), 'prompts': list(registry.prompts)}\n"
         "json.dump(names, sys.stdout)\n"
     )

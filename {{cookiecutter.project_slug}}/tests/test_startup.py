@@ -114,3 +114,15 @@ def test_tools_list_as_the_first_request_loads_the_tools_first(tmp_path: Path) -
     by_id = {response["id"]: response for response in responses}
     assert [tool["name"] for tool in by_id[1]["result"]["tools"]] == ["probe"]
     assert by_id[2]["result"]["content"][0]["text"] == "loaded"
+
+
+def test_the_first_answer_does_not_wait_for_pydantic(tmp_path: Path) -> None:
+    # Importing pydantic is most of a start-up; the tools bring it, after the first answer.
+    tools_source = (
+        "import sys\nprint('pydantic before tools:', 'pydantic' in sys.modules, file=sys.stderr)\n"
+    )
+    responses, stderr, status = run_server(tmp_path, tools_source, request(1, "server/discover"))
+
+    assert status == 0, stderr
+    assert [response["id"] for response in responses] == [1]
+    assert "pydantic before tools: False" in stderr

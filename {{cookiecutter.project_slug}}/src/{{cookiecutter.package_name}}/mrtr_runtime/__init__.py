@@ -14,17 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._capabilities import ClientCapabilities
 from ._context import Context, InvalidInputResponse
-from ._inputs import (
-    ElicitResult,
-    InputRequest,
-    Root,
-    RootsResult,
-    SamplingResult,
-    elicit_form,
-    elicit_url,
-    list_roots,
-    sample,
-)
+from ._inputs import InputRequest, elicit_form, elicit_url, list_roots, sample
 from ._keys import (
     KeyRing,
     SigningConfigError,
@@ -42,6 +32,7 @@ from ._state import Binding, InvalidRequestState, RequestStateCodec, RoundState,
 from ._stdio import configure_logging, serve_stdio
 
 if TYPE_CHECKING:
+    from ._answers import ElicitResult, Root, RootsResult, SamplingResult
     from ._client import ClientSession, SessionClosed
     from ._client_rounds import (
         InputHandler,
@@ -57,9 +48,14 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-# The client side is for tests and scripts; a serving process never needs it, and hosts wait
-# on our start-up, so it is imported on first use (PEP 562).
+# Imported on first use (PEP 562). The client side is for tests and scripts: a serving process
+# never needs it. The answer models are pydantic models: the first answer a server sends must
+# not wait for pydantic, which comes with the tools.
 _LAZY = {
+    "ElicitResult": "._answers",
+    "Root": "._answers",
+    "RootsResult": "._answers",
+    "SamplingResult": "._answers",
     "ClientSession": "._client",
     "SessionClosed": "._client",
     "InputHandler": "._client_rounds",

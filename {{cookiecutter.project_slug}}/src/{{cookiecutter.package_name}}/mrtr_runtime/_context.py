@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 from ._capabilities import ClientCapabilities
 from ._inputs import INPUT_METHODS, InputRequest
@@ -14,7 +15,7 @@ from ._results import InputRequired
 
 __all__ = ("Context", "InvalidInputResponse", "Notifier")
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+ModelT = TypeVar("ModelT", bound="BaseModel")
 Notifier = Callable[[str, dict[str, Any]], Awaitable[None]]
 Era = Literal["modern", "legacy"]
 
@@ -96,6 +97,9 @@ class Context:
         raw = self._answers.get(key)
         if raw is None:
             return None
+        # Here, not at the top: the first answer a server sends must not wait for pydantic.
+        from pydantic import ValidationError
+
         try:
             return model.model_validate(raw)
         except ValidationError as error:

@@ -11,20 +11,18 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 
 __all__ = (
     "ELICIT",
     "INPUT_METHODS",
     "LIST_ROOTS",
     "SAMPLE",
-    "ElicitResult",
     "InputRequest",
-    "Root",
-    "RootsResult",
-    "SamplingResult",
     "answer_shape_error",
     "elicit_form",
     "elicit_url",
@@ -162,74 +160,6 @@ def list_roots() -> InputRequest:
     return InputRequest(LIST_ROOTS, {}, {"roots": {}})
 
 
-ContentT = TypeVar("ContentT")
-_PARAMETRISED: dict[tuple[type[BaseModel], Any], Any] = {}
-
-
-class ElicitResult(BaseModel, Generic[ContentT]):
-    """The answer to an elicitation: `action` plus, on accept, the form's `content`.
-
-    Declining and cancelling are ordinary answers (client/elicitation: servers "MUST handle
-    cases where the user declines or cancels"), so a handler branches on them.
-    """
-
-    model_config = ConfigDict(defer_build=True, extra="ignore")
-
-    action: Literal["accept", "decline", "cancel"]
-    content: ContentT | None = None
-
-    def __class_getitem__(cls, params: Any) -> Any:
-        # `ElicitResult[Form]` is written in handlers that run on every round; pydantic's own
-        # parametrisation cache costs microseconds per lookup, a dict lookup does not.
-        try:
-            return _PARAMETRISED[cls, params]
-        except KeyError:
-            made = _PARAMETRISED[cls, params] = super().__class_getitem__(params)
-            return made
-        except TypeError:  # unhashable parameters: let pydantic handle (or refuse) them
-            return super().__class_getitem__(params)
-
-    @property
-    def accepted(self) -> bool:
-        return self.action == "accept" and self.content is not None
-
-
-class SamplingResult(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="ignore", populate_by_name=True)
-
-    role: Literal["user", "assistant"]
-    content: dict[str, Any] | list[dict[str, Any]]
-    model: str = ""
-    stop_reason: str | None = Field(default=None, alias="stopReason")
-
-    @property
-    def text(self) -> str:
-        blocks = self.content if isinstance(self.content, list) else [self.content]
-        return "".join(
-            str(block.get("text", "")) for block in blocks if block.get("type") == "text"
-        )
-
-
-class Root(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="ignore")
-
-    uri: str
-    name: str | None = None
-
-
-class RootsResult(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="ignore")
-
-    roots: list[Root]
-
-
-@functools.cache
-def _answer_model(method: str) -> type[BaseModel] | None:
-    # Built on first use: model validators cost start-up time that hosts wait on.
-    models: dict[str, type[BaseModel]] = {SAMPLE: SamplingResult, LIST_ROOTS: RootsResult}
-    return models.get(method)
-
-
 def answer_shape_error(method: str, answer: object) -> str | None:
     """Why `answer` is not a result of `method`, or None when it has the right shape.
 
@@ -245,7 +175,10 @@ def answer_shape_error(method: str, answer: object) -> str | None:
         if answer.get("content") is not None and not isinstance(answer["content"], dict):
             return "content: must be an object"
         return None
-    model = _answer_model(method)
+    # Sampling and roots answers are rare; their models come with the tools (and pydantic).
+    from ._answers import answer_model
+
+    model = answer_model(method)
     if model is None:
         return None
     try:

@@ -10,12 +10,14 @@ import pkgutil
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, Final, TypeVar, get_type_hints
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ._context import Context
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 __all__ = (
     "PromptDef",
@@ -85,6 +87,10 @@ class _Signature:
 
 
 def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
+    # pydantic is imported with the first tool, not with the runtime: a server answers its
+    # first request before it loads its tools (see Registry.defer_package).
+    from pydantic import BaseModel, ConfigDict, Field, create_model
+
     hints = get_type_hints(handler, include_extras=True)
     parameters = inspect.signature(handler).parameters
     context_param = next((name for name in parameters if hints.get(name) is Context), None)

@@ -1,0 +1,83 @@
+"""The answers a client sends back: ElicitResult, SamplingResult and RootsResult.
+
+2026-07-28 basic/patterns/mrtr: each `inputResponses` value is the client's whole result for
+its request. Handlers validate answers into these with `ctx.input_response_as(key, Model)`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._inputs import LIST_ROOTS, SAMPLE
+
+__all__ = ("ElicitResult", "Root", "RootsResult", "SamplingResult", "answer_model")
+
+ContentT = TypeVar("ContentT")
+_PARAMETRISED: dict[tuple[type[BaseModel], Any], Any] = {}
+
+
+class ElicitResult(BaseModel, Generic[ContentT]):
+    """The answer to an elicitation: `action` plus, on accept, the form's `content`.
+
+    Declining and cancelling are ordinary answers (client/elicitation: servers "MUST handle
+    cases where the user declines or cancels"), so a handler branches on them.
+    """
+
+    model_config = ConfigDict(defer_build=True, extra="ignore")
+
+    action: Literal["accept", "decline", "cancel"]
+    content: ContentT | None = None
+
+    def __class_getitem__(cls, params: Any) -> Any:
+        # `ElicitResult[Form]` is written in handlers that run on every round; pydantic's own
+        # parametrisation cache costs microseconds per lookup, a dict lookup does not.
+        try:
+            return _PARAMETRISED[cls, params]
+        except KeyError:
+            made = _PARAMETRISED[cls, params] = super().__class_getitem__(params)
+            return made
+        except TypeError:  # unhashable parameters: let pydantic handle (or refuse) them
+            return super().__class_getitem__(params)
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept" and self.content is not None
+
+
+class SamplingResult(BaseModel):
+    model_config = ConfigDict(defer_build=True, extra="ignore", populate_by_name=True)
+
+    role: Literal["user", "assistant"]
+    content: dict[str, Any] | list[dict[str, Any]]
+    model: str = ""
+    stop_reason: str | None = Field(default=None, alias="stopReason")
+
+    @property
+    def text(self) -> str:
+        blocks = self.content if isinstance(self.content, list) else [self.content]
+        return "".join(
+            str(block.get("text", "")) for block in blocks if block.get("type") == "text"
+        )
+
+
+class Root(BaseModel):
+    model_config = ConfigDict(defer_build=True, extra="ignore")
+
+    uri: str
+    name: str | None = None
+
+
+class RootsResult(BaseModel):
+    model_config = ConfigDict(defer_build=True, extra="ignore")
+
+    roots: list[Root]
+
+
+@functools.cache
+def answer_model(method: str) -> type[BaseModel] | None:
+    # Built on first use: model validators cost start-up time that hosts wait on.
+    models: dict[str, type[BaseModel]] = {SAMPLE: SamplingResult, LIST_ROOTS: RootsResult}
+    return models.get(method)

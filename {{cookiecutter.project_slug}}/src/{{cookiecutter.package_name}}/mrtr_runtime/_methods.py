@@ -1,0 +1,241 @@
+"""The methods that run handlers: tools/call, prompts/get, resources/read.
+
+Each request becomes a `Call` for MRTR dispatch (`_dispatch`, or `_legacy` on a 2025-11-25
+session): the parsed arguments, the handler run, and how its return value becomes the method's
+result. Imported with the tools, after the first answer: it is where pydantic validation meets
+the wire, and hosts wait on start-up (see `Registry.defer_package`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ._context import Context, InvalidInputResponse
+from ._dispatch import Call
+from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, JSONObject, ProtocolError
+from ._registry import (
+    PromptDef,
+    Registry,
+    ResourceDef,
+    ToolDef,
+    describe_validation_error,
+    structured_text,
+)
+from ._results import ToolError, ToolResult, text_content
+
+__all__ = ("prompt_call", "resource_call", "tool_call", "unanswerable")
+
+_logger = logging.getLogger("mrtr_runtime")
+
+
+def unanswerable(method: str) -> Any:
+    def for_tools(message: str) -> JSONObject:
+        return ToolResult.error(message).to_wire()
+
+    def for_others(message: str) -> JSONObject:
+        raise ProtocolError(INVALID_REQUEST, message)
+
+    return for_tools if method == "tools/call" else for_others
+
+
+# -- tools --------------------------------------------------------------------------
+
+
+def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise ProtocolError(INVALID_PARAMS, "tools/call needs a string 'name'")
+    tool = registry.tools.get(name)
+    if tool is None:
+        raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
+    arguments = params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ProtocolError(INVALID_PARAMS, "tools/call 'arguments' must be an object")
+    try:
+        parsed: BaseModel | None = tool.parse_arguments(arguments)
+        invalid = ""
+    except ValidationError as error:
+        parsed, invalid = None, describe_validation_error(error)
+
+    async def run(context: Context) -> Any:
+        if parsed is None:
+            # server/tools: input validation errors are tool results the model can act on.
+            return ToolResult.error(f"Invalid arguments for tool {name!r}: {invalid}")
+        try:
+            return await tool.call(parsed, context)
+        except InvalidInputResponse:
+            raise
+        except ToolError as error:
+            return ToolResult.error(str(error))
+        except Exception as error:
+            # The message may hold secrets from a library; the log gets the whole story.
+            _logger.exception("tool %r raised", name)
+            return ToolResult.error(
+                f"Tool {name!r} failed with {type(error).__name__}; see the server log."
+            )
+
+    return Call("tools/call", name, arguments, run, lambda outcome: _tool_result(tool, outcome))
+
+
+# -- prompts ------------------------------------------------------------------------
+
+
+def prompt_call(registry: Registry, params: Mapping[str, Any]) -> Call:
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise ProtocolError(INVALID_PARAMS, "prompts/get needs a string 'name'")
+    prompt = registry.prompts.get(name)
+    if prompt is None:
+        raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {name}")
+    arguments = params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ProtocolError(INVALID_PARAMS, "prompts/get 'arguments' must be an object")
+    try:
+        parsed = prompt.signature.model.model_validate(arguments)
+    except ValidationError as error:
+        raise ProtocolError(
+            INVALID_PARAMS,
+            f"Invalid arguments for prompt {name!r}: {describe_validation_error(error)}",
+        ) from None
+
+    async def run(context: Context) -> Any:
+        try:
+            return await prompt.call(parsed, context)
+        except InvalidInputResponse:
+            raise
+        except Exception as error:
+            _logger.exception("prompt %r raised", name)
+            raise ProtocolError(INTERNAL_ERROR, f"Prompt {name!r} failed") from error
+
+    return Call(
+        "prompts/get", name, arguments, run, lambda outcome: _prompt_result(prompt, outcome)
+    )
+
+
+# -- resources ----------------------------------------------------------------------
+
+
+def resource_call(registry: Registry, params: Mapping[str, Any]) -> Call:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise ProtocolError(INVALID_PARAMS, "resources/read needs a string 'uri'")
+    found = registry.find_resource(uri)
+    if found is None:
+        # server/resources: resource not found is -32602 in 2026-07-28 (no longer -32002).
+        raise ProtocolError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+    resource, variables = found
+
+    async def run(context: Context) -> Any:
+        try:
+            return await resource.call(variables, context)
+        except InvalidInputResponse:
+            raise
+        except ValidationError as error:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"Invalid resource URI {uri}: {describe_validation_error(error)}",
+            ) from None
+        except Exception as error:
+            _logger.exception("resource %r raised", uri)
+            raise ProtocolError(INTERNAL_ERROR, f"Reading {uri} failed") from error
+
+    return Call(
+        "resources/read", uri, {}, run, lambda outcome: _resource_result(resource, uri, outcome)
+    )
+
+
+def _plain_text(result: ToolResult) -> bool:
+    return result.structured is None and all(
+        block.get("type") == "text" and isinstance(block.get("text"), str) and len(block) == 2
+        for block in result.content
+    )
+
+
+def _json_safe(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
+    if isinstance(outcome, ToolResult):
+        result = outcome
+    elif isinstance(outcome, str):
+        result = ToolResult.text(outcome)
+    elif outcome is None:
+        result = ToolResult()
+    else:
+        structured = (
+            outcome.model_dump(mode="json", by_alias=True)
+            if isinstance(outcome, BaseModel)
+            else outcome
+        )
+        if not _json_safe(structured):
+            _logger.error(
+                "tool %r returned a %s, which is not JSON", tool.name, type(outcome).__name__
+            )
+            return ToolResult.error(
+                f"Tool {tool.name!r} returned a value that is not JSON"
+            ).to_wire()
+        result = ToolResult.text(structured_text(structured), structured=structured)
+    if tool.output_model is not None and not result.is_error:
+        # server/tools: with an outputSchema, servers MUST provide conforming structured results.
+        try:
+            tool.output_model.model_validate(result.structured)
+        except ValidationError as error:
+            _logger.error(
+                "tool %r broke its outputSchema: %s", tool.name, describe_validation_error(error)
+            )
+            return ToolResult.error(
+                f"Tool {tool.name!r} returned output that breaks its outputSchema"
+            ).to_wire()
+    wire = result.to_wire()
+    # Only what a tool built by hand can hold a non-JSON value; plain text cannot, and the
+    # hot path should not encode every result twice.
+    if not _plain_text(result) and not _json_safe(wire):
+        _logger.error("tool %r returned a result that is not JSON", tool.name)
+        return ToolResult.error(f"Tool {tool.name!r} returned a value that is not JSON").to_wire()
+    return wire
+
+
+def _prompt_result(prompt: PromptDef, outcome: Any) -> JSONObject:
+    if isinstance(outcome, str):
+        messages: list[Any] = [{"role": "user", "content": text_content(outcome)}]
+    elif isinstance(outcome, list) and all(
+        isinstance(message, dict) and "role" in message and "content" in message
+        for message in outcome
+    ):
+        messages = outcome
+    else:
+        _logger.error("prompt %r returned %s", prompt.name, type(outcome).__name__)
+        raise ProtocolError(INTERNAL_ERROR, f"Prompt {prompt.name!r} returned no messages")
+    result: JSONObject = {"messages": messages}
+    if prompt.description:
+        result["description"] = prompt.description
+    return result
+
+
+def _resource_result(resource: ResourceDef, uri: str, outcome: Any) -> JSONObject:
+    content: JSONObject = {"uri": uri}
+    if resource.mime_type:
+        content["mimeType"] = resource.mime_type
+    if isinstance(outcome, str):
+        content["text"] = outcome
+    elif isinstance(outcome, bytes):
+        content["blob"] = base64.b64encode(outcome).decode("ascii")
+    else:
+        _logger.error("resource %r returned %s", uri, type(outcome).__name__)
+        raise ProtocolError(INTERNAL_ERROR, f"Reading {uri} returned neither text nor bytes")
+    return {"contents": [content]}
