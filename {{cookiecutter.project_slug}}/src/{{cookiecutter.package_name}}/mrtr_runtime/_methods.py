@@ -47,18 +47,23 @@ def unanswerable(method: str) -> Any:
 # -- tools --------------------------------------------------------------------------
 
 
-def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
+def _name_and_arguments(method: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     name = params.get("name")
     if not isinstance(name, str):
-        raise ProtocolError(INVALID_PARAMS, "tools/call needs a string 'name'")
-    tool = registry.tools.get(name)
-    if tool is None:
-        raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
+        raise ProtocolError(INVALID_PARAMS, f"{method} needs a string 'name'")
     arguments = params.get("arguments")
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        raise ProtocolError(INVALID_PARAMS, "tools/call 'arguments' must be an object")
+        raise ProtocolError(INVALID_PARAMS, f"{method} 'arguments' must be an object")
+    return name, arguments
+
+
+def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
+    name, arguments = _name_and_arguments("tools/call", params)
+    tool = registry.tools.get(name)
+    if tool is None:
+        raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
     try:
         parsed: BaseModel | None = tool.parse_arguments(arguments)
         invalid = ""
@@ -89,17 +94,10 @@ def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
 
 
 def prompt_call(registry: Registry, params: Mapping[str, Any]) -> Call:
-    name = params.get("name")
-    if not isinstance(name, str):
-        raise ProtocolError(INVALID_PARAMS, "prompts/get needs a string 'name'")
+    name, arguments = _name_and_arguments("prompts/get", params)
     prompt = registry.prompts.get(name)
     if prompt is None:
         raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {name}")
-    arguments = params.get("arguments")
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        raise ProtocolError(INVALID_PARAMS, "prompts/get 'arguments' must be an object")
     try:
         parsed = prompt.signature.model.model_validate(arguments)
     except ValidationError as error:
