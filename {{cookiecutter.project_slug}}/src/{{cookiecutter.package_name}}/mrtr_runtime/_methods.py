@@ -168,6 +168,9 @@ def _json_safe(value: Any) -> bool:
 
 
 def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
+    # A result a tool built by hand may hold anything; the ones built here are JSON by
+    # construction, and the hot path should not encode every result twice to check.
+    handmade = isinstance(outcome, ToolResult)
     if isinstance(outcome, ToolResult):
         result = outcome
     elif isinstance(outcome, str):
@@ -180,14 +183,12 @@ def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
             if isinstance(outcome, BaseModel)
             else outcome
         )
-        if not _json_safe(structured):
-            _logger.error(
-                "tool %r returned a %s, which is not JSON", tool.name, type(outcome).__name__
-            )
-            return ToolResult.error(
-                f"Tool {tool.name!r} returned a value that is not JSON"
-            ).to_wire()
-        result = ToolResult.text(structured_text(structured), structured=structured)
+        try:
+            text = structured_text(structured)
+        except (TypeError, ValueError, RecursionError):
+            _logger.error("tool %r returned a %s, not JSON", tool.name, type(outcome).__name__)
+            return _not_json(tool)
+        result = ToolResult.text(text, structured=structured)
     if tool.output_model is not None and not result.is_error:
         # server/tools: with an outputSchema, servers MUST provide conforming structured results.
         try:
@@ -200,12 +201,14 @@ def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
                 f"Tool {tool.name!r} returned output that breaks its outputSchema"
             ).to_wire()
     wire = result.to_wire()
-    # Only what a tool built by hand can hold a non-JSON value; plain text cannot, and the
-    # hot path should not encode every result twice.
-    if not _plain_text(result) and not _json_safe(wire):
+    if handmade and not _plain_text(result) and not _json_safe(wire):
         _logger.error("tool %r returned a result that is not JSON", tool.name)
-        return ToolResult.error(f"Tool {tool.name!r} returned a value that is not JSON").to_wire()
+        return _not_json(tool)
     return wire
+
+
+def _not_json(tool: ToolDef) -> JSONObject:
+    return ToolResult.error(f"Tool {tool.name!r} returned a value that is not JSON").to_wire()
 
 
 def _prompt_result(prompt: PromptDef, outcome: Any) -> JSONObject:

@@ -404,4 +404,4 @@ class Registry:
 
 def structured_text(value: Any) -> str:
     """server/tools: structured content SHOULD also be returned as serialised JSON text."""
-    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, allow_nan=False)
