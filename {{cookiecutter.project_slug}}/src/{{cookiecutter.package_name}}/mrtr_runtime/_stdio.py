@@ -21,7 +21,7 @@ import sys
 import threading
 from collections.abc import Callable
 from itertools import count
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from ._jsonrpc import (
     INTERNAL_ERROR,
@@ -62,6 +62,12 @@ DRAIN_SECONDS: Final = 5.0
 WRITE_GRACE_SECONDS: Final = 2.0
 
 _logger = logging.getLogger("mrtr_runtime")
+
+
+class Write(Protocol):
+    """Hands one whole encoded message to the wire; `more_coming` lets it batch with others."""
+
+    def __call__(self, data: bytes, more_coming: bool = False) -> None: ...
 
 
 class _LineSplitter:
@@ -110,7 +116,7 @@ class Connection:
     def __init__(
         self,
         server: Server,
-        write: Callable[[bytes], None],
+        write: Write,
         *,
         backlog_changed: Callable[[], None] = lambda: None,
     ) -> None:
@@ -207,7 +213,7 @@ class Connection:
         # Written in the same step the handler finished in: a cancellation that arrives later
         # finds nothing to stop, one that arrived earlier has already ended this task (stdio:
         # after a cancellation the server "MUST NOT send any further messages" for it).
-        self._write(data)
+        self._write(data, len(self.in_flight) > 1)
         if self.after_first_response is not None:
             asyncio.get_running_loop().call_soon(self.after_first_response)
             self.after_first_response = None
@@ -314,14 +320,14 @@ def configure_logging() -> None:
 
 async def _open_output(
     loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event
-) -> tuple[Callable[[bytes], None], _Writer, asyncio.WriteTransport | None]:
+) -> tuple[Write, _Writer, asyncio.WriteTransport | None]:
     writer = _Writer(stop)
     try:
         pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
         transport, _ = await loop.connect_write_pipe(lambda: writer, pipe)
     except (ValueError, OSError, NotImplementedError):
         # A regular file (or a platform without pipe transports): plain blocking writes.
-        def write_blocking(data: bytes) -> None:
+        def write_blocking(data: bytes, more_coming: bool = False) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -335,12 +341,16 @@ async def _open_output(
             transport.write(b"".join(pending))
         pending.clear()
 
-    def write(data: bytes) -> None:
-        # Messages finished in the same turn of the loop go out in one write: a burst of
-        # pipelined requests costs one syscall, not one per response. Order is kept.
-        if not pending:
-            loop.call_soon(flush)
-        pending.append(data)
+    def write(data: bytes, more_coming: bool = False) -> None:
+        # While other requests are in flight, responses finished in the same turn of the loop
+        # go out in one write (a pipelined burst costs one syscall, not one per response); a
+        # lone response goes at once. Either way, order is kept.
+        if pending or more_coming:
+            if not pending:
+                loop.call_soon(flush)
+            pending.append(data)
+        elif not transport.is_closing():
+            transport.write(data)
 
     return write, writer, transport
 
