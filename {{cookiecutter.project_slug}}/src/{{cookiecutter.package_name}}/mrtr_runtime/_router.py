@@ -123,6 +123,7 @@ class Server:
         self.info: dict[str, Any] = {"name": name, "version": version}
         if title is not None:
             self.info["title"] = title
+        #: Shared by every result: encoded, never mutated.
         self._result_meta: Final = {META_SERVER_INFO: self.info}
         self.capabilities: dict[str, Any] = {"tools": {}, "prompts": {}, "resources": {}}
 
@@ -179,7 +180,8 @@ class Server:
             return result
         # basic/index: the result MUST include resultType; servers SHOULD put serverInfo in _meta.
         result.setdefault("resultType", "complete")
-        result["_meta"] = {**result.get("_meta", {}), **self._result_meta}
+        meta = result.get("_meta")
+        result["_meta"] = {**meta, **self._result_meta} if meta else self._result_meta
         if method in _CACHEABLE or (method == "resources/read" and "contents" in result):
             # caching: results of retries carrying inputResponses/requestState MUST NOT be cached.
             retried = "inputResponses" in params or "requestState" in params
