@@ -39,6 +39,7 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
 
 __all__ = (
     "ALL_CAPABILITIES",
+    "DEPLOY_INPUT_REQUESTS",
     "KEY_HEX",
     "META_SERVER_INFO",
     "MODERN",
@@ -391,3 +392,30 @@ def text_of(result: Mapping[str, Any]) -> str:
     assert content[0]["type"] == "text"
     text: str = content[0]["text"]
     return text
+
+
+# The design notes' Q2 round-1 inputRequests, key for key and field for field.
+DEPLOY_INPUT_REQUESTS: Json = {
+    "confirm": {
+        "method": "elicitation/create",
+        "params": {
+            "message": "Deploy stack 'prod-api' to AWS production?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"confirmed": {"type": "boolean"}},
+                "required": ["confirmed"],
+            },
+        },
+    },
+    "role-arn": {
+        "method": "elicitation/create",
+        "params": {
+            "message": "Provide the IAM role ARN to assume:",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
+                "required": ["arn"],
+            },
+        },
+    },
+}

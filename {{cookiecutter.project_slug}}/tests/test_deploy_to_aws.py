@@ -41,6 +41,7 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
 from {{ cookiecutter.package_name }}.tools import (
     deploy_to_aws as tool,
 )
+from support import DEPLOY_INPUT_REQUESTS
 
 BOUND = 10  # seconds; every test that waits on a task or a thread is bounded
 REGION = "us-east-1"
@@ -55,30 +56,7 @@ Json = dict[str, Any]
 Elicit = Callable[[Json], Awaitable[Json]]
 
 # Design notes Q2, round 1, as printed there.
-ROUND_ONE_REQUESTS: Json = {
-    "confirm": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Deploy stack 'prod-api' to AWS production?",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"confirmed": {"type": "boolean"}},
-                "required": ["confirmed"],
-            },
-        },
-    },
-    "role-arn": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Provide the IAM role ARN to assume:",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
-                "required": ["arn"],
-            },
-        },
-    },
-}
+ROUND_ONE_REQUESTS: Json = DEPLOY_INPUT_REQUESTS
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
     request_with_inputs,
 )
 from support import (
+    DEPLOY_INPUT_REQUESTS,
     META_SERVER_INFO,
     OTHER_KEY_HEX,
     THIRD_KEY_HEX,
@@ -49,32 +50,6 @@ pytestmark = pytest.mark.anyio
 DEPLOY: Json = {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
 ARN = "arn:aws:iam::123456789012:role/Deploy"
 BOTH_ANSWERS: Json = {"confirm": accept(confirmed=True), "role-arn": accept(arn=ARN)}
-
-# The design notes' Q2 round-1 inputRequests, key for key and field for field.
-DEPLOY_INPUT_REQUESTS: Json = {
-    "confirm": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Deploy stack 'prod-api' to AWS production?",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"confirmed": {"type": "boolean"}},
-                "required": ["confirmed"],
-            },
-        },
-    },
-    "role-arn": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Provide the IAM role ARN to assume:",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
-                "required": ["arn"],
-            },
-        },
-    },
-}
 
 
 @pytest.fixture
