@@ -85,6 +85,16 @@ class _Signature:
             kwargs[self.context_param] = context
         return kwargs
 
+    async def call(
+        self, handler: Callable[..., Any], arguments: BaseModel, context: Context
+    ) -> Any:
+        kwargs = self.kwargs(arguments, context)
+        if self.is_async:
+            return await handler(**kwargs)
+        # A plain `def` handler may block (I/O, CPU); a worker thread keeps the loop serving.
+        # abandon_on_cancel: a cancelled or shut-down call must not wait for a thread stuck in I/O.
+        return await anyio.to_thread.run_sync(lambda: handler(**kwargs), abandon_on_cancel=True)
+
 
 def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
     # pydantic is imported with the first tool, not with the runtime: a server answers its
@@ -122,16 +132,6 @@ def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
     return _Signature(model, None, context_param, is_async, tuple(pairs))
 
 
-async def _invoke(
-    signature: _Signature, handler: Callable[..., Any], kwargs: dict[str, Any]
-) -> Any:
-    if signature.is_async:
-        return await handler(**kwargs)
-    # A plain `def` handler may block (I/O, CPU); a worker thread keeps the loop serving.
-    # abandon_on_cancel: a cancelled or shut-down call must not wait for a thread stuck in I/O.
-    return await anyio.to_thread.run_sync(lambda: handler(**kwargs), abandon_on_cancel=True)
-
-
 @dataclass(frozen=True)
 class ToolDef:
     name: str
@@ -158,9 +158,7 @@ class ToolDef:
         return self.signature.model.model_validate(arguments)
 
     async def call(self, arguments: BaseModel, context: Context) -> Any:
-        return await _invoke(
-            self.signature, self.handler, self.signature.kwargs(arguments, context)
-        )
+        return await self.signature.call(self.handler, arguments, context)
 
 
 @dataclass(frozen=True)
@@ -187,9 +185,7 @@ class PromptDef:
         return wire
 
     async def call(self, arguments: BaseModel, context: Context) -> Any:
-        return await _invoke(
-            self.signature, self.handler, self.signature.kwargs(arguments, context)
-        )
+        return await self.signature.call(self.handler, arguments, context)
 
 
 @dataclass(frozen=True)
@@ -202,9 +198,7 @@ class ResourceDef:
 
     async def call(self, variables: Mapping[str, str], context: Context) -> Any:
         arguments = self.signature.model.model_validate(variables)
-        return await _invoke(
-            self.signature, self.handler, self.signature.kwargs(arguments, context)
-        )
+        return await self.signature.call(self.handler, arguments, context)
 
 
 @dataclass(frozen=True)
