@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._capabilities import ClientCapabilities
-from ._context import Context, InvalidInputResponse
+from ._context import Cancelled, Context, InvalidInputResponse
 from ._inputs import InputRequest, elicit_form, elicit_url, list_roots, sample
 from ._keys import (
     KeyRing,
@@ -83,6 +83,7 @@ __all__ = (
     "LEGACY_VERSIONS",
     "MODERN_VERSIONS",
     "Binding",
+    "Cancelled",
     "ClientCapabilities",
     "ClientSession",
     "Context",

@@ -13,13 +13,35 @@ from ._capabilities import ClientCapabilities
 from ._inputs import INPUT_METHODS, InputRequest
 from ._results import InputRequired
 
-__all__ = ("Context", "InvalidInputResponse", "Notifier")
+__all__ = ("Cancellation", "Cancelled", "Context", "InvalidInputResponse", "Notifier")
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
 Notifier = Callable[[str, dict[str, Any]], Awaitable[None]]
 Era = Literal["modern", "legacy"]
 
 _logger = logging.getLogger("mrtr_runtime.tools")
+
+
+class Cancelled(Exception):
+    """Raised by `Context.check_cancelled()` once the client has cancelled the request."""
+
+
+class Cancellation:
+    """Whether the client cancelled one request; set by the transport, read from any thread.
+
+    basic/utilities/cancellation: the receiver SHOULD stop processing a cancelled request. The
+    event loop cancels an async handler's task; work running in a worker thread cannot be
+    interrupted, so it polls this flag (`Context.cancelled`) between its steps. A plain bool
+    attribute: one store on the loop, atomic reads from threads, nothing to allocate per call.
+    """
+
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 class InvalidInputResponse(Exception):
@@ -46,6 +68,7 @@ class Context:
 
     __slots__ = (
         "_answers",
+        "_cancellation",
         "_last_progress",
         "_notify",
         "client_capabilities",
@@ -66,8 +89,10 @@ class Context:
         era: Era,
         progress_token: str | int | None = None,
         notify: Notifier | None = None,
+        cancellation: Cancellation | None = None,
     ) -> None:
         self._answers = answers
+        self._cancellation = cancellation
         self._notify = notify
         self._last_progress: float | None = None
         self.request_state = request_state
@@ -120,6 +145,20 @@ class Context:
                 raise TypeError(f"input request {key!r} must be built with elicit_form/sample/...")
         return InputRequired(dict(requests))
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether the client has cancelled this request. Safe to read from a worker thread."""
+        return self._cancellation is not None and self._cancellation.cancelled
+
+    def check_cancelled(self) -> None:
+        """Raise `Cancelled` if the client cancelled this request; call it between steps.
+
+        For work in a worker thread (`anyio.to_thread.run_sync`, a plain `def` tool), which
+        the event loop cannot interrupt: check before every step that changes something.
+        """
+        if self.cancelled:
+            raise Cancelled("the client cancelled this request")
+
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
@@ -128,7 +167,8 @@ class Context:
         basic/utilities/progress: the value "MUST increase with each notification", so a
         value that does not is dropped rather than sent.
         """
-        if self.progress_token is None or self._notify is None:
+        if self.progress_token is None or self._notify is None or self.cancelled:
+            # basic/utilities/cancellation: nothing more is sent for a cancelled request.
             return
         if self._last_progress is not None and progress <= self._last_progress:
             _logger.debug("progress %s dropped: not above %s", progress, self._last_progress)

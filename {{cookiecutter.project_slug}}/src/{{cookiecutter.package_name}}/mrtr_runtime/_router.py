@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ._capabilities import ClientCapabilities
-from ._context import Context, Era
+from ._context import Cancellation, Context, Era
 from ._dispatch import Call, run_round
 from ._jsonrpc import (
     INTERNAL_ERROR,
@@ -102,6 +102,7 @@ class _Scope:
     version: str
     capabilities: ClientCapabilities
     progress_token: str | int | None
+    cancellation: Cancellation | None = None
 
 
 class Server:
@@ -129,10 +130,20 @@ class Server:
 
     # -- entry points -------------------------------------------------------------------
 
-    async def handle_request(self, request: Request, session: Session, peer: Peer) -> JSONObject:
-        """The response message for `request`. Never raises for anything a client sends."""
+    async def handle_request(
+        self,
+        request: Request,
+        session: Session,
+        peer: Peer,
+        cancellation: Cancellation | None = None,
+    ) -> JSONObject:
+        """The response message for `request`. Never raises for anything a client sends.
+
+        `cancellation` is the transport's flag for this request: handlers see it as
+        `ctx.cancelled`, and progress stops once it is set.
+        """
         try:
-            result = await self._serve(request, session, peer)
+            result = await self._serve(request, session, peer, cancellation)
         except ProtocolError as error:
             return error_response(request.id, error.code, error.message, error.data)
         except Exception:
@@ -160,7 +171,13 @@ class Server:
 
     # -- era and version rules ----------------------------------------------------------
 
-    async def _serve(self, request: Request, session: Session, peer: Peer) -> JSONObject:
+    async def _serve(
+        self,
+        request: Request,
+        session: Session,
+        peer: Peer,
+        cancellation: Cancellation | None,
+    ) -> JSONObject:
         method, params = request.method, request.params
         meta = params.get("_meta")
         if method == "initialize" and not (
@@ -172,6 +189,7 @@ class Server:
         if method not in _MODERN_METHODS and method not in _LEGACY_METHODS:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
         scope = self._scope(params, session)
+        scope.cancellation = cancellation
         allowed = _MODERN_METHODS if scope.era == "modern" else _LEGACY_METHODS
         if method not in allowed:
             raise ProtocolError(METHOD_NOT_FOUND, f"Method not found in {scope.version}: {method}")
@@ -295,6 +313,7 @@ class Server:
             era=scope.era,
             progress_token=scope.progress_token,
             notify=peer.notify,
+            cancellation=scope.cancellation,
         )
 
     def _list(self, method: str, params: Mapping[str, Any]) -> JSONObject:
