@@ -7,7 +7,13 @@ promptly when their standard input is closed".
 It runs on asyncio and uses its pipe transports directly: the event loop keeps both pipes
 registered, every chunk that arrives is split into lines at once, and a response is handed to
 the write transport whole -- so messages can never interleave or be cut, and no lock, read
-syscall or registration is paid per message. Handlers still use anyio freely.
+syscall or registration is paid per message. Handlers still use anyio freely. An stdin the
+loop cannot poll (a regular file, /dev/null) is read by a daemon thread instead.
+
+stdin is read all the time: responses to our own requests, cancellations and EOF are acted on
+however busy the server is. Only new requests wait, in a bounded backlog; past it they are
+refused with a "server busy" error. The one thing that stops reading is a client that leaves
+MAX_UNREAD_OUTPUT_BYTES of our output unread.
 """
 
 from __future__ import annotations
@@ -15,14 +21,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
+import stat
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from itertools import count
 from typing import Any, Final, Protocol
 
+from ._context import Cancellation
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -41,25 +50,44 @@ from ._legacy import ClientRequestFailed
 from ._router import Server, Session
 
 __all__ = (
+    "BUSY_WAIT_SECONDS",
+    "CLIENT_REQUEST_TIMEOUT_SECONDS",
     "DRAIN_SECONDS",
     "MAX_BACKLOG",
     "MAX_CONCURRENT_REQUESTS",
+    "MAX_UNREAD_OUTPUT_BYTES",
     "WRITE_GRACE_SECONDS",
     "Connection",
+    "client_request_timeout",
     "configure_logging",
     "serve_stdio",
 )
 
-#: Requests served at once. Requests beyond it wait in a backlog of MAX_BACKLOG; when that is
-#: full too, the transport stops reading stdin, so a flood waits in the pipe (back-pressure)
-#: instead of in our memory. (A legacy client with more than both of these requests waiting
-#: on its own answers would stall itself; no real host comes near.)
+#: Requests served at once. Requests beyond it wait, in arrival order, in a backlog of
+#: MAX_BACKLOG; a request that finds both full is answered at once with a "server busy" error
+#: (JSON-RPC -32603, `data` giving the numbers) -- never dropped, never left unanswered.
 MAX_CONCURRENT_REQUESTS: Final = 64
 MAX_BACKLOG: Final = 4 * MAX_CONCURRENT_REQUESTS
+#: A pipelined burst arrives faster than any tool finishes: requests read beyond the backlog
+#: are held (input paused, at most one read's worth) for up to this long while slots free up,
+#: and only those still without a place are refused as busy. It bounds how long stdin goes
+#: unread while the server is saturated; a burst of quick calls never sees a busy error.
+BUSY_WAIT_SECONDS: Final = 0.25
+#: Output the client has not read yet, past which we stop reading its input until it catches
+#: up (asyncio's write buffer high-water mark; reading resumes below half of it). Without it a
+#: client that floods requests and never reads stdout would grow our memory without bound; a
+#: merely slow reader (the pipe's own 64 KiB full) must not stop us reading cancellations.
+MAX_UNREAD_OUTPUT_BYTES: Final = 32 * 1024 * 1024
 #: After stdin closes, in-flight requests get this long to finish before they are abandoned.
 DRAIN_SECONDS: Final = 5.0
 #: At shutdown, how long responses already written may take to reach the client.
 WRITE_GRACE_SECONDS: Final = 2.0
+#: Default bound on a server-to-client request (legacy elicitation/create, sampling, roots):
+#: a person may take a while to fill in a form, but a host that never answers must not hold
+#: the tool call forever. MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS overrides it.
+CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 600.0
+#: How much one read of stdin takes at most (asyncio's own pipe read size).
+_READ_SIZE: Final = 256 * 1024
 
 _logger = logging.getLogger("mrtr_runtime")
 
@@ -104,6 +132,34 @@ class _LineSplitter:
                 lines.append(None)
         return lines
 
+    def finish(self) -> list[bytes | None]:
+        """At EOF: the last line, when the client did not end it with a newline."""
+        line = bytes(self._buffer)
+        self._buffer.clear()
+        self._discarding = False
+        return [line.rstrip(b"\r")] if line.strip() else []
+
+
+class _Call(Cancellation):
+    """One request being served: its task, and the cancellation flag its handler reads."""
+
+    __slots__ = ("task",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.task: asyncio.Task[None] | None = None
+
+
+def _busy_error(request_id: RequestId, running: int, queued: int) -> JSONObject:
+    # -32603 rather than a code of its own: -32000..-32099 are reserved by the MCP spec, and a
+    # client that retries on "Internal error" does the right thing here too.
+    return error_response(
+        request_id,
+        INTERNAL_ERROR,
+        f"Server busy: {running} requests running and {queued} queued; retry later",
+        {"running": running, "queued": queued},
+    )
+
 
 class Connection:
     """One client on one pair of pipes: in-flight requests, and server-to-client requests.
@@ -111,6 +167,7 @@ class Connection:
     `feed` is called with whatever bytes arrived; `write` is given whole encoded messages.
     Nothing here waits on a request, so responses and cancellations keep flowing while every
     slot is busy (a legacy request may be waiting for exactly the response next on the wire).
+    `flow_changed` is called when `wants_input` changes.
     """
 
     def __init__(
@@ -118,16 +175,22 @@ class Connection:
         server: Server,
         write: Write,
         *,
-        backlog_changed: Callable[[], None] = lambda: None,
+        flow_changed: Callable[[], None] = lambda: None,
+        client_request_timeout: float = CLIENT_REQUEST_TIMEOUT_SECONDS,
     ) -> None:
         self.server = server
         self.session = Session()
         self._write = write
-        self._backlog_changed = backlog_changed
+        self._flow_changed = flow_changed
+        self._client_request_timeout = client_request_timeout
         self._splitter = _LineSplitter()
-        self.in_flight: dict[RequestId, asyncio.Task[None]] = {}
+        self.in_flight: dict[RequestId, _Call] = {}
         #: Requests read while every slot was busy, served in arrival order as slots free up.
         self.backlog: dict[RequestId, Request] = {}
+        #: Requests read while the backlog was full too: they get BUSY_WAIT_SECONDS to find a
+        #: place, with input paused meanwhile, then the busy error.
+        self.held: dict[RequestId, Request] = {}
+        self._busy_timer: asyncio.TimerHandle | None = None
         self.awaiting_client: dict[str, asyncio.Future[Response]] = {}
         self.idle = asyncio.Event()
         self.idle.set()
@@ -136,8 +199,13 @@ class Connection:
         self.after_first_response: Callable[[], None] | None = None
 
     @property
-    def backlog_full(self) -> bool:
-        return len(self.backlog) >= MAX_BACKLOG
+    def wants_input(self) -> bool:
+        """False while requests are held waiting for a place (reading more would only add)."""
+        return not self.held
+
+    @property
+    def unfinished(self) -> int:
+        return len(self.in_flight) + len(self.backlog) + len(self.held)
 
     # -- the Peer the router sees ---------------------------------------------------------
 
@@ -152,7 +220,19 @@ class Connection:
             self._write(
                 encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             )
-            response = await answer
+            try:
+                async with asyncio.timeout(self._client_request_timeout):
+                    response = await answer
+            except TimeoutError:
+                reason = f"no answer within {self._client_request_timeout:g} s"
+                _logger.warning("the client gave %s to %s (%s)", reason, method, request_id)
+                self._cancel_client_request(request_id, reason)
+                raise ClientRequestFailed(INTERNAL_ERROR, reason) from None
+            except asyncio.CancelledError:
+                # The call that asked was cancelled (by the client, or at shutdown): the
+                # question is moot, so tell the client to stop asking the user.
+                self._cancel_client_request(request_id, "the request that needed it was cancelled")
+                raise
         finally:
             del self.awaiting_client[request_id]
         if response.error is not None or response.result is None:
@@ -164,13 +244,27 @@ class Connection:
             )
         return response.result
 
+    def _cancel_client_request(self, request_id: str, reason: str) -> None:
+        # basic/utilities/cancellation: either side may cancel a request it sent; a response
+        # that still arrives is ignored (`_on_response`).
+        self._send(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": request_id, "reason": reason},
+            }
+        )
+
     # -- incoming ---------------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
         for line in self._splitter.feed(data):
             self.receive(line)
-        if self.backlog_full:
-            self._backlog_changed()
+
+    def feed_eof(self) -> None:
+        """stdin ended: serve a last line that had no newline after it."""
+        for line in self._splitter.finish():
+            self.receive(line)
 
     def receive(self, line: bytes | None) -> None:
         if line is None:
@@ -184,14 +278,21 @@ class Connection:
             self._send(error_response(error.request_id, error.code, error.message))
             return
         if isinstance(message, Request):
-            if message.id in self.in_flight or message.id in self.backlog:
+            request_id = message.id
+            if (
+                request_id in self.in_flight
+                or request_id in self.backlog
+                or request_id in self.held
+            ):
                 self._send(
-                    error_response(message.id, INVALID_REQUEST, "Request id is already in use")
+                    error_response(request_id, INVALID_REQUEST, "Request id is already in use")
                 )
             elif len(self.in_flight) < MAX_CONCURRENT_REQUESTS:
                 self._start(message)
+            elif len(self.backlog) < MAX_BACKLOG:
+                self.backlog[request_id] = message
             else:
-                self.backlog[message.id] = message
+                self._hold(message)
         elif isinstance(message, Notification):
             self._on_notification(message)
         else:
@@ -199,20 +300,23 @@ class Connection:
 
     def _start(self, request: Request) -> None:
         self.idle.clear()
-        task = asyncio.get_running_loop().create_task(self._serve(request))
-        self.in_flight[request.id] = task
-        task.add_done_callback(lambda _: self._finished(request.id))
+        call = _Call()
+        call.task = asyncio.get_running_loop().create_task(self._serve(request, call))
+        self.in_flight[request.id] = call
+        call.task.add_done_callback(lambda _: self._finished(request.id))
 
-    async def _serve(self, request: Request) -> None:
-        response = await self.server.handle_request(request, self.session, self)
+    async def _serve(self, request: Request, call: _Call) -> None:
+        response = await self.server.handle_request(request, self.session, self, call)
+        if call.cancelled:
+            # basic/utilities/cancellation: after a cancellation the server "MUST NOT send any
+            # further messages" for that request. A handler in a worker thread can finish after
+            # the cancel arrived; its answer is dropped here.
+            return
         try:
             data = encode(response)
         except (TypeError, ValueError, RecursionError):
             _logger.exception("response to %s is not JSON", request.method)
             data = encode(error_response(request.id, INTERNAL_ERROR, "Internal error"))
-        # Written in the same step the handler finished in: a cancellation that arrives later
-        # finds nothing to stop, one that arrived earlier has already ended this task (stdio:
-        # after a cancellation the server "MUST NOT send any further messages" for it).
         self._write(data, len(self.in_flight) > 1)
         if self.after_first_response is not None:
             asyncio.get_running_loop().call_soon(self.after_first_response)
@@ -221,20 +325,62 @@ class Connection:
     def _finished(self, request_id: RequestId) -> None:
         del self.in_flight[request_id]
         if self.backlog:
-            self._start(self.backlog.pop(next(iter(self.backlog))))
-            self._backlog_changed()
+            request_id = next(iter(self.backlog))
+            self._start(self.backlog.pop(request_id))
+            if self.held:
+                self._admit()
         elif not self.in_flight:
             self.idle.set()
+
+    def _hold(self, request: Request) -> None:
+        self.held[request.id] = request
+        if self._busy_timer is None:
+            self._busy_timer = asyncio.get_running_loop().call_later(
+                BUSY_WAIT_SECONDS, self._refuse_held
+            )
+            self._flow_changed()
+
+    def _admit(self) -> None:
+        """Move held requests into the backlog while it has room, oldest first."""
+        while self.held and len(self.backlog) < MAX_BACKLOG:
+            request_id = next(iter(self.held))
+            self.backlog[request_id] = self.held.pop(request_id)
+        if not self.held and self._busy_timer is not None:
+            self._busy_timer.cancel()
+            self._busy_timer = None
+            self._flow_changed()
+
+    def _refuse_held(self) -> None:
+        self._busy_timer = None
+        running, queued = len(self.in_flight), len(self.backlog)
+        if self.held:
+            _logger.warning(
+                "server busy: refused %d request(s) (%d running, %d queued)",
+                len(self.held),
+                running,
+                queued,
+            )
+        for request_id in self.held:
+            self._send(_busy_error(request_id, running, queued))
+        self.held.clear()
+        self._flow_changed()
 
     def _on_notification(self, notification: Notification) -> None:
         request_id = self.server.handle_notification(notification)
         if request_id is None:
             return
-        task = self.in_flight.get(request_id)
-        if task is not None:
-            task.cancel()
+        call = self.in_flight.get(request_id)
+        if call is not None:
+            # The flag first: a handler in a worker thread sees it even though the task's
+            # cancellation cannot reach it, and `_serve` then writes nothing.
+            call.cancel()
+            if call.task is not None:
+                call.task.cancel()
         elif self.backlog.pop(request_id, None) is not None:
-            self._backlog_changed()
+            if self.held:
+                self._admit()
+        elif self.held.pop(request_id, None) is not None and not self.held:
+            self._admit()
 
     def _on_response(self, response: Response) -> None:
         waiting = self.awaiting_client.get(response.id) if isinstance(response.id, str) else None
@@ -248,8 +394,23 @@ class Connection:
 
     def cancel_all(self) -> None:
         self.backlog.clear()
-        for task in list(self.in_flight.values()):
-            task.cancel()
+        self.held.clear()
+        if self._busy_timer is not None:
+            self._busy_timer.cancel()
+            self._busy_timer = None
+        for call in list(self.in_flight.values()):
+            call.cancel()
+            if call.task is not None:
+                call.task.cancel()
+
+
+class _Input(Protocol):
+    """What flow control needs of a reader: asyncio's ReadTransport, or `_ThreadReader`."""
+
+    def is_reading(self) -> bool: ...
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+    def close(self) -> None: ...
 
 
 class _Reader(asyncio.Protocol):
@@ -261,6 +422,7 @@ class _Reader(asyncio.Protocol):
         self._connection.feed(data)
 
     def eof_received(self) -> bool | None:
+        self._connection.feed_eof()
         self._finished.set()
         return None
 
@@ -268,8 +430,78 @@ class _Reader(asyncio.Protocol):
         self._finished.set()
 
 
+class _ThreadReader:
+    """Reads an stdin the event loop cannot poll (a regular file, /dev/null, most devices).
+
+    A daemon thread, not the loop's executor: asyncio.run joins the executor's threads at
+    exit, and a read blocked on a device would then hold the process past its shutdown bound.
+    Each chunk is handed to the loop and the next read waits until it has been fed, so at
+    most a couple of chunks are ever in memory and pausing works as with a pipe.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        connection: Connection,
+        finished: asyncio.Event,
+    ) -> None:
+        self._loop = loop
+        self._fd = fd
+        self._connection = connection
+        self._finished = finished
+        self._go = threading.Event()
+        self._go.set()
+        self._reading = True
+        self._closed = False
+        threading.Thread(target=self._run, name="mrtr-stdin", daemon=True).start()
+
+    def _run(self) -> None:
+        with contextlib.suppress(OSError):
+            os.set_blocking(self._fd, True)
+        while True:
+            self._go.wait()
+            self._go.clear()
+            try:
+                chunk = os.read(self._fd, _READ_SIZE)
+            except OSError as error:
+                _logger.info("stdin could not be read (%s); treating it as closed", error)
+                chunk = b""
+            try:
+                self._loop.call_soon_threadsafe(self._deliver, chunk)
+            except RuntimeError:  # the loop is closed: the server has stopped
+                return
+            if not chunk:
+                return
+
+    def _deliver(self, chunk: bytes) -> None:
+        if self._closed:
+            return
+        if chunk:
+            self._connection.feed(chunk)
+            if self._reading:
+                self._go.set()
+        else:
+            self._connection.feed_eof()
+            self._finished.set()
+
+    def is_reading(self) -> bool:
+        return self._reading
+
+    def pause_reading(self) -> None:
+        self._reading = False
+
+    def resume_reading(self) -> None:
+        self._reading = True
+        self._go.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._reading = False
+
+
 class _Writer(asyncio.Protocol):
-    """Flow control for stdout: when the client stops reading, we stop reading too."""
+    """Flow control for stdout: set when the client leaves MAX_UNREAD_OUTPUT_BYTES unread."""
 
     def __init__(self, stop: asyncio.Event) -> None:
         self._stop = stop
@@ -278,6 +510,10 @@ class _Writer(asyncio.Protocol):
         self.flow_changed: Callable[[], None] = lambda: None
 
     def pause_writing(self) -> None:
+        _logger.warning(
+            "the client has left %d MiB of output unread; reading no more input until it reads",
+            MAX_UNREAD_OUTPUT_BYTES // (1024 * 1024),
+        )
         self.paused = True
         self.flow_changed()
 
@@ -318,21 +554,72 @@ def configure_logging() -> None:
     )
 
 
+def client_request_timeout(environ: Mapping[str, str]) -> float:
+    """MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS: a positive number of seconds, else the default.
+
+    Like MRTR_LOG_LEVEL, a value that makes no sense does not stop the server; it is named in
+    a warning on stderr and the default applies.
+    """
+    raw = environ.get("MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS")
+    if raw is None or not raw.strip():
+        return CLIENT_REQUEST_TIMEOUT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        _logger.warning(
+            "MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS=%r is not a positive number of seconds; using %g",
+            raw,
+            CLIENT_REQUEST_TIMEOUT_SECONDS,
+        )
+        return CLIENT_REQUEST_TIMEOUT_SECONDS
+    return seconds
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait on `fd`: a pipe, a socket or a terminal.
+
+    epoll refuses regular files and most character devices (/dev/null among them), and
+    asyncio only finds out inside the loop, where nothing can fall back any more.
+    """
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+
+
+def _blocking_writer(fd: int) -> Write:
+    with contextlib.suppress(OSError):
+        os.set_blocking(fd, True)
+
+    def write_blocking(data: bytes, more_coming: bool = False) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as error:
+            _logger.debug("stdout write failed: %s", error)
+
+    return write_blocking
+
+
 async def _open_output(
     loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event
 ) -> tuple[Write, _Writer, asyncio.WriteTransport | None]:
     writer = _Writer(stop)
+    if not _pollable(fd):
+        # A regular file or /dev/null: a write never waits on a reader, so plain writes.
+        return _blocking_writer(fd), writer, None
     try:
         pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
         transport, _ = await loop.connect_write_pipe(lambda: writer, pipe)
     except (ValueError, OSError, NotImplementedError):
-        # A regular file (or a platform without pipe transports): plain blocking writes.
-        def write_blocking(data: bytes, more_coming: bool = False) -> None:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-
-        return write_blocking, writer, None
+        return _blocking_writer(fd), writer, None
+    transport.set_write_buffer_limits(
+        high=MAX_UNREAD_OUTPUT_BYTES, low=MAX_UNREAD_OUTPUT_BYTES // 2
+    )
 
     pending: list[bytes] = []
 
@@ -357,23 +644,25 @@ async def _open_output(
 
 async def _open_input(
     loop: asyncio.AbstractEventLoop, fd: int, connection: Connection, finished: asyncio.Event
-) -> asyncio.ReadTransport | None:
-    try:
-        pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
-        transport, _ = await loop.connect_read_pipe(lambda: _Reader(connection, finished), pipe)
-    except (ValueError, OSError, NotImplementedError):
-        # A regular file (or no pipe transports): read it in a worker thread.
-        async def pump() -> None:
-            while chunk := await loop.run_in_executor(None, os.read, fd, 256 * 1024):
-                connection.feed(chunk)
-            finished.set()
-
-        loop.create_task(pump())
-        return None
-    return transport
+) -> _Input:
+    if _pollable(fd):
+        try:
+            pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
+            transport, _ = await loop.connect_read_pipe(lambda: _Reader(connection, finished), pipe)
+        except (ValueError, OSError, NotImplementedError) as error:
+            _logger.debug("stdin is not usable as a pipe (%s); reading it in a thread", error)
+        else:
+            return transport
+    return _ThreadReader(loop, fd, connection, finished)
 
 
-async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> int:
+async def _serve_pipes(
+    server: Server,
+    wire_in: int,
+    wire_out: int,
+    *,
+    client_timeout: float = CLIENT_REQUEST_TIMEOUT_SECONDS,
+) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     stdin_done = asyncio.Event()
@@ -381,18 +670,21 @@ async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows
             loop.add_signal_handler(signum, stop.set)
     write, writer, out_transport = await _open_output(loop, wire_out, stop)
-    reading: list[asyncio.ReadTransport | None] = [None]
+    reading: list[_Input | None] = [None]
 
     def flow_changed() -> None:
-        # Read while there is room for more requests and the client reads our responses.
-        transport = reading[0]
-        if transport is None:
+        # Read unless requests are already held for a place, or the client has stopped
+        # reading our output; responses and cancellations are read through anything else.
+        reader = reading[0]
+        if reader is None:
             return
-        wanted = not writer.paused and not connection.backlog_full
-        if wanted != transport.is_reading():
-            (transport.resume_reading if wanted else transport.pause_reading)()
+        wanted = not writer.paused and connection.wants_input
+        if wanted != reader.is_reading():
+            (reader.resume_reading if wanted else reader.pause_reading)()
 
-    connection = Connection(server, write, backlog_changed=flow_changed)
+    connection = Connection(
+        server, write, flow_changed=flow_changed, client_request_timeout=client_timeout
+    )
     writer.flow_changed = flow_changed
     broken: list[BaseException] = []
 
@@ -405,7 +697,8 @@ async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> int:
             stop.set()
 
     connection.after_first_response = warm_up
-    reading[0] = await _open_input(loop, wire_in, connection, stdin_done)
+    input_reader = reading[0] = await _open_input(loop, wire_in, connection, stdin_done)
+    flow_changed()
 
     stopped = loop.create_task(stop.wait())
     eof = loop.create_task(stdin_done.wait())
@@ -417,16 +710,16 @@ async def _serve_pipes(server: Server, wire_in: int, wire_out: int) -> int:
             {drained, stopped}, timeout=DRAIN_SECONDS, return_when=asyncio.FIRST_COMPLETED
         )
         drained.cancel()
-    unfinished = len(connection.in_flight) + len(connection.backlog)
+    unfinished = connection.unfinished
     if unfinished:
         _logger.warning("stopping; abandoning %d unfinished request(s)", unfinished)
     connection.cancel_all()
     stopped.cancel()
     eof.cancel()
     if connection.in_flight:
-        await asyncio.wait(set(connection.in_flight.values()), timeout=WRITE_GRACE_SECONDS)
-    if reading[0] is not None:
-        reading[0].close()
+        tasks = {call.task for call in connection.in_flight.values() if call.task is not None}
+        await asyncio.wait(tasks, timeout=WRITE_GRACE_SECONDS)
+    input_reader.close()
     if out_transport is not None:
         writer.closing = True
         await _flush(out_transport)
@@ -453,10 +746,11 @@ def serve_stdio(server: Server) -> int:
     Returns the exit status: 0, or 1 when the tools could not be loaded.
     """
     configure_logging()
+    timeout = client_request_timeout(os.environ)
     if sys.stdin.isatty():
         _logger.info("waiting for JSON-RPC on stdin; an MCP host normally starts this server")
     wire_in, wire_out = _claim_stdio()
-    status = asyncio.run(_serve_pipes(server, wire_in, wire_out))
+    status = asyncio.run(_serve_pipes(server, wire_in, wire_out, client_timeout=timeout))
     main = threading.main_thread()
     if any(t.is_alive() and not t.daemon and t is not main for t in threading.enumerate()):
         # A blocking tool abandoned at shutdown still holds a worker thread, and Python would
