@@ -336,13 +336,15 @@ def make_codec(
     previous: tuple[str, ...] = (),
     ttl_seconds: int = 600,
     clock: Any = None,
+    audience: str = SERVER_NAME,
 ) -> RequestStateCodec:
+    """A codec bound, like the app's, to the name of the server it signs for (``make_server``)."""
     ring = KeyRing(
         parse_signing_key(key_hex), tuple(parse_signing_key(other) for other in previous)
     )
     if clock is None:
-        return RequestStateCodec(ring, ttl_seconds=ttl_seconds)
-    return RequestStateCodec(ring, ttl_seconds=ttl_seconds, clock=clock)
+        return RequestStateCodec(ring, audience=audience, ttl_seconds=ttl_seconds)
+    return RequestStateCodec(ring, audience=audience, ttl_seconds=ttl_seconds, clock=clock)
 
 
 def make_server(

@@ -1,4 +1,4 @@
-"""requestState codec: round trips, tampering, rotation, expiry, replay, plaintext mode, caps.
+"""requestState codec: round trips, tampering, rotation, expiry, replay, audience, plaintext, caps.
 
 2026-07-28 basic/patterns/mrtr: servers MUST treat requestState as attacker-controlled and MUST
 reject state that fails verification; they SHOULD bind a TTL and the originating request.
@@ -7,6 +7,7 @@ reject state that fails verification; they SHOULD bind a TTL and the originating
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 
 import pytest
@@ -18,7 +19,9 @@ from {{ cookiecutter.package_name }}.mrtr_runtime._keys import (
     SigningKey,
 )
 from {{ cookiecutter.package_name }}.mrtr_runtime._state import (
+    DEFAULT_TTL_SECONDS,
     MAX_TOKEN_CHARS,
+    MAX_TTL_SECONDS,
     Binding,
     InvalidRequestState,
     RequestStateCodec,
@@ -51,8 +54,11 @@ def codec(
     previous: tuple[SigningKey, ...] = (),
     *,
     clock: Clock | None = None,
+    audience: str = "",
 ) -> RequestStateCodec:
-    return RequestStateCodec(KeyRing(current, previous), ttl_seconds=TTL, clock=clock or Clock())
+    return RequestStateCodec(
+        KeyRing(current, previous), audience=audience, ttl_seconds=TTL, clock=clock or Clock()
+    )
 
 
 def plain_codec(keys: KeyRing | None = None, clock: Clock | None = None) -> RequestStateCodec:
@@ -160,10 +166,17 @@ def test_mint_refuses_non_finite_numbers() -> None:
         codec().mint(BINDING, {"x": {"n": float("nan")}}, {})
 
 
-@pytest.mark.parametrize("ttl", [0, -1, True, 1.5])
-def test_codec_refuses_a_ttl_that_is_not_a_positive_int(ttl: object) -> None:
+@pytest.mark.parametrize("ttl", [0, -1, True, 1.5, MAX_TTL_SECONDS + 1, 86_400])
+def test_codec_refuses_a_ttl_that_is_not_an_int_from_1_to_an_hour(ttl: object) -> None:
     with pytest.raises(ValueError, match="ttl"):
         RequestStateCodec(KeyRing(KEY_A), ttl_seconds=ttl)  # type: ignore[arg-type]
+
+
+def test_default_ttl_is_15_minutes_and_the_cap_an_hour() -> None:
+    # 2026-07-28 basic/patterns/mrtr, Security Considerations: "a short expiry (TTL)".
+    assert (DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS) == (900, 3600)
+    assert RequestStateCodec(KeyRing(KEY_A)).ttl_seconds == 900
+    assert RequestStateCodec(KeyRing(KEY_A), ttl_seconds=3600).ttl_seconds == 3600
 
 
 def test_codec_without_keys_requires_the_insecure_flag() -> None:
@@ -317,6 +330,71 @@ def test_token_is_rejected_from_its_expiry_second_on(late: float) -> None:
     clock.now = int(NOW) + TTL + late
 
     assert rejected(minted, codec(clock=clock)) == "expired"
+
+
+def test_an_expired_token_for_another_request_is_a_binding_failure_not_an_expiry() -> None:
+    # Dispatch starts the questions over on "expired"; that must never happen for a replay.
+    clock = Clock()
+    other = Binding("tools/call", "delete_stack", BINDING.arguments_digest)
+    minted = codec(clock=clock).mint(other, answers(1), asked(1))
+    clock.now = int(NOW) + TTL + 1
+
+    assert rejected(minted, codec(clock=clock)) == "binding"
+    assert rejected(plaintext(payload(e=int(NOW), t="other")), plain_codec()) == "binding"
+
+
+def test_an_expired_token_from_another_key_or_server_is_not_reported_as_expired() -> None:
+    clock = Clock()
+    foreign = codec(KEY_A, audience="other", clock=clock).mint(BINDING, {}, {})
+    unknown = codec(KEY_B, clock=clock).mint(BINDING, {}, {})
+    clock.now = int(NOW) + TTL + 1
+
+    assert rejected(foreign, codec(clock=clock)) == "signature"
+    assert rejected(unknown, codec(clock=clock)) == "unknown key"
+
+
+# --- server identity (audience) ----------------------------------------------------------------
+
+
+def test_a_token_from_another_server_sharing_the_key_fails_the_signature() -> None:
+    minted = codec(audience="server-a").mint(BINDING, answers(1), asked(1))
+
+    assert rejected(minted, codec(audience="server-b")) == "signature"
+    assert rejected(minted, codec()) == "signature"  # nor a codec with no audience
+
+
+def test_replicas_with_the_same_name_and_key_accept_each_others_tokens() -> None:
+    minted = codec(audience="server-a").mint(BINDING, answers(1), asked(1))
+
+    assert codec(audience="server-a").verify(minted, BINDING).answers == answers(1)
+    assert codec(KEY_B, (KEY_A,), audience="server-a").verify(minted, BINDING).answers == (
+        answers(1)
+    )
+
+
+@pytest.mark.parametrize(("one", "two"), [("ab", "a"), ("a", "a\x00"), ("", "\x00"), ("é", "e")])
+def test_similar_server_names_never_share_a_mac_key(one: str, two: str) -> None:
+    minted = codec(audience=one).mint(BINDING, {}, {})
+
+    assert rejected(minted, codec(audience=two)) == "signature"
+
+
+def test_mac_key_is_derived_from_the_secret_a_label_and_the_length_prefixed_name() -> None:
+    # Pins the token format documented in _state: a replica built from the docstring must agree.
+    version, kid, body, tag = codec(audience="acme").mint(BINDING, {}, {}).split(".")
+    label = b"mrtr-server/requestState/m1/hmac-sha256"
+    derived = hmac.digest(KEY_A.secret, label + b"\x00\x04acme", "sha256")
+    expected = hmac.digest(derived, f"{version}.{kid}.{body}".encode(), "sha256")
+
+    assert tag == b64(expected)
+
+
+@pytest.mark.parametrize(("audience", "error"), [(b"a", TypeError), ("x" * 1025, ValueError)])
+def test_codec_refuses_an_audience_that_is_not_a_short_str(
+    audience: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match="audience"):
+        RequestStateCodec(KeyRing(KEY_A), audience=audience)  # type: ignore[arg-type]
 
 
 # --- binding: replay against another request ---------------------------------------------------

@@ -301,20 +301,52 @@ def test_the_key_from_a_key_file_never_appears_in_any_output(tmp_path: Path) -> 
     assert_no_token_contents(messages, token, outputs)
 
 
+def responses_to_round(
+    result: subprocess.CompletedProcess[bytes], request_id: object
+) -> dict[str, Any]:
+    response = responses(result)[request_id]
+    assert "result" in response, response
+    result_body: dict[str, Any] = response["result"]
+    return result_body
+
+
 @posix_only
-def test_a_world_readable_key_file_is_warned_about_without_quoting_the_key(tmp_path: Path) -> None:
-    key = secrets.token_hex(32)
-    key_file = tmp_path / "signing.key"
-    key_file.write_text(key)
-    key_file.chmod(0o644)
-    result = run(
-        [sys.executable, "-m", PACKAGE],
-        clean_env(MRTR_SIGNING_KEY_FILE=str(key_file)),
-        [request(1, "tools/list")],
+def test_a_round_survives_keygen_rotate_and_no_key_reaches_any_output(tmp_path: Path) -> None:
+    key_file = tmp_path / "keys" / KEY_FILE_NAME
+    env = clean_env(MRTR_SIGNING_KEY_FILE=str(key_file))
+    keygen = [sys.executable, "-m", PACKAGE, "keygen", "--path", str(key_file)]
+    first_key = run(keygen, env)
+    assert first_key.returncode == 0, first_key.stderr
+    old_key = key_file.read_text().strip()
+
+    first = run(launcher(tmp_path), env, [probe_call(1)])
+    token = responses_to_round(first, 1)["requestState"]
+    rotated = run([*keygen, "--rotate"], env)
+    new_key = key_file.read_text().strip()
+    answer = {"action": "accept", "content": {"text": "x"}}
+    second = run(
+        launcher(tmp_path),
+        env,
+        [probe_call(2, requestState=token, inputResponses={"name": answer})],
     )
-    assert result.returncode == 0
-    assert b"chmod 600" in result.stderr
-    assert_absent(key_spellings(key), result.stdout, result.stderr)
+
+    assert rotated.returncode == 0, rotated.stderr
+    assert new_key != old_key
+    assert responses_to_round(second, 2)["resultType"] == "input_required"
+    previous_file = key_file.with_name(".mrtr-previous-signing-keys")
+    assert str(previous_file) in rotated.stderr.decode()
+    assert "paste" not in rotated.stderr.decode().lower()
+    assert_absent(
+        key_spellings(old_key) + key_spellings(new_key),
+        first_key.stdout,
+        first_key.stderr,
+        first.stdout,
+        first.stderr,
+        rotated.stdout,
+        rotated.stderr,
+        second.stdout,
+        second.stderr,
+    )
 
 
 # --- a server that refuses to start ------------------------------------------------------------
@@ -394,11 +426,36 @@ def test_bad_key_files_are_refused_without_echoing_their_contents(tmp_path: Path
         assert "MRTR_SIGNING_KEY_FILE" in stderr, name
 
 
+@posix_only
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620, 0o602])
+@pytest.mark.parametrize("which", ["key file", "previous keys file"])
+def test_a_key_file_other_users_can_read_or_write_stops_start_without_quoting_it(
+    tmp_path: Path, mode: int, which: str
+) -> None:
+    key, previous = secrets.token_hex(32), secrets.token_hex(32)
+    key_file = tmp_path / "signing.key"
+    key_file.write_text(key)
+    previous_file = tmp_path / ".mrtr-previous-signing-keys"
+    previous_file.write_text(previous + "\n")
+    shared = key_file if which == "key file" else previous_file
+    (previous_file if shared is key_file else key_file).chmod(0o600)
+    shared.chmod(mode)
+
+    stderr = refuses_to_start(
+        clean_env(MRTR_SIGNING_KEY_FILE=str(key_file)), key_spellings(key) + key_spellings(previous)
+    )
+    assert f"chmod 600 {shared}" in stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
         ("MRTR_STATE_TTL_SECONDS", "forever"),
         ("MRTR_STATE_TTL_SECONDS", "-5"),
+        ("MRTR_STATE_TTL_SECONDS", "3601"),
+        ("MRTR_STATE_TTL_SECONDS", "9999999999"),
+        ("MRTR_PREVIOUS_SIGNING_KEYS_FILE", "/nonexistent/previous-keys"),
         ("MRTR_INSECURE_PLAINTEXT", "yes"),
         ("MRTR_INSECURE_PLAINTEXT", "true"),
     ],
@@ -433,7 +490,24 @@ def test_keygen_writes_a_0600_file_even_with_umask_0_and_never_prints_the_key(
     assert result.stdout.decode().strip() == str(target)
     assert_absent(key_spellings(key), result.stdout, result.stderr)
 
-    again = subprocess.run(
+    rotated = subprocess.run(
+        [*command, "--rotate"],
+        capture_output=True,
+        timeout=BOUND,
+        env=clean_env(),
+        check=False,
+        umask=0,
+    )
+    assert rotated.returncode == 0
+    previous = target.with_name(".mrtr-previous-signing-keys")
+    assert [line for line in previous.read_text().splitlines() if not line.startswith("#")] == [key]
+    assert mode(target) == 0o600 and mode(previous) == 0o600
+    new_key = target.read_text().strip()
+    assert new_key != key
+    assert_absent(key_spellings(key) + key_spellings(new_key), rotated.stdout, rotated.stderr)
+    assert rotated.stdout.decode().strip() == str(target)
+
+    forced = subprocess.run(
         [*command, "--force"],
         capture_output=True,
         timeout=BOUND,
@@ -441,13 +515,13 @@ def test_keygen_writes_a_0600_file_even_with_umask_0_and_never_prints_the_key(
         check=False,
         umask=0,
     )
-    assert again.returncode == 0
-    previous = target.with_name(target.name + ".previous")
-    assert previous.read_text().strip() == key
-    assert mode(target) == 0o600 and mode(previous) == 0o600
-    new_key = target.read_text().strip()
-    assert new_key != key
-    assert_absent(key_spellings(key) + key_spellings(new_key), again.stdout, again.stderr)
+    assert forced.returncode == 0
+    newest = target.read_text().strip()
+    assert mode(target) == 0o600 and newest != new_key
+    # The old key is dropped, not offered for pasting anywhere.
+    assert [line for line in previous.read_text().splitlines() if not line.startswith("#")] == [key]
+    assert "MRTR_PREVIOUS_SIGNING_KEYS" not in forced.stderr.decode()
+    assert_absent(key_spellings(new_key) + key_spellings(newest), forced.stdout, forced.stderr)
 
 
 def test_keygen_refuses_to_overwrite_without_force_and_leaves_the_key_alone(tmp_path: Path) -> None:
@@ -474,7 +548,9 @@ def test_host_configs_never_carry_the_key(tmp_path: Path) -> None:
 def test_the_key_file_is_git_ignored() -> None:
     patterns = (PROJECT / ".gitignore").read_text().splitlines()
     assert KEY_FILE_NAME in patterns
-    assert f"{KEY_FILE_NAME}.*" in patterns  # the .previous file keygen --force keeps
+    assert f"{KEY_FILE_NAME}.*" in patterns  # temp files of an atomic replace
+    assert ".mrtr-previous-signing-keys" in patterns
+    assert ".mrtr-previous-signing-keys.*" in patterns
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -483,7 +559,13 @@ def test_git_really_ignores_the_key_file_and_the_previous_key(tmp_path: Path) ->
     git = shutil.which("git")
     assert git is not None
     subprocess.run([git, "init", "-q"], cwd=tmp_path, check=True, timeout=BOUND)
-    names = [KEY_FILE_NAME, f"{KEY_FILE_NAME}.previous", f"{KEY_FILE_NAME}.abc123.tmp"]
+    names = [
+        KEY_FILE_NAME,
+        f"{KEY_FILE_NAME}.previous",
+        f"{KEY_FILE_NAME}.abc123.tmp",
+        ".mrtr-previous-signing-keys",
+        ".mrtr-previous-signing-keys.abc123.tmp",
+    ]
     for name in names:
         (tmp_path / name).write_text("x")
     ignored = subprocess.run(

@@ -1,4 +1,5 @@
-"""Signing keys: parsing, the environment's precedence rules, rotation, TTL, plaintext, key files.
+"""Signing keys: parsing, the environment's precedence rules, rotation, TTL, plaintext, key files,
+the server identity tokens are bound to.
 
 The key itself must never reach a message, a log line or a repr: every test that can check it does.
 """
@@ -14,13 +15,17 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.mrtr_runtime._keys import (
+    MAX_PREVIOUS_KEYS,
+    PREVIOUS_KEYS_FILE_NAME,
     KeyRing,
     SigningConfigError,
     SigningKey,
     WeakSigningKey,
     codec_from_environment,
+    default_previous_keys_file,
     new_signing_key_hex,
     parse_signing_key,
+    rotate_key_file,
     write_key_file,
 )
 from {{ cookiecutter.package_name }}.mrtr_runtime._state import (
@@ -44,8 +49,12 @@ def key_id(hex_text: str) -> str:
     return hashlib.sha256(bytes.fromhex(hex_text)).hexdigest()[:8]
 
 
-def load(environ: dict[str, str], default_key_file: Path | None = None) -> RequestStateCodec:
-    return codec_from_environment(environ, default_key_file=default_key_file, clock=lambda: NOW)
+def load(
+    environ: dict[str, str], default_key_file: Path | None = None, *, audience: str = "srv"
+) -> RequestStateCodec:
+    return codec_from_environment(
+        environ, default_key_file=default_key_file, audience=audience, clock=lambda: NOW
+    )
 
 
 def minting_kid(state_codec: RequestStateCodec) -> str:
@@ -245,6 +254,7 @@ def test_key_file_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> 
 def test_key_file_that_is_not_text_or_too_large_is_refused(tmp_path: Path) -> None:
     binary = tmp_path / "binary.key"
     binary.write_bytes(b"\xff\xfe" * 40)
+    binary.chmod(0o600)
     huge = write(tmp_path / "huge.key", HEX_A * 100)
 
     with pytest.raises(WeakSigningKey, match="not hex"):
@@ -254,15 +264,38 @@ def test_key_file_that_is_not_text_or_too_large_is_refused(tmp_path: Path) -> No
 
 
 @posix_only
-def test_key_file_readable_by_others_loads_with_a_warning(
-    tmp_path: Path, logs: pytest.LogCaptureFixture
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o640, 0o620, 0o602, 0o660, 0o666, 0o601])
+def test_key_file_other_users_can_read_or_write_stops_start(
+    tmp_path: Path, logs: pytest.LogCaptureFixture, mode: int
 ) -> None:
-    shared = write(tmp_path / "shared.key", HEX_A, mode=0o644)
+    shared = write(tmp_path / "shared.key", HEX_A, mode=mode)
 
-    assert minting_kid(load({"MRTR_SIGNING_KEY_FILE": str(shared)})) == key_id(HEX_A)
-    (warning,) = [r for r in logs.records if r.levelno == logging.WARNING]
-    assert "chmod 600" in warning.getMessage()
-    assert "0o644" in warning.getMessage()
+    with pytest.raises(WeakSigningKey) as info:
+        load({"MRTR_SIGNING_KEY_FILE": str(shared)})
+    message = str(info.value)
+    assert f"chmod 600 {shared}" in message
+    assert oct(mode) in message
+    assert "\n" not in message
+    assert_no_secrets(message + logs.text)
+
+
+@posix_only
+@pytest.mark.parametrize("mode", [0o644, 0o620])
+def test_default_key_file_other_users_can_read_or_write_stops_start(
+    tmp_path: Path, mode: int
+) -> None:
+    default = write(tmp_path / "default.key", HEX_A, mode=mode)
+
+    with pytest.raises(WeakSigningKey, match="chmod 600"):
+        load({}, default)
+
+
+@posix_only
+@pytest.mark.parametrize("mode", [0o600, 0o400])
+def test_key_file_only_its_owner_can_read_is_accepted(tmp_path: Path, mode: int) -> None:
+    private = write(tmp_path / "private.key", HEX_A, mode=mode)
+
+    assert minting_kid(load({"MRTR_SIGNING_KEY_FILE": str(private)})) == key_id(HEX_A)
 
 
 def test_key_file_path_may_start_with_a_tilde(
@@ -319,9 +352,11 @@ def test_previous_keys_without_a_current_key_still_verify(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    ("text", "ttl"), [(None, 86_400), ("60", 60), (" 3600 ", 3600), ("", 86_400)]
+    ("text", "ttl"), [(None, 900), ("60", 60), (" 3600 ", 3600), ("", 900), ("0900", 900)]
 )
-def test_ttl_comes_from_the_environment_or_defaults_to_a_day(text: str | None, ttl: int) -> None:
+def test_ttl_comes_from_the_environment_or_defaults_to_15_minutes(
+    text: str | None, ttl: int
+) -> None:
     environ = {"MRTR_SIGNING_KEY": HEX_A}
     if text is not None:
         environ["MRTR_STATE_TTL_SECONDS"] = text
@@ -335,6 +370,14 @@ def test_ttl_comes_from_the_environment_or_defaults_to_a_day(text: str | None, t
 def test_ttl_that_is_not_a_positive_whole_number_stops_start(text: str) -> None:
     with pytest.raises(SigningConfigError, match="MRTR_STATE_TTL_SECONDS"):
         load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_STATE_TTL_SECONDS": text})
+
+
+@pytest.mark.parametrize("text", ["3601", "86400", "9999999999"])
+def test_ttl_above_an_hour_stops_start_with_one_line(text: str) -> None:
+    # 2026-07-28 basic/patterns/mrtr: a short TTL; a captured token replays until it expires.
+    with pytest.raises(SigningConfigError, match="from 1 to 3600") as info:
+        load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_STATE_TTL_SECONDS": text})
+    assert "\n" not in str(info.value)
 
 
 # --- plaintext ---------------------------------------------------------------------------------
@@ -373,9 +416,10 @@ def test_plaintext_flag_with_another_spelling_stops_start(value: str) -> None:
 
 
 def test_logs_never_contain_key_material(tmp_path: Path, logs: pytest.LogCaptureFixture) -> None:
-    shared = write(tmp_path / "shared.key", HEX_C, mode=0o644)
+    private = write(tmp_path / "private.key", HEX_C)
+    write(tmp_path / PREVIOUS_KEYS_FILE_NAME, HEX_B)
     load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_PREVIOUS_SIGNING_KEYS": HEX_B})
-    load({"MRTR_SIGNING_KEY_FILE": str(shared), "MRTR_INSECURE_PLAINTEXT": "1"})
+    load({"MRTR_SIGNING_KEY_FILE": str(private), "MRTR_INSECURE_PLAINTEXT": "1"})
     load({})
 
     assert logs.records
@@ -432,3 +476,192 @@ def test_two_written_key_files_never_share_a_key(tmp_path: Path) -> None:
     second = write_key_file(tmp_path / "two.key")
 
     assert first.key_id != second.key_id
+
+
+# --- previous keys from a file -----------------------------------------------------------------
+
+
+def token_under(hex_key: str, audience: str = "srv") -> str:
+    return load({"MRTR_SIGNING_KEY": hex_key}, audience=audience).mint(BINDING, {"q": ANSWER}, {})
+
+
+def test_previous_keys_file_beside_the_default_key_file_is_read_by_itself(tmp_path: Path) -> None:
+    default = write(tmp_path / "default.key", HEX_A)
+    write(tmp_path / PREVIOUS_KEYS_FILE_NAME, f"# retired keys\n\n{HEX_B}\n  {HEX_C}  \n")
+
+    rotated = load({}, default)
+
+    assert minting_kid(rotated) == key_id(HEX_A)
+    for old in (HEX_B, HEX_C):
+        assert rotated.verify(token_under(old), BINDING).answers == {"q": ANSWER}
+
+
+def test_previous_keys_file_beside_a_named_key_file_is_read_by_itself(tmp_path: Path) -> None:
+    named = write(tmp_path / "named.key", HEX_A)
+    write(tmp_path / PREVIOUS_KEYS_FILE_NAME, HEX_B)
+
+    rotated = load({"MRTR_SIGNING_KEY_FILE": str(named)})
+
+    assert rotated.verify(token_under(HEX_B), BINDING).answers == {"q": ANSWER}
+
+
+def test_previous_keys_file_is_not_looked_for_when_the_key_is_inline(tmp_path: Path) -> None:
+    write(tmp_path / PREVIOUS_KEYS_FILE_NAME, HEX_B)
+
+    inline = load({"MRTR_SIGNING_KEY": HEX_A}, tmp_path / "absent.key")
+
+    with pytest.raises(InvalidRequestState, match="unknown key"):
+        inline.verify(token_under(HEX_B), BINDING)
+
+
+def test_previous_keys_file_variable_wins_over_the_file_beside_the_key(tmp_path: Path) -> None:
+    default = write(tmp_path / "default.key", HEX_A)
+    write(tmp_path / PREVIOUS_KEYS_FILE_NAME, HEX_B)
+    named = write(tmp_path / "elsewhere", HEX_C)
+
+    rotated = load({"MRTR_PREVIOUS_SIGNING_KEYS_FILE": str(named)}, default)
+
+    assert rotated.verify(token_under(HEX_C), BINDING).answers == {"q": ANSWER}
+    with pytest.raises(InvalidRequestState, match="unknown key"):
+        rotated.verify(token_under(HEX_B), BINDING)
+
+
+def test_previous_keys_from_the_variable_and_the_file_add_up(tmp_path: Path) -> None:
+    default = write(tmp_path / "default.key", HEX_A)
+    write(tmp_path / PREVIOUS_KEYS_FILE_NAME, f"{HEX_B}\n{HEX_A}\n")
+
+    rotated = load({"MRTR_PREVIOUS_SIGNING_KEYS": HEX_C}, default)
+
+    for old in (HEX_B, HEX_C):
+        assert rotated.verify(token_under(old), BINDING).answers == {"q": ANSWER}
+    assert minting_kid(rotated) == key_id(HEX_A)
+
+
+def test_configured_previous_keys_file_that_is_missing_stops_start(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+
+    with pytest.raises(WeakSigningKey, match="cannot be read") as info:
+        load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_PREVIOUS_SIGNING_KEYS_FILE": str(missing)})
+    assert f"MRTR_PREVIOUS_SIGNING_KEYS_FILE {missing}" in str(info.value)
+
+
+def test_weak_line_in_the_previous_keys_file_names_the_line_not_the_key(tmp_path: Path) -> None:
+    default = write(tmp_path / "default.key", HEX_A)
+    previous = write(tmp_path / PREVIOUS_KEYS_FILE_NAME, f"# header\n{HEX_B}\n{HEX_C[:40]}\n")
+
+    with pytest.raises(WeakSigningKey, match="line 3") as info:
+        load({}, default)
+    assert str(previous) in str(info.value)
+    assert_no_secrets(str(info.value))
+
+
+@posix_only
+@pytest.mark.parametrize("mode", [0o644, 0o620, 0o602])
+def test_previous_keys_file_other_users_can_read_or_write_stops_start(
+    tmp_path: Path, mode: int
+) -> None:
+    default = write(tmp_path / "default.key", HEX_A)
+    previous = write(tmp_path / PREVIOUS_KEYS_FILE_NAME, HEX_B, mode=mode)
+
+    with pytest.raises(WeakSigningKey) as info:
+        load({}, default)
+    assert f"chmod 600 {previous}" in str(info.value)
+    assert_no_secrets(str(info.value))
+
+
+# --- rotate_key_file (keygen --rotate) ---------------------------------------------------------
+
+
+def file_keys(path: Path) -> list[str]:
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+@posix_only
+def test_rotation_moves_the_old_key_to_a_private_previous_keys_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "signing.key", HEX_A)
+    previous_umask = os.umask(0)
+    try:
+        rotation = rotate_key_file(path)
+    finally:
+        os.umask(previous_umask)
+
+    previous = default_previous_keys_file(path)
+    assert previous == tmp_path / PREVIOUS_KEYS_FILE_NAME == rotation.previous_file
+    assert file_keys(previous) == [HEX_A]
+    assert rotation.retired is not None and rotation.retired.key_id == key_id(HEX_A)
+    assert parse_signing_key(path.read_text()) == rotation.current != rotation.retired
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(previous.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, previous.name])
+
+
+def test_a_round_started_before_a_rotation_finishes_after_it(tmp_path: Path) -> None:
+    path = write(tmp_path / "signing.key", HEX_A)
+    before = load({}, path).mint(BINDING, {"q": ANSWER}, {})
+
+    rotate_key_file(path)
+    after = load({}, path)
+
+    assert after.verify(before, BINDING).answers == {"q": ANSWER}
+    assert minting_kid(after) != key_id(HEX_A)
+
+
+def test_rotation_keeps_the_newest_previous_keys_first(tmp_path: Path) -> None:
+    path = write(tmp_path / "signing.key", HEX_A)
+    retired: list[str] = []
+    for _ in range(MAX_PREVIOUS_KEYS + 2):
+        retired.insert(0, path.read_text().strip())
+        rotation = rotate_key_file(path)
+
+    expected = retired[:MAX_PREVIOUS_KEYS]
+    assert file_keys(rotation.previous_file) == expected
+    assert [key.key_id for key in rotation.previous] == [key_id(hex_key) for hex_key in expected]
+
+
+def test_rotation_without_a_key_file_just_writes_one(tmp_path: Path) -> None:
+    path = tmp_path / "signing.key"
+
+    rotation = rotate_key_file(path)
+
+    assert rotation.retired is None and rotation.previous == ()
+    assert parse_signing_key(path.read_text()) == rotation.current
+    assert not rotation.previous_file.exists()
+
+
+def test_rotation_writes_to_a_previous_keys_file_of_your_choice(tmp_path: Path) -> None:
+    path = write(tmp_path / "signing.key", HEX_A)
+    elsewhere = tmp_path / "keys" / "old"
+
+    rotate_key_file(path, previous_file=elsewhere)
+
+    assert file_keys(elsewhere) == [HEX_A]
+    assert not (tmp_path / PREVIOUS_KEYS_FILE_NAME).exists()
+
+
+@posix_only
+def test_rotation_refuses_a_broken_previous_keys_file_and_changes_nothing(tmp_path: Path) -> None:
+    path = write(tmp_path / "signing.key", HEX_A)
+    previous = write(tmp_path / PREVIOUS_KEYS_FILE_NAME, HEX_B, mode=0o644)
+
+    with pytest.raises(WeakSigningKey, match="chmod 600"):
+        rotate_key_file(path)
+    assert path.read_text() == HEX_A
+    assert previous.read_text() == HEX_B
+
+
+# --- the server identity (audience) ------------------------------------------------------------
+
+
+def test_a_token_from_another_server_with_the_same_key_fails_the_signature() -> None:
+    foreign = token_under(HEX_A, audience="server-a")
+
+    with pytest.raises(InvalidRequestState, match="signature"):
+        load({"MRTR_SIGNING_KEY": HEX_A}, audience="server-b").verify(foreign, BINDING)
+
+
+def test_replicas_of_one_server_with_the_same_key_accept_each_others_tokens() -> None:
+    minted = token_under(HEX_A, audience="server-a")
+
+    replica = load({"MRTR_SIGNING_KEY": HEX_A}, audience="server-a")
+    assert replica.audience == "server-a"
+    assert replica.verify(minted, BINDING).answers == {"q": ANSWER}

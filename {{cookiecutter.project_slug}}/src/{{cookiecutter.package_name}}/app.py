@@ -46,5 +46,8 @@ def build_server(environ: Mapping[str, str] | None = None) -> Server:
     state = codec_from_environment(
         os.environ if environ is None else environ,
         default_key_file=default_key_file(),
+        # Tokens are bound to this server's identity: another server that shares the key (a
+        # copied key file, one key for a whole fleet) cannot replay them here, nor ours there.
+        audience=NAME,
     )
     return Server(name=NAME, version=__version__, registry=registry, state=state, title=TITLE)

@@ -4,8 +4,10 @@ With no command, or ``serve``
     Run the stdio MCP server (what hosts start). stdout is the wire; logs go to stderr.
 ``config <host>``
     Print a ready-to-paste host configuration that starts this server with this interpreter.
-``keygen [--force]``
-    Write a new requestState signing key file (mode 0600). Never prints the key.
+``keygen [--rotate | --force] [--path FILE]``
+    Write a new requestState signing key file (mode 0600). ``--rotate`` keeps the old key as a
+    verify-only previous key, in a file beside the key file, so rounds in flight can finish;
+    ``--force`` just replaces it. Prints paths and public key ids, never a key.
 """
 
 from __future__ import annotations
@@ -19,8 +21,18 @@ from pathlib import Path
 
 from . import __version__
 from .app import NAME, build_server, default_key_file, project_root
-from .mrtr_runtime import SigningConfigError, configure_logging, serve_stdio, write_key_file
+from .mrtr_runtime import (
+    Rotation,
+    SigningConfigError,
+    configure_logging,
+    default_previous_keys_file,
+    rotate_key_file,
+    serve_stdio,
+    write_key_file,
+)
 from .mrtr_runtime import _hosts as hosts
+from .mrtr_runtime._keys import PREVIOUS_KEYS_FILE_ENV, PREVIOUS_KEYS_FILE_NAME
+from .mrtr_runtime._state import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 #: ``uv run --extra`` for the optional dependencies the tools need.
@@ -50,9 +62,28 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument(
         "--uv", action="store_true", help="start through 'uv run --directory' instead of this venv"
     )
-    keygen = commands.add_parser("keygen", help="write a new requestState signing key file")
-    keygen.add_argument(
-        "--force", action="store_true", help="replace an existing key (keeps it as *.previous)"
+    keygen = commands.add_parser(
+        "keygen",
+        help="write a new requestState signing key file",
+        description=(
+            "Write a new requestState signing key file (mode 0600). Prints paths and key ids, "
+            "never a key."
+        ),
+    )
+    replace = keygen.add_mutually_exclusive_group()
+    replace.add_argument(
+        "--rotate",
+        action="store_true",
+        help=(
+            "replace an existing key and keep the old one, verify-only, in the previous-keys "
+            f"file (default: {PREVIOUS_KEYS_FILE_NAME} beside the key file, or "
+            f"${PREVIOUS_KEYS_FILE_ENV}), so input rounds in flight can finish"
+        ),
+    )
+    replace.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing key and drop it: input rounds in flight fail",
     )
     keygen.add_argument("--path", type=Path, help=f"key file (default: ${KEY_FILE_ENV} or ours)")
     return parser
@@ -63,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "config":
         return print_config(args.host, use_uv=args.uv)
     if args.command == "keygen":
-        return keygen(force=args.force, path=args.path)
+        return keygen(force=args.force, rotate=args.rotate, path=args.path)
     return serve()
 
 
@@ -133,32 +164,55 @@ def _default_key_path() -> Path | None:
     return Path(named) if named else default_key_file()
 
 
-def keygen(*, force: bool, path: Path | None) -> int:
+def _previous_keys_path(target: Path, *, explicit_path: bool) -> Path:
+    # --path names another key file than the server's, so the server's variable does not apply.
+    named = os.environ.get(PREVIOUS_KEYS_FILE_ENV, "").strip()
+    if named and not explicit_path:
+        return Path(named).expanduser().absolute()
+    return default_previous_keys_file(target)
+
+
+def keygen(*, force: bool, rotate: bool, path: Path | None) -> int:
     target = path or _default_key_path()
     if target is None:
         sys.stderr.write(f"{NAME}: no project directory found; pass --path FILE\n")
         return 1
     target = target.expanduser().absolute()
-    previous: Path | None = None
-    if target.exists() or target.is_symlink():
-        if not force:
-            sys.stderr.write(
-                f"{NAME}: {target} already exists; 'keygen --force' replaces it and keeps the old "
-                "key as a .previous file for rotation\n"
-            )
+    exists = os.path.lexists(target)
+    if exists and not (force or rotate):
+        sys.stderr.write(
+            f"{NAME}: {target} already exists; 'keygen --rotate' replaces it and keeps the old "
+            "key for the rounds in flight, 'keygen --force' replaces it and drops the old key\n"
+        )
+        return 1
+    rotation: Rotation | None = None
+    if rotate:
+        previous_path = _previous_keys_path(target, explicit_path=path is not None)
+        try:
+            rotation = rotate_key_file(target, previous_file=previous_path)
+        except SigningConfigError as error:
+            sys.stderr.write(f"{NAME}: cannot rotate: {error}\n")
             return 1
-        previous = target.with_name(target.name + ".previous")
-        os.replace(target, previous)
-    key = write_key_file(target)
+        key = rotation.current
+    else:
+        key = write_key_file(target, overwrite=force)
     sys.stdout.write(f"{target}\n")
     sys.stderr.write(f"Wrote a new signing key (id {key.key_id}, mode 0600) to {target}.\n")
-    if previous is not None:
+    if rotation is not None and rotation.retired is not None:
+        ids = ", ".join(previous.key_id for previous in rotation.previous)
         sys.stderr.write(
-            f"The old key is now in {previous}.\n"
-            "Tool calls waiting for input hold tokens signed with it. To let them finish,\n"
-            "give the server MRTR_PREVIOUS_SIGNING_KEYS=<the contents of that file> (in the\n"
-            "host config's env) for one TTL (MRTR_STATE_TTL_SECONDS, default 86400 s); then\n"
-            "remove it and delete that file.\n"
+            f"The old key (id {rotation.retired.key_id}) now only verifies: it is in "
+            f"{rotation.previous_file}\n(mode 0600; previous key ids, newest first: {ids}). "
+            "The server reads that file by itself.\n"
+            "Rounds waiting for input finish within one token lifetime "
+            f"(MRTR_STATE_TTL_SECONDS, default {DEFAULT_TTL_SECONDS} s, at most "
+            f"{MAX_TTL_SECONDS} s);\nafter that, the old key is useless and "
+            f"{rotation.previous_file.name} may be deleted.\n"
+        )
+    elif exists and force:
+        sys.stderr.write(
+            "The old key was dropped: tool calls waiting for input fail once and must be "
+            "started again.\n"
         )
     sys.stderr.write("Restart the MCP host (or the server) so it reads the new key.\n")
     return 0

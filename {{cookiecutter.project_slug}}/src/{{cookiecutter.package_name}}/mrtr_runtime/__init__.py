@@ -17,12 +17,15 @@ from ._context import Cancelled, Context, InvalidInputResponse
 from ._inputs import InputRequest, elicit_form, elicit_url, list_roots, sample
 from ._keys import (
     KeyRing,
+    Rotation,
     SigningConfigError,
     SigningKey,
     WeakSigningKey,
     codec_from_environment,
+    default_previous_keys_file,
     new_signing_key_hex,
     parse_signing_key,
+    rotate_key_file,
     write_key_file,
 )
 from ._registry import Registry, ToolAnnotations
@@ -101,6 +104,7 @@ __all__ = (
     "Requester",
     "Root",
     "RootsResult",
+    "Rotation",
     "RoundState",
     "RpcError",
     "SamplingResult",
@@ -117,6 +121,7 @@ __all__ = (
     "codec_from_environment",
     "configure_logging",
     "default_input_handler",
+    "default_previous_keys_file",
     "digest_arguments",
     "elicit_form",
     "elicit_url",
@@ -124,6 +129,7 @@ __all__ = (
     "new_signing_key_hex",
     "parse_signing_key",
     "request_with_inputs",
+    "rotate_key_file",
     "sample",
     "serve_stdio",
     "write_key_file",

@@ -1,4 +1,4 @@
-"""Signing keys for ``requestState``: parse, load from the environment or a key file, generate.
+"""Signing keys for ``requestState``: parse, load from the environment or files, generate, rotate.
 
 Where the key comes from, first match wins:
 
@@ -9,12 +9,19 @@ Where the key comes from, first match wins:
    ``mrtr_runtime`` logger. Still safe (tokens are signed), but a round in flight does not
    survive a restart, which is MRTR's reason to exist (2026-07-28 basic/patterns/mrtr).
 
-Rotation: make a new key, move the old one to ``MRTR_PREVIOUS_SIGNING_KEYS`` (comma-separated hex,
-verify-only), and drop it from there after one TTL (``MRTR_STATE_TTL_SECONDS``, default 86400).
-``MRTR_INSECURE_PLAINTEXT=1`` switches to unsigned tokens, for debugging only.
+Previous keys verify tokens but never sign them (rotation). They come from
+``MRTR_PREVIOUS_SIGNING_KEYS`` (comma-separated hex) and from a file of one hex key per line
+(blank lines and ``#`` comments allowed): ``MRTR_PREVIOUS_SIGNING_KEYS_FILE``, or else
+``.mrtr-previous-signing-keys`` beside the key file when it exists. ``rotate_key_file`` (what
+``keygen --rotate`` runs) moves the current key into that file, so no secret is ever copied by
+hand into a host configuration. A key is useless one TTL after it was retired: tokens live
+``MRTR_STATE_TTL_SECONDS`` (default 900, at most 3600). ``MRTR_INSECURE_PLAINTEXT=1`` switches to
+unsigned tokens, for debugging only.
 
-Key material never appears in messages, logs or reprs; only the public key id (8 hex characters,
-also visible in every token) does. Nothing here writes to stdout: stdout is the wire.
+Key files must be private: one that other users can read or write stops start-up (they could
+read the key and forge answers, or swap in a key of their own). Key material never appears in
+messages, logs or reprs; only the public key id (8 hex characters, also visible in every token)
+does. Nothing here writes to stdout: stdout is the wire.
 
 This module needs only the standard library at import time (``_state`` is imported lazily), so the
 post-gen hook can load it by file path to call ``write_key_file`` before the project is installed.
@@ -38,14 +45,20 @@ if TYPE_CHECKING:
     from ._state import RequestStateCodec
 
 __all__ = (
+    "MAX_PREVIOUS_KEYS",
     "MIN_KEY_BYTES",
+    "PREVIOUS_KEYS_FILE_ENV",
+    "PREVIOUS_KEYS_FILE_NAME",
     "KeyRing",
+    "Rotation",
     "SigningConfigError",
     "SigningKey",
     "WeakSigningKey",
     "codec_from_environment",
+    "default_previous_keys_file",
     "new_signing_key_hex",
     "parse_signing_key",
+    "rotate_key_file",
     "write_key_file",
 )
 
@@ -60,6 +73,19 @@ _MIN_DISTINCT_BYTES = 16
 _MAX_KEY_FILE_BYTES = 4096  # a key file is one line of hex; refuse to slurp anything bigger
 _HEX_RE = re.compile(r"[0-9a-fA-F]*")
 _KEYGEN_HINT = 'generate one with: python3 -c "import secrets; print(secrets.token_hex(32))"'
+#: The variable naming a file of previous (verify-only) keys, one hex key per line.
+PREVIOUS_KEYS_FILE_ENV = "MRTR_PREVIOUS_SIGNING_KEYS_FILE"
+#: Where previous keys live when that variable is unset: beside the current key file.
+PREVIOUS_KEYS_FILE_NAME = ".mrtr-previous-signing-keys"
+#: How many retired keys ``rotate_key_file`` keeps. Tokens outlive their key by at most one TTL
+#: (an hour at most), so more than a few only widens what a stolen file can verify.
+MAX_PREVIOUS_KEYS = 3
+_PREVIOUS_KEYS_HEADER = (
+    "# Previous requestState signing keys: verify-only, newest first, one hex key per line.\n"
+    "# Written by 'keygen --rotate'. Secret: never commit, paste or share this file.\n"
+    "# A key here is useless once MRTR_STATE_TTL_SECONDS (at most 3600 s) have passed since\n"
+    "# it was retired; after that this file may be deleted.\n"
+)
 
 
 class SigningConfigError(ValueError):
@@ -140,32 +166,77 @@ def write_key_file(path: Path, *, overwrite: bool = False) -> SigningKey:
     key = parse_signing_key(hex_text)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = (hex_text + "\n").encode("ascii")
-    if not overwrite:
+    if overwrite:
+        _replace_private(path, data)
+    else:
         _create_private(path, data)
-        return key
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    _create_private(temp, data)
-    try:
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
     return key
+
+
+def default_previous_keys_file(key_file: Path) -> Path:
+    """Where previous keys live for ``key_file`` unless ``MRTR_PREVIOUS_SIGNING_KEYS_FILE`` says."""
+    return key_file.with_name(PREVIOUS_KEYS_FILE_NAME)
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """What ``rotate_key_file`` did. Key ids and paths only: safe to print."""
+
+    current: SigningKey  # the new key, now in the key file
+    retired: SigningKey | None  # the key it replaced, now first in the previous-keys file
+    previous: tuple[SigningKey, ...]  # everything the previous-keys file holds, newest first
+    previous_file: Path
+
+
+def rotate_key_file(
+    path: Path, *, previous_file: Path | None = None, keep: int = MAX_PREVIOUS_KEYS
+) -> Rotation:
+    """Replace the key in ``path`` by a fresh one, keeping the old one as a previous key.
+
+    The old key goes first into ``previous_file`` (default: ``default_previous_keys_file``), which
+    keeps the ``keep`` newest keys; only then is the key file replaced. Both are written to a 0600
+    temp file that atomically replaces the original, so a server starting at any moment reads
+    either the old or the new state, and a crash in between leaves the old key current (and
+    harmlessly listed as previous too). Raises ``WeakSigningKey`` if either file cannot be used
+    as it is (unreadable, malformed, not private): fix it, or replace the key with
+    ``write_key_file(path, overwrite=True)``.
+    """
+    if keep < 1:
+        raise ValueError("keep must be at least 1")
+    previous_path = previous_file if previous_file is not None else default_previous_keys_file(path)
+    retired = _read_key_file(path, "key file") if os.path.lexists(path) else None
+    kept: tuple[SigningKey, ...] = ()
+    if os.path.lexists(previous_path):
+        kept = _read_previous_keys_file(previous_path, "previous keys file")
+    if retired is not None:
+        ring: dict[str, SigningKey] = {}
+        for key in (retired, *kept):
+            ring.setdefault(key.key_id, key)
+        kept = tuple(ring.values())[:keep]
+        body = "".join(key.secret.hex() + "\n" for key in kept)
+        previous_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _replace_private(previous_path, (_PREVIOUS_KEYS_HEADER + body).encode("ascii"))
+    current = write_key_file(path, overwrite=True)
+    return Rotation(current=current, retired=retired, previous=kept, previous_file=previous_path)
 
 
 def codec_from_environment(
     environ: Mapping[str, str],
     *,
     default_key_file: Path | None,
+    audience: str = "",
     clock: Callable[[], float] = time.time,
 ) -> RequestStateCodec:
-    """The codec the environment asks for. Raises ``SigningConfigError`` (or its subclass
-    ``WeakSigningKey``) with a message fit for stderr; the CLI exits 2 on it."""
+    """The codec the environment asks for, its tokens bound to ``audience`` (the server's name).
+
+    Raises ``SigningConfigError`` (or its subclass ``WeakSigningKey``) with a one-line message fit
+    for stderr; the CLI exits 2 on it.
+    """
     from ._state import RequestStateCodec  # lazy: keeps this module loadable on its own
 
     ttl = _ttl_from(environ)
     insecure = _flag_from(environ, "MRTR_INSECURE_PLAINTEXT")
-    current = _configured_key(environ, default_key_file)
+    current, key_file = _configured_key(environ, default_key_file)
     if current is None and not insecure:
         current = SigningKey(secrets.token_bytes(MIN_KEY_BYTES))
         logger.warning(
@@ -174,7 +245,9 @@ def codec_from_environment(
             "will fail after a restart",
             f", or {default_key_file}" if default_key_file is not None else "",
         )
-    ring = KeyRing(current, _previous_keys(environ, current)) if current is not None else None
+    ring = None
+    if current is not None:
+        ring = KeyRing(current, _previous_keys(environ, current, key_file))
     if insecure:
         logger.warning(
             "MRTR_INSECURE_PLAINTEXT=1: requestState tokens are NOT signed; any client can forge "
@@ -187,43 +260,69 @@ def codec_from_environment(
             len(ring.previous),
             ttl,
         )
-    return RequestStateCodec(ring, ttl_seconds=ttl, clock=clock, insecure_plaintext=insecure)
+    return RequestStateCodec(
+        ring, audience=audience, ttl_seconds=ttl, clock=clock, insecure_plaintext=insecure
+    )
 
 
-def _configured_key(environ: Mapping[str, str], default_key_file: Path | None) -> SigningKey | None:
+def _configured_key(
+    environ: Mapping[str, str], default_key_file: Path | None
+) -> tuple[SigningKey | None, Path | None]:
+    """The current key, and the file it came from (None for the inline variable)."""
     # An empty variable counts as unset: host config snippets often carry "KEY": "" placeholders.
     inline = environ.get("MRTR_SIGNING_KEY", "")
     if inline.strip():
-        return parse_signing_key(inline, source="MRTR_SIGNING_KEY")
+        return parse_signing_key(inline, source="MRTR_SIGNING_KEY"), None
     named = environ.get("MRTR_SIGNING_KEY_FILE", "").strip()
     if named:
-        return _read_key_file(Path(named).expanduser(), "MRTR_SIGNING_KEY_FILE")
+        path = Path(named).expanduser()
+        return _read_key_file(path, "MRTR_SIGNING_KEY_FILE"), path
     if default_key_file is not None and default_key_file.exists():
-        return _read_key_file(default_key_file, "key file")
-    return None
+        return _read_key_file(default_key_file, "key file"), default_key_file
+    return None, None
 
 
-def _previous_keys(environ: Mapping[str, str], current: SigningKey) -> tuple[SigningKey, ...]:
-    keys: dict[str, SigningKey] = {}
+def _previous_keys(
+    environ: Mapping[str, str], current: SigningKey, key_file: Path | None
+) -> tuple[SigningKey, ...]:
+    found: list[SigningKey] = []
     entries = environ.get("MRTR_PREVIOUS_SIGNING_KEYS", "").split(",")
     for number, entry in enumerate(entries, start=1):
         if entry.strip():  # tolerate "a, b," and stray spaces
             source = f"MRTR_PREVIOUS_SIGNING_KEYS entry {number}"
-            key = parse_signing_key(entry, source=source)
-            if key.key_id != current.key_id:
-                keys.setdefault(key.key_id, key)
+            found.append(parse_signing_key(entry, source=source))
+    named = environ.get(PREVIOUS_KEYS_FILE_ENV, "").strip()
+    if named:
+        found += _read_previous_keys_file(Path(named).expanduser(), PREVIOUS_KEYS_FILE_ENV)
+    elif key_file is not None:
+        beside = default_previous_keys_file(key_file)
+        if os.path.lexists(beside):  # a dangling link is an error to report, not a missing file
+            found += _read_previous_keys_file(beside, "previous keys file")
+    keys: dict[str, SigningKey] = {}
+    for key in found:
+        if key.key_id != current.key_id:
+            keys.setdefault(key.key_id, key)
     return tuple(keys.values())
 
 
 def _ttl_from(environ: Mapping[str, str]) -> int:
-    from ._state import DEFAULT_TTL_SECONDS
+    from ._state import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 
     text = environ.get("MRTR_STATE_TTL_SECONDS", "").strip()
     if not text:
         return DEFAULT_TTL_SECONDS
-    if not text.isascii() or not text.isdigit() or len(text) > 10 or int(text) <= 0:
+    if (
+        not text.isascii()
+        or not text.isdigit()
+        or len(text) > 10
+        or not 0 < int(text) <= MAX_TTL_SECONDS
+    ):
+        # 2026-07-28 basic/patterns/mrtr asks for a short TTL: a token can be replayed, answers
+        # and all, until it expires, and an expired one only costs the user a re-ask.
         raise SigningConfigError(
-            "MRTR_STATE_TTL_SECONDS must be a positive whole number of seconds"
+            f"MRTR_STATE_TTL_SECONDS must be a whole number of seconds from 1 to "
+            f"{MAX_TTL_SECONDS} (default {DEFAULT_TTL_SECONDS}); a requestState token can be "
+            "replayed until it expires"
         )
     return int(text)
 
@@ -239,15 +338,37 @@ def _flag_from(environ: Mapping[str, str], name: str) -> bool:
 
 
 def _read_key_file(path: Path, label: str) -> SigningKey:
+    return parse_signing_key(_read_private_text(path, label), source=f"{label} {path}")
+
+
+def _read_previous_keys_file(path: Path, label: str) -> tuple[SigningKey, ...]:
+    keys: list[SigningKey] = []
+    for number, line in enumerate(_read_private_text(path, label).splitlines(), start=1):
+        text = line.strip()
+        if text and not text.startswith("#"):
+            keys.append(parse_signing_key(text, source=f"{label} {path} line {number}"))
+    return tuple(keys)
+
+
+def _read_private_text(path: Path, label: str) -> str:
+    """The ASCII text of a small, regular, private file; ``WeakSigningKey`` naming it otherwise."""
     try:
         # O_NONBLOCK: opening a FIFO must not hang the server at start; regular files ignore it.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise WeakSigningKey(f"{label} {path} cannot be read ({_why(exc)})") from None
     info = os.fstat(fd)
+    problem = None
     if not stat.S_ISREG(info.st_mode):
+        problem = "is not a regular file"
+    elif os.name == "posix" and info.st_mode & 0o077:
+        # Readable by others: anyone on the machine can forge answers. Writable by others:
+        # anyone can swap in a key of their own. Either way the key is no longer ours.
+        mode = oct(stat.S_IMODE(info.st_mode))
+        problem = f"is readable or writable by other users (mode {mode}); run: chmod 600 {path}"
+    if problem is not None:
         os.close(fd)
-        raise WeakSigningKey(f"{label} {path} is not a regular file")
+        raise WeakSigningKey(f"{label} {path} {problem}")
     with os.fdopen(fd, "rb") as handle:
         try:
             data = handle.read(_MAX_KEY_FILE_BYTES + 1)
@@ -255,19 +376,21 @@ def _read_key_file(path: Path, label: str) -> SigningKey:
             raise WeakSigningKey(f"{label} {path} cannot be read ({_why(exc)})") from None
     if len(data) > _MAX_KEY_FILE_BYTES:
         raise WeakSigningKey(f"{label} {path} is too large to be a key file")
-    if os.name == "posix" and info.st_mode & 0o077:
-        logger.warning(
-            "%s %s is readable or writable by other users (mode %s); run: chmod 600 %s",
-            label,
-            path,
-            oct(stat.S_IMODE(info.st_mode)),
-            path,
-        )
     try:
-        text = data.decode("ascii")
+        return data.decode("ascii")
     except UnicodeDecodeError:
         raise WeakSigningKey(f"{label} {path} is not hex; {_KEYGEN_HINT}") from None
-    return parse_signing_key(text, source=f"{label} {path}")
+
+
+def _replace_private(path: Path, data: bytes) -> None:
+    # The temp name starts with the target's, so the target's ignore pattern ("name.*") covers it.
+    temp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+    _create_private(temp, data)
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
 
 
 def _create_private(path: Path, data: bytes) -> None:

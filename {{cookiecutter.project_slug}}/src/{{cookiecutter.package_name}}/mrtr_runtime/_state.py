@@ -28,6 +28,16 @@ Token format (signed, the default)::
     Canonical base64url of the full 32-byte HMAC-SHA256 over the ASCII text ``m1.<kid>.<payload>``,
     so the version and the key slot are authenticated along with the payload (no downgrade, no
     re-labelling a token into another ring slot). Compared with ``hmac.compare_digest``.
+    The MAC key is not the secret but ``HMAC-SHA256(secret, label || len(audience) || audience)``
+    (``_mac_key``), where ``audience`` is the server's identity (its ``serverInfo.name``). So the
+    token is bound to the server that minted it without carrying its name: two different servers
+    that happen to share a secret reject each other's tokens ("signature"), while replicas of one
+    server (same name, same key) accept each other's, which a restart between rounds needs.
+
+Verification order: size, shape, key slot, MAC, strict payload decoding, binding, and the expiry
+last. So ``expired`` is only ever reported for a token that is authentic and was minted for this
+very request: dispatch may treat that one reason as "the round took too long, ask again" and every
+other reason as an attack or a bug.
 
 Why this shape: dot-separated base64url is what JWS compact tokens look like, so people reading a
 host log recognise it; the MAC covers the exact transmitted text, so no canonicalisation of JSON is
@@ -62,7 +72,9 @@ if TYPE_CHECKING:  # _keys imports this module at runtime; the ring is only a ty
     from ._keys import KeyRing
 
 __all__ = (
+    "DEFAULT_TTL_SECONDS",
     "MAX_TOKEN_CHARS",
+    "MAX_TTL_SECONDS",
     "Binding",
     "InvalidRequestState",
     "Reason",
@@ -77,7 +89,13 @@ __all__ = (
 # answers; dispatch caps inputResponses separately, so an honest round never gets near it.
 MAX_TOKEN_CHARS = 64 * 1024
 
-DEFAULT_TTL_SECONDS = 86_400  # the design notes' default (Q5): 24 h
+# 2026-07-28 basic/patterns/mrtr (Security Considerations) asks servers to bind "a short expiry
+# (TTL)". A captured token (host logs, a proxy, a crash report) can be replayed, with the answers
+# it carries, until it expires; an honest round that outlives its token only costs the user one
+# re-ask, because dispatch starts the questions over on "expired". So: 15 minutes by default, and
+# an hour that no configuration can exceed.
+DEFAULT_TTL_SECONDS = 900
+MAX_TTL_SECONDS = 3600
 
 _SIGNED_VERSION = "m1"
 _PLAIN_VERSION = "p1"
@@ -89,6 +107,7 @@ _PAYLOAD_KEYS = frozenset({"a", "d", "e", "m", "q", "t"})
 # prefix of sha256(secret), so using the secret itself as the MAC key would tie the public id to
 # the MAC key (for secrets over 64 bytes HMAC hashes the key to exactly sha256(secret)).
 _MAC_LABEL = b"mrtr-server/requestState/m1/hmac-sha256"
+_MAX_AUDIENCE_BYTES = 1024  # a server name; the length prefix below is 2 bytes
 
 Reason = Literal["malformed", "signature", "expired", "binding", "oversized", "unknown key"]
 
@@ -96,8 +115,11 @@ Reason = Literal["malformed", "signature", "expired", "binding", "oversized", "u
 class InvalidRequestState(Exception):
     """``requestState`` failed verification. ``reason`` is safe to send to the client.
 
-    Dispatch answers JSON-RPC -32602 "Invalid requestState: <reason>" (never a re-prompt, never a
-    complete result: 2026-07-28 basic/patterns/mrtr "MUST reject state that fails verification").
+    Dispatch never completes a call on such state (2026-07-28 basic/patterns/mrtr "MUST reject
+    state that fails verification"). For every reason but ``expired`` it answers JSON-RPC -32602
+    "Invalid requestState: <reason>"; ``expired`` is raised only for an authentic token bound to
+    this request (see ``RequestStateCodec.verify``), which dispatch may answer by starting the
+    questions over with a fresh token, dropping the old answers.
     """
 
     def __init__(self, reason: Reason) -> None:
@@ -142,20 +164,32 @@ def digest_arguments(arguments: Mapping[str, object] | None) -> str:
 
 
 class RequestStateCodec:
-    """Mints and verifies ``requestState`` tokens under a key ring (or, insecurely, none)."""
+    """Mints and verifies ``requestState`` tokens under a key ring (or, insecurely, none).
+
+    ``audience`` is the identity of the server the tokens belong to (its ``serverInfo.name``):
+    it goes into the MAC key, so only a codec with the same audience and key verifies them.
+    Plaintext tokens carry no MAC and so no audience.
+    """
 
     def __init__(
         self,
         keys: KeyRing | None,
         *,
+        audience: str = "",
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         clock: Callable[[], float] = time.time,
         insecure_plaintext: bool = False,
     ) -> None:
         if keys is None and not insecure_plaintext:
             raise ValueError("a key ring is required unless insecure_plaintext=True")
-        if type(ttl_seconds) is not int or ttl_seconds <= 0:
-            raise ValueError("ttl_seconds must be a positive int")
+        if type(ttl_seconds) is not int or not 0 < ttl_seconds <= MAX_TTL_SECONDS:
+            raise ValueError(f"ttl_seconds must be an int from 1 to {MAX_TTL_SECONDS}")
+        if not isinstance(audience, str):
+            raise TypeError("audience must be a str")
+        audience_bytes = audience.encode("utf-8")  # a lone surrogate raises: no ambiguous names
+        if len(audience_bytes) > _MAX_AUDIENCE_BYTES:
+            raise ValueError(f"audience must be at most {_MAX_AUDIENCE_BYTES} bytes of UTF-8")
+        self._audience = audience
         self._ttl = ttl_seconds
         self._clock = clock
         self._plaintext = insecure_plaintext
@@ -163,8 +197,13 @@ class RequestStateCodec:
         self._mint_kid: str | None = None
         if keys is not None:
             for key in (keys.current, *keys.previous):
-                self._macs.setdefault(key.key_id, _mac_key(key.secret))
+                # Derived once per key here, so binding the audience costs nothing per token.
+                self._macs.setdefault(key.key_id, _mac_key(key.secret, audience_bytes))
             self._mint_kid = keys.current.key_id
+
+    @property
+    def audience(self) -> str:
+        return self._audience
 
     @property
     def ttl_seconds(self) -> int:
@@ -234,11 +273,13 @@ class RequestStateCodec:
         else:
             _reject("malformed")
         state, claimed = _parse_payload(_b64decode(encoded))
-        if not self._clock() < state.expires_at:
-            _reject("expired")
         if claimed != binding:
             # Another tool, another method, or the same tool with other arguments: a replay.
             _reject("binding")
+        # Last: "expired" is the one reason dispatch answers by asking again, so it must only
+        # ever describe an authentic token that belongs to this very request.
+        if not self._clock() < state.expires_at:
+            _reject("expired")
         return state
 
     def _check_signed(self, parts: list[str]) -> str:
@@ -263,8 +304,11 @@ class RequestStateCodec:
         return mac.digest()
 
 
-def _mac_key(secret: bytes) -> hmac.HMAC:
-    derived = hmac.digest(secret, _MAC_LABEL, "sha256")
+def _mac_key(secret: bytes, audience: bytes) -> hmac.HMAC:
+    # The label has a fixed length and the audience a length prefix, so no two (label, audience)
+    # pairs give the same derivation input: "ab" + "c" can never pass for "a" + "bc".
+    info = _MAC_LABEL + len(audience).to_bytes(2, "big") + audience
+    derived = hmac.digest(secret, info, "sha256")
     return hmac.new(derived, digestmod=hashlib.sha256)
 
 
