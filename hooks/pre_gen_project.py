@@ -87,6 +87,15 @@ RESERVED = frozenset(
     }
 )
 
+# Device names Windows reserves in every directory, with or without an extension ("con.txt" is
+# the console too): a project directory, package directory or console script (<slug>.exe) named
+# like this cannot be created, opened or deleted normally there.
+WINDOWS_RESERVED = frozenset(
+    {"con", "prn", "aux", "nul"}
+    | {f"com{digit}" for digit in range(10)}
+    | {f"lpt{digit}" for digit in range(10)}
+)
+
 PROJECT_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9 ._-]*[A-Za-z0-9])?")
 PROJECT_SLUG = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 PACKAGE_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -153,6 +162,15 @@ def check_ascii_name(field: str, value: str) -> None:
             )
 
 
+def check_windows_reserved(field: str, value: str) -> None:
+    stem = value.split(".", 1)[0].rstrip(" ").lower()
+    if stem in WINDOWS_RESERVED:
+        raise Refused(
+            f"{field} {shown(value)} is a device name reserved by Windows (CON, PRN, AUX, NUL, "
+            "COM0-COM9, LPT0-LPT9, with or without an extension); choose another name"
+        )
+
+
 def check_project_name(value: str) -> None:
     check_ascii_name("project_name", value)
     if not 1 <= len(value) <= 80 or not PROJECT_NAME.fullmatch(value):
@@ -164,6 +182,7 @@ def check_project_name(value: str) -> None:
 
 def check_project_slug(value: str) -> None:
     check_ascii_name("project_slug", value)
+    check_windows_reserved("project_slug", value)
     if not 2 <= len(value) <= 50 or not PROJECT_SLUG.fullmatch(value):
         raise Refused(
             f"project_slug {shown(value)} must be kebab-case: 2-50 characters of a-z, 0-9 and "
@@ -179,6 +198,7 @@ def check_project_slug(value: str) -> None:
 
 def check_package_name(value: str) -> None:
     check_ascii_name("package_name", value)
+    check_windows_reserved("package_name", value)
     if not 2 <= len(value) <= 50 or not PACKAGE_NAME.fullmatch(value) or not value.isidentifier():
         raise Refused(
             f"package_name {shown(value)} must be a Python identifier of 2-50 characters: a-z, "

@@ -49,6 +49,18 @@ HOSTILE = [
     ("author_email", "not-an-email", "author_email"),
     ("author_email", "a@b.com\nBcc: x@y.z", "LINE FEED"),
     ("project_name", "x" * 81, "project_name"),
+    # Windows device names, in any case and with an extension: no such directory, package or
+    # <slug>.exe can be created there. A project named CON gets the slug "con".
+    ("project_slug", "con", "reserved by Windows"),
+    ("project_slug", "CON", "reserved by Windows"),
+    ("project_slug", "com1", "reserved by Windows"),
+    ("project_slug", "lpt9", "reserved by Windows"),
+    ("project_slug", "con.txt", "reserved by Windows"),
+    ("package_name", "nul", "reserved by Windows"),
+    ("package_name", "Aux", "reserved by Windows"),
+    ("package_name", "prn.py", "reserved by Windows"),
+    ("package_name", "com9", "reserved by Windows"),
+    ("project_name", "PRN", "reserved by Windows"),
 ]
 
 
@@ -111,6 +123,8 @@ def test_explicit_slug_with_a_separator_leaves_only_an_empty_directory(
         {"author_name": "José Ñúñez-O'Brien"},
         {"description": "Quotes \" and ' and $HOME and `x` are fine here"},
         {"author_email": "first.last+tag@sub.example.org"},
+        {"project_slug": "con-tools", "package_name": "console"},
+        {"project_name": "Com10 Aux Tools"},
     ],
     ids=lambda answers: next(iter(answers)),
 )
