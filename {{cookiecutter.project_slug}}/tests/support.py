@@ -124,21 +124,22 @@ def build_registry(calls: Counter[str] | None = None) -> Registry:
     async def deploy_stack(stack: str, *, ctx: Context) -> str | InputRequired:
         """The design notes' Q2 deploy: confirm, then an IAM role ARN, then deploy."""
         counts["deploy_stack"] += 1
-        wanted = {
-            "confirm": elicit_form(f"Deploy stack '{stack}' to AWS production?", Confirm),
-            "role-arn": elicit_form("Provide the IAM role ARN to assume:", RoleArn),
-        }
-        missing = {
-            key: request for key, request in wanted.items() if ctx.input_response(key) is None
-        }
-        if missing:
-            return ctx.request_input(missing)
         confirm = ctx.input_response_as("confirm", ElicitResult[Confirm])
         role = ctx.input_response_as("role-arn", ElicitResult[RoleArn])
-        assert confirm is not None
-        assert role is not None
-        if not (confirm.accepted and confirm.content and confirm.content.confirmed):
+        if confirm is not None and not (
+            confirm.accepted and confirm.content and confirm.content.confirmed
+        ):
             return "Deploy cancelled by user."
+        wanted = {
+            "confirm": (
+                confirm,
+                elicit_form(f"Deploy stack '{stack}' to AWS production?", Confirm),
+            ),
+            "role-arn": (role, elicit_form("Provide the IAM role ARN to assume:", RoleArn)),
+        }
+        missing = {key: request for key, (answer, request) in wanted.items() if answer is None}
+        if missing or confirm is None or role is None:
+            return ctx.request_input(missing)
         if not role.accepted:
             return "Deploy cancelled: no role given."
         return f"Deployed {stack} successfully"
@@ -150,7 +151,7 @@ def build_registry(calls: Counter[str] | None = None) -> Registry:
         counts[f"wizard:{len(ctx.input_responses)}"] += 1
         steps = (("name", Name), ("colour", Colour), ("size", Size))
         for key, model in steps:
-            if ctx.input_response(key) is None:
+            if ctx.input_response_as(key, ElicitResult[model]) is None:
                 return ctx.request_input({key: elicit_form(f"Your {key}?", model)})
         name = ctx.input_response_as("name", ElicitResult[Name])
         colour = ctx.input_response_as("colour", ElicitResult[Colour])

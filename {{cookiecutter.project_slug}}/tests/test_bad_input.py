@@ -792,21 +792,23 @@ async def test_an_answer_of_the_wrong_shape_for_the_asked_method_is_invalid_para
     [{"name": 5}, {"name": None}, {}, {"name": ["Ada"]}],
     ids=["number", "null", "missing field", "list"],
 )
-async def test_form_content_that_does_not_fit_the_form_is_invalid_params(
+async def test_form_content_that_does_not_fit_the_form_is_asked_again(
     content: dict[str, Any],
 ) -> None:
     TRIED.append("inputResponses content does not fit the form")
     client = MemoryClient(make_server())
     token = await round_one(client)
-    with pytest.raises(RpcError) as info:
-        await call(
-            client,
-            "greet",
-            {},
-            requestState=token,
-            inputResponses={"name": {"action": "accept", "content": content}},
-        )
-    assert info.value.code == INVALID_PARAMS
+    again = await call(
+        client,
+        "greet",
+        {},
+        requestState=token,
+        inputResponses={"name": {"action": "accept", "content": content}},
+    )
+    assert again["resultType"] == "input_required"
+    assert again["inputRequests"]["name"]["params"]["message"].startswith(
+        "That answer was not valid ("
+    )
     await assert_still_serving(client)
 
 
@@ -1034,13 +1036,19 @@ async def test_a_tools_token_on_a_prompt_of_the_same_name_is_rejected_as_a_bindi
 
 
 @pytest.mark.anyio
-async def test_an_expired_token_is_rejected() -> None:
+async def test_an_expired_token_starts_the_questions_over() -> None:
     TRIED.append("requestState expired")
     clock = Clock()
     client = MemoryClient(make_server(clock=clock))
     token = await round_one(client)
     clock.now += TTL
-    await assert_state_rejected(client, token, "expired")
+    again = await call(
+        client, "greet", {}, requestState=token, inputResponses={"name": dict(ACCEPT_ADA)}
+    )
+    assert again["resultType"] == "input_required"
+    assert list(again["inputRequests"]) == ["name"]
+    assert again["requestState"] != token
+    await assert_still_serving(client)
 
 
 @pytest.mark.anyio

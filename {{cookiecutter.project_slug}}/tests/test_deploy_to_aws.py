@@ -31,6 +31,7 @@ from {{ cookiecutter.package_name }}.app import (
     build_server,
 )
 from {{ cookiecutter.package_name }}.mrtr_runtime import (
+    Cancelled,
     MemoryClient,
     RpcError,
     ToolError,
@@ -1050,3 +1051,134 @@ def test_tokens_fit_cloudformations_pattern() -> None:
     assert len(token) <= 128
     assert token.replace("-", "").isalnum()
     assert token == tool._token("mrtr-exec", CHANGE_SET_ID)
+
+
+# -- a confirmation proves the user was asked; a cancel stops the deploy ------------------------
+
+
+def no_stacks() -> bool:
+    return not cfn().list_stacks()["StackSummaries"]
+
+
+@pytest.mark.anyio
+async def test_answers_sent_with_the_first_call_deploy_nothing(client: MemoryClient) -> None:
+    call = {"name": "deploy_to_aws", "arguments": {"stack": STACK}, "inputResponses": YES}
+    first = await client.request("tools/call", call)
+    assert first["resultType"] == "input_required"
+    assert sorted(first["inputRequests"]) == ["confirm", "role-arn"]
+    assert no_stacks()
+
+
+@pytest.mark.anyio
+async def test_a_client_without_elicitation_cannot_deploy_by_pre_answering(aws: None) -> None:
+    client = MemoryClient(
+        build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}), capabilities={}
+    )
+    call = {"name": "deploy_to_aws", "arguments": {"stack": STACK}, "inputResponses": YES}
+    with pytest.raises(RpcError) as raised:
+        await client.request("tools/call", call)
+    assert raised.value.code == -32021
+    assert no_stacks()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("loose", ["yes", 1, "true", 1.0])
+async def test_a_loosely_typed_yes_is_asked_again_and_deploys_nothing(
+    client: MemoryClient, loose: object
+) -> None:
+    answers = {**YES, "confirm": {"action": "accept", "content": {"confirmed": loose}}}
+    call = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    result = await two_rounds(client, call, answers)
+    assert result["resultType"] == "input_required"
+    assert list(result["inputRequests"]) == ["confirm"]
+    message = result["inputRequests"]["confirm"]["params"]["message"]
+    assert "not valid (confirmed: Input should be a valid boolean" in message
+    assert no_stacks()
+
+
+@pytest.mark.anyio
+async def test_a_legacy_user_who_declines_is_not_asked_for_the_role(aws: None) -> None:
+    legacy = MemoryClient(
+        build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}),
+        client_handlers={"elicitation/create": answering(confirm={"action": "decline"})},
+    )
+    await legacy.initialize()
+    result = await legacy.request(
+        "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    )
+    assert text_of(result) == "Deploy cancelled by user."
+    assert [request["params"] for request in legacy.server_requests] == [
+        ROUND_ONE_REQUESTS["confirm"]["params"]
+    ]
+
+
+class CancelAfter:
+    """A checkpoint that cancels once progress has said `step`, as a client's cancel would."""
+
+    def __init__(self, step: str) -> None:
+        self.step = step
+        self.cancelled = False
+        self.seen: list[str] = []
+
+    def progress(self, message: str) -> None:
+        self.seen.append(message)
+        self.cancelled = self.cancelled or message.startswith(self.step)
+
+    def checkpoint(self) -> None:
+        if self.cancelled:
+            raise Cancelled("cancelled")
+
+
+@pytest.mark.parametrize("step", ["Assuming role", "Creating change set"])
+def test_a_cancel_before_the_change_set_leaves_no_stack(aws: None, step: str) -> None:
+    cancel = CancelAfter(step)
+    plan = tool.StackPlan(STACK, TEMPLATE, {})
+    with pytest.raises(Cancelled):
+        tool.run_deploy(
+            plan,
+            role_arn=ROLE,
+            region=REGION,
+            progress=cancel.progress,
+            checkpoint=cancel.checkpoint,
+        )
+    assert no_stacks()
+    assert cancel.seen[-1].startswith(step)
+
+
+def test_a_cancel_before_execution_never_executes_the_change_set(aws: None) -> None:
+    cancel = CancelAfter("Executing change set")
+    plan = tool.StackPlan(STACK, TEMPLATE, {})
+    with pytest.raises(Cancelled):
+        tool.run_deploy(
+            plan,
+            role_arn=ROLE,
+            region=REGION,
+            progress=cancel.progress,
+            checkpoint=cancel.checkpoint,
+        )
+    (summary,) = cfn().list_stacks()["StackSummaries"]
+    assert summary["StackStatus"] == "REVIEW_IN_PROGRESS"  # created for review, never executed
+    (change_set,) = cfn().list_change_sets(StackName=STACK)["Summaries"]
+    assert change_set["ExecutionStatus"] == "AVAILABLE"
+
+
+@pytest.mark.anyio
+async def test_credentials_in_the_endpoint_url_never_reach_the_result(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # No moto here: nobody listens on the endpoint, and botocore's connection error quotes
+    # the URL it tried, user:password@ included.
+    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_ROLE_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://deployer:hunter2secret@127.0.0.1:9/")
+    client = MemoryClient(build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}))
+    result = await deploy(client)
+    assert result["isError"] is True
+    assert "[redacted]@127.0.0.1" in text_of(result)
+    assert "hunter2secret" not in json.dumps(result)

@@ -43,6 +43,10 @@ class Pick(BaseModel):
     count: int
 
 
+class Confirmed(BaseModel):
+    confirmed: bool
+
+
 def context(
     answers: Json | None = None,
     capabilities: Json | None = None,
@@ -277,14 +281,34 @@ def test_answers_are_available_raw_and_validated() -> None:
     assert answer.content == Pick(colour="red", count=3)
 
 
-def test_an_answer_that_does_not_fit_the_model_raises_invalid_input_response() -> None:
+def test_content_that_does_not_fit_reads_as_unanswered_and_the_reask_says_why() -> None:
     ctx = context({"pick": accept(colour=["red"], count="many")})
+    assert ctx.input_response_as("pick", ElicitResult[Pick]) is None
+    asked = ctx.request_input({"pick": elicit_form("Pick one.", Pick)})
+    message = asked.requests["pick"].params["message"]
+    assert message.startswith("That answer was not valid (colour: ")
+    assert "(and 1 more)" in message
+    assert message.endswith("Pick one.")
+
+
+@pytest.mark.parametrize("loose", ["yes", "true", 1, 0, 1.0])
+def test_answers_are_not_coerced_to_booleans(loose: object) -> None:
+    ctx = context({"ok": accept(confirmed=loose)})
+    assert ctx.input_response_as("ok", ElicitResult[Confirmed]) is None
+
+
+def test_a_strict_answer_still_takes_enum_values_and_integers_for_numbers() -> None:
+    ctx = context({"pick": accept(colour="red", count=2)})
+    answer = ctx.input_response_as("pick", ElicitResult[Pick])
+    assert answer is not None and answer.content is not None
+
+
+def test_an_answer_without_a_valid_action_raises_invalid_input_response() -> None:
+    ctx = context({"pick": {"action": "shrug", "content": {"colour": "red"}}})
     with pytest.raises(InvalidInputResponse) as caught:
         ctx.input_response_as("pick", ElicitResult[Pick])
     assert caught.value.key == "pick"
-    message = str(caught.value)
-    assert message.startswith("Invalid inputResponses['pick']: content.colour: ")
-    assert "(and 1 more)" in message
+    assert str(caught.value).startswith("Invalid inputResponses['pick']: action: ")
 
 
 def test_can_request_follows_the_declared_capabilities() -> None:

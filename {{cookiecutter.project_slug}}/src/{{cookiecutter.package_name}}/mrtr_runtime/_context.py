@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
 from ._capabilities import ClientCapabilities
-from ._inputs import INPUT_METHODS, InputRequest
+from ._inputs import ELICIT, INPUT_METHODS, InputRequest
 from ._results import InputRequired
 
 __all__ = ("Cancellation", "Cancelled", "Context", "InvalidInputResponse", "Notifier")
@@ -52,9 +54,15 @@ class InvalidInputResponse(Exception):
         self.key = key
 
 
-def _describe(error: ValidationError) -> str:
+def _as_json(raw: Any) -> str:
+    # JSON in, JSON Schema's rules out: strict JSON-mode validation takes enum values and
+    # date strings as JSON carries them, and refuses every string-to-bool/number coercion.
+    return json.dumps(raw, separators=(",", ":"), allow_nan=False)
+
+
+def _describe(error: ValidationError, *, skip: int = 0) -> str:
     first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "value"
+    where = ".".join(str(part) for part in first["loc"][skip:]) or "value"
     more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
     return f"{where}: {first['msg']}{more}"
 
@@ -71,6 +79,7 @@ class Context:
         "_cancellation",
         "_last_progress",
         "_notify",
+        "_rejected",
         "client_capabilities",
         "era",
         "log",
@@ -93,6 +102,8 @@ class Context:
     ) -> None:
         self._answers = answers
         self._cancellation = cancellation
+        #: Answers whose form content did not fit, by key: why, to say so when asking again.
+        self._rejected: dict[str, str] = {}
         self._notify = notify
         self._last_progress: float | None = None
         self.request_state = request_state
@@ -114,10 +125,15 @@ class Context:
         return self._answers.get(key)
 
     def input_response_as(self, key: str, model: type[ModelT]) -> ModelT | None:
-        """The answer under `key` validated into `model`, or None when it has not been given.
+        """The answer under `key` validated into `model`, or None when there is none to use.
 
-        Raises `InvalidInputResponse` (the client gets JSON-RPC -32602 with the reason) when
-        the answer does not fit; handlers need not catch it.
+        Validation is strict, as JSON Schema reads the form the user was sent: `"yes"` or `1`
+        is not a boolean, `"3"` is not a number (client/elicitation: servers SHOULD validate
+        received data against the requested schema). When the form's `content` does not fit,
+        this returns None, as if the question had not been answered, and the next
+        `request_input` that asks `key` again tells the user why. Any other misfit (no valid
+        `action`, an answer of the wrong shape) raises `InvalidInputResponse`: the client gets
+        JSON-RPC -32602 and the handler never acts on it.
         """
         raw = self._answers.get(key)
         if raw is None:
@@ -126,8 +142,12 @@ class Context:
         from pydantic import ValidationError
 
         try:
-            return model.model_validate(raw)
+            return model.model_validate_json(_as_json(raw), strict=True)
         except ValidationError as error:
+            problems = error.errors()
+            if all(problem["loc"][:1] == ("content",) for problem in problems):
+                self._rejected[key] = _describe(error, skip=1)
+                return None
             raise InvalidInputResponse(key, _describe(error)) from None
 
     def can_request(self, request: InputRequest) -> bool:
@@ -143,7 +163,13 @@ class Context:
                 # mrtr: each value "MUST be one of ElicitRequest, CreateMessageRequest, or
                 # ListRootsRequest".
                 raise TypeError(f"input request {key!r} must be built with elicit_form/sample/...")
-        return InputRequired(dict(requests))
+        asked = dict(requests)
+        for key, why in self._rejected.items():
+            again = asked.get(key)
+            if again is not None and again.method == ELICIT and "message" in again.params:
+                message = f"That answer was not valid ({why}). {again.params['message']}"
+                asked[key] = replace(again, params={**again.params, "message": message})
+        return InputRequired(asked)
 
     @property
     def cancelled(self) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Final
 from ._capabilities import ClientCapabilities
 from ._context import Context, InvalidInputResponse
 from ._inputs import answer_shape_error
-from ._jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, ProtocolError
+from ._jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, ProtocolError, clip
 from ._results import InputRequired
 from ._state import Binding, InvalidRequestState, RequestStateCodec, digest_arguments
 
@@ -49,6 +49,8 @@ class Call:
     run: Callable[[Context], Awaitable[Any]]
     #: Turns the handler's final return value into the method's result object.
     finish: Callable[[Any], dict[str, Any]]
+    #: Input keys the handler takes answers for even when no round asked (its own opt-in).
+    accept_unasked: frozenset[str] = frozenset()
 
     def binding(self) -> Binding:
         try:
@@ -76,7 +78,8 @@ def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
     for key, answer in responses.items():
         if not isinstance(answer, dict):
             raise ProtocolError(
-                INVALID_PARAMS, f"Invalid inputResponses[{key!r}]: each answer must be an object"
+                INVALID_PARAMS,
+                f"Invalid inputResponses[{clip(key)!r}]: each answer must be an object",
             )
     try:
         size = len(json.dumps(responses, separators=(",", ":"), allow_nan=False))
@@ -88,6 +91,19 @@ def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
             f"Invalid inputResponses: larger than {MAX_INPUT_RESPONSE_BYTES} bytes",
         )
     return responses
+
+
+def unasked_answers(call: Call, offered: Mapping[str, Any]) -> dict[str, Any]:
+    """The answers a call takes with no verified round behind them: only its opted-in keys.
+
+    mrtr "Error Handling": the server SHOULD ignore information it did not ask for. An answer
+    to a question the server never asked proves nothing about what the user saw, so it must
+    never stand in for a confirmation (or let a client without the capability skip the
+    question); only keys the handler named in `accept_unasked` are exempt.
+    """
+    if not call.accept_unasked:
+        return {}
+    return {key: answer for key, answer in offered.items() if key in call.accept_unasked}
 
 
 def merge_missing(capabilities: ClientCapabilities, outcome: InputRequired) -> dict[str, Any]:
@@ -121,32 +137,43 @@ async def run_round(
     capabilities: ClientCapabilities,
     make_context: MakeContext,
 ) -> dict[str, Any]:
-    """Serve one 2026-07-28 round of `call`; raises ProtocolError for a JSON-RPC error."""
-    # Answers sent without a requestState are taken as they come: nothing was asked in a signed
-    # round, so they are exactly as trustworthy as any fresh answer, and a client may seed a
-    # call with answers it already has (conformance input-required-result-ignore-extra-params).
-    answers = read_input_responses(params)
+    """Serve one 2026-07-28 round of `call`; raises ProtocolError for a JSON-RPC error.
+
+    An answer counts only if a verified requestState records that this server asked for its
+    key (with the method it was asked with), or if the handler opted in to it; everything
+    else the client sends is ignored, never shown to the handler and never signed.
+    """
+    offered = read_input_responses(params)
     presented = params.get("requestState")
     binding: Binding | None = None
-    known: dict[str, str] = {}
-    if "requestState" in params:
+    if "requestState" not in params:
+        answers = unasked_answers(call, offered)
+    else:
         binding = call.binding()
         # mrtr: "servers MUST treat requestState as an attacker-controlled input" and "MUST
         # reject state that fails verification" -- before the handler sees anything.
         try:
             state = codec.verify(presented, binding)
         except InvalidRequestState as error:
-            raise ProtocolError(INVALID_PARAMS, f"Invalid requestState: {error.reason}") from None
-        merged = dict(state.answers)
-        known = dict(state.asked)
-        for key, answer in answers.items():
-            method = known.get(key)
-            if method is None and key not in merged:
-                continue  # mrtr: unexpected answers SHOULD be ignored
-            if method is not None and (problem := answer_shape_error(method, answer)):
-                raise ProtocolError(INVALID_PARAMS, f"Invalid inputResponses[{key!r}]: {problem}")
-            merged[key] = answer  # this round wins, so a client can correct an earlier answer
-        answers = merged
+            if error.reason != "expired":
+                raise ProtocolError(
+                    INVALID_PARAMS, f"Invalid requestState: {error.reason}"
+                ) from None
+            # Authentic and bound to this very call, only stale: its answers are too old to
+            # act on, so the questions start over with a fresh token instead of failing.
+            answers = {}
+            presented = None
+        else:
+            answers = dict(state.answers)
+            for key, answer in offered.items():
+                method = state.asked.get(key)
+                if method is None:
+                    continue  # not asked in the round this token closes: ignored
+                if problem := answer_shape_error(method, answer):
+                    raise ProtocolError(
+                        INVALID_PARAMS, f"Invalid inputResponses[{clip(key)!r}]: {problem}"
+                    )
+                answers[key] = answer
     context = make_context(answers, presented if isinstance(presented, str) else None)
     try:
         outcome = await call.run(context)
@@ -157,10 +184,12 @@ async def run_round(
     missing = merge_missing(capabilities, outcome)
     if missing:
         raise missing_capability_error(missing)
-    # Every key ever asked keeps its method, so a later correction is checked like a first answer.
-    asked = {**known, **{key: request.method for key, request in outcome.requests.items()}}
+    # The token records only this round's questions: the next retry may answer those and
+    # nothing else. An answer to a question asked again is dropped until it comes back.
+    asked = {key: request.method for key, request in outcome.requests.items()}
+    kept = {key: answer for key, answer in answers.items() if key not in asked}
     try:
-        token = codec.mint(binding or call.binding(), answers, asked)
+        token = codec.mint(binding or call.binding(), kept, asked)
     except InvalidRequestState as error:
         # Every round passed its own cap, but together the answers outgrow a token.
         raise ProtocolError(INVALID_PARAMS, f"Invalid inputResponses: {error.reason}") from None

@@ -16,6 +16,7 @@ __all__ = (
     "INVALID_PARAMS",
     "INVALID_REQUEST",
     "MAX_LINE_BYTES",
+    "MAX_QUOTED_CHARS",
     "METHOD_NOT_FOUND",
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "PARSE_ERROR",
@@ -27,6 +28,7 @@ __all__ = (
     "Request",
     "RequestId",
     "Response",
+    "clip",
     "encode",
     "error_response",
     "parse_line",
@@ -50,6 +52,18 @@ UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 #: history; small enough that one hostile line cannot balloon memory. Longer lines are
 #: discarded by the transport as they stream in and answered with -32600.
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024
+
+
+#: How much of a client-chosen string (a tool name, a URI, a method, an input key) an error
+#: message quotes: enough to recognise it, never a way to make the server echo a megabyte.
+MAX_QUOTED_CHARS: Final = 64
+
+
+def clip(text: str) -> str:
+    """`text` as an error message may quote it: cut to MAX_QUOTED_CHARS characters."""
+    if len(text) <= MAX_QUOTED_CHARS:
+        return text
+    return f"{text[:MAX_QUOTED_CHARS]}...({len(text)} characters)"
 
 
 class ProtocolError(Exception):

@@ -14,7 +14,7 @@ from typing import Any, Final, Protocol
 
 from ._capabilities import ClientCapabilities
 from ._context import InvalidInputResponse
-from ._dispatch import Call, MakeContext, merge_missing, read_input_responses
+from ._dispatch import Call, MakeContext, merge_missing, read_input_responses, unasked_answers
 from ._inputs import ELICIT, answer_shape_error
 from ._jsonrpc import INVALID_PARAMS, ProtocolError
 from ._results import InputRequired
@@ -60,7 +60,8 @@ async def run_legacy(
     unanswerable: Unanswerable,
     max_rounds: int = MAX_LEGACY_ROUNDS,
 ) -> dict[str, Any]:
-    answers = dict(read_input_responses(params))
+    # Answers the client sent with the call were asked by nobody: the same rule as MRTR.
+    answers = unasked_answers(call, read_input_responses(params))
     for round_number in range(max_rounds + 1):
         try:
             outcome = await call.run(make_context(answers, None))
@@ -76,8 +77,10 @@ async def run_legacy(
                 f"This host does not support {_capability_names(missing)}, which "
                 f"{call.target!r} needs to ask for input. Use a client that declares it."
             )
-        for key in sorted(outcome.requests):
-            request = outcome.requests[key]
+        for key in outcome.requests:
+            answers.pop(key, None)  # asked again: the earlier answer no longer stands
+        # In the handler's order, so the question it put first (a confirmation) comes first.
+        for key, request in outcome.requests.items():
             request_params = dict(request.params)
             if request.method == ELICIT and request_params.get("mode") == "url":
                 # 2025-11-25 URL-mode elicitation carries an elicitationId; 2026-07-28 dropped it.
@@ -94,6 +97,10 @@ async def run_legacy(
                     f"The client's answer to {request.method} is invalid: {problem}"
                 )
             answers[key] = answer
+            if request.method == ELICIT and answer.get("action") != "accept":
+                # A decline or cancel may make the rest moot ("Deploy?" -> no): the handler
+                # decides with what it has before the user is asked anything more.
+                break
     return unanswerable(
         f"{call.target!r} asked for input more than {max_rounds} times without finishing"
     )

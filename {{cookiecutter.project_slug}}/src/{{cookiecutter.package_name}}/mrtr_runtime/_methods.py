@@ -16,9 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ._context import Context, InvalidInputResponse
+from ._context import Cancelled, Context, InvalidInputResponse
 from ._dispatch import Call
-from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, JSONObject, ProtocolError
+from ._jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    JSONObject,
+    ProtocolError,
+    clip,
+)
 from ._registry import (
     PromptDef,
     Registry,
@@ -63,7 +70,7 @@ def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
     name, arguments = _name_and_arguments("tools/call", params)
     tool = registry.tools.get(name)
     if tool is None:
-        raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
+        raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {clip(name)}")
     try:
         parsed: BaseModel | None = tool.parse_arguments(arguments)
         invalid = ""
@@ -80,6 +87,10 @@ def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
             raise
         except ToolError as error:
             return ToolResult.error(str(error))
+        except Cancelled:
+            # The transport sends nothing for a cancelled request; this result goes nowhere.
+            _logger.info("tool %r stopped: the client cancelled the call", name)
+            return ToolResult.error(f"Tool {name!r} was cancelled.")
         except Exception as error:
             # The message may hold secrets from a library; the log gets the whole story.
             _logger.exception("tool %r raised", name)
@@ -87,7 +98,14 @@ def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
                 f"Tool {name!r} failed with {type(error).__name__}; see the server log."
             )
 
-    return Call("tools/call", name, arguments, run, lambda outcome: _tool_result(tool, outcome))
+    return Call(
+        "tools/call",
+        name,
+        arguments,
+        run,
+        lambda outcome: _tool_result(tool, outcome),
+        tool.accept_unasked,
+    )
 
 
 # -- prompts ------------------------------------------------------------------------
@@ -97,7 +115,7 @@ def prompt_call(registry: Registry, params: Mapping[str, Any]) -> Call:
     name, arguments = _name_and_arguments("prompts/get", params)
     prompt = registry.prompts.get(name)
     if prompt is None:
-        raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {name}")
+        raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {clip(name)}")
     try:
         parsed = prompt.signature.model.model_validate(arguments)
     except ValidationError as error:
@@ -116,7 +134,12 @@ def prompt_call(registry: Registry, params: Mapping[str, Any]) -> Call:
             raise ProtocolError(INTERNAL_ERROR, f"Prompt {name!r} failed") from error
 
     return Call(
-        "prompts/get", name, arguments, run, lambda outcome: _prompt_result(prompt, outcome)
+        "prompts/get",
+        name,
+        arguments,
+        run,
+        lambda outcome: _prompt_result(prompt, outcome),
+        prompt.accept_unasked,
     )
 
 
@@ -130,7 +153,7 @@ def resource_call(registry: Registry, params: Mapping[str, Any]) -> Call:
     found = registry.find_resource(uri)
     if found is None:
         # server/resources: resource not found is -32602 in 2026-07-28 (no longer -32002).
-        raise ProtocolError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        raise ProtocolError(INVALID_PARAMS, f"Resource not found: {clip(uri)}", {"uri": clip(uri)})
     resource, variables = found
 
     async def run(context: Context) -> Any:
@@ -141,11 +164,11 @@ def resource_call(registry: Registry, params: Mapping[str, Any]) -> Call:
         except ValidationError as error:
             raise ProtocolError(
                 INVALID_PARAMS,
-                f"Invalid resource URI {uri}: {describe_validation_error(error)}",
+                f"Invalid resource URI {clip(uri)}: {describe_validation_error(error)}",
             ) from None
         except Exception as error:
             _logger.exception("resource %r raised", uri)
-            raise ProtocolError(INTERNAL_ERROR, f"Reading {uri} failed") from error
+            raise ProtocolError(INTERNAL_ERROR, f"Reading {clip(uri)} failed") from error
 
     return Call(
         "resources/read", uri, {}, run, lambda outcome: _resource_result(resource, uri, outcome)
@@ -238,5 +261,5 @@ def _resource_result(resource: ResourceDef, uri: str, outcome: Any) -> JSONObjec
         content["blob"] = base64.b64encode(outcome).decode("ascii")
     else:
         _logger.error("resource %r returned %s", uri, type(outcome).__name__)
-        raise ProtocolError(INTERNAL_ERROR, f"Reading {uri} returned neither text nor bytes")
+        raise ProtocolError(INTERNAL_ERROR, f"Reading {clip(uri)} returned neither text nor bytes")
     return {"contents": [content]}

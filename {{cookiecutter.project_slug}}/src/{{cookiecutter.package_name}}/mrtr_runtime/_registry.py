@@ -8,7 +8,7 @@ import inspect
 import json
 import pkgutil
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar, get_type_hints
 
@@ -140,6 +140,8 @@ class ToolDef:
     output_model: type[BaseModel] | None
     #: The tools/list entry without its schemas, which are made on first use (below).
     summary: Mapping[str, Any]
+    #: Input keys whose answers are taken even though no round asked for them (see `tool`).
+    accept_unasked: frozenset[str] = frozenset()
 
     @functools.cached_property
     def wire(self) -> Mapping[str, Any]:
@@ -168,6 +170,7 @@ class PromptDef:
     signature: _Signature
     description: str | None
     summary: Mapping[str, Any]
+    accept_unasked: frozenset[str] = frozenset()
 
     @functools.cached_property
     def wire(self) -> Mapping[str, Any]:
@@ -221,6 +224,15 @@ def _template_pattern(uri_template: str) -> re.Pattern[str]:
     return re.compile(regex)
 
 
+def _input_keys(keys: Collection[str]) -> frozenset[str]:
+    if isinstance(keys, str):
+        # accept_unasked="confirm" would otherwise mean the keys "c", "o", "n"...
+        raise TypeError("accept_unasked takes a collection of input keys, not one string")
+    if not all(isinstance(key, str) and key for key in keys):
+        raise TypeError("accept_unasked keys must be non-empty strings")
+    return frozenset(keys)
+
+
 def _description(explicit: str | None, handler: Callable[..., Any]) -> str | None:
     return explicit if explicit is not None else inspect.getdoc(handler)
 
@@ -247,7 +259,18 @@ class Registry:
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
         output_model: type[BaseModel] | None = None,
+        accept_unasked: Collection[str] = (),
     ) -> Callable[[F], F]:
+        """Declare a tool; the handler's parameters become its input schema.
+
+        `accept_unasked` names input keys whose answers the tool takes even when no round of
+        this call asked for them (a client may send them with its first call). Every other
+        answer counts only if a verified requestState records that this server asked for it:
+        that is what makes an answer proof that the user saw the question. An unasked answer
+        proves nothing, so never name a key that gates a destructive or costly action.
+        """
+        unasked = _input_keys(accept_unasked)
+
         def register(handler: F) -> F:
             tool_name = handler.__name__ if name is None else name
             if not _TOOL_NAME.fullmatch(tool_name):
@@ -263,14 +286,24 @@ class Registry:
                 wire["description"] = text
             if annotations is not None:
                 wire["annotations"] = annotations.to_wire()
-            self.tools[tool_name] = ToolDef(tool_name, handler, signature, output_model, wire)
+            self.tools[tool_name] = ToolDef(
+                tool_name, handler, signature, output_model, wire, unasked
+            )
             return handler
 
         return register
 
     def prompt(
-        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        accept_unasked: Collection[str] = (),
     ) -> Callable[[F], F]:
+        """Declare a prompt; `accept_unasked` as for `tool`."""
+        unasked = _input_keys(accept_unasked)
+
         def register(handler: F) -> F:
             prompt_name = handler.__name__ if name is None else name
             if prompt_name in self.prompts:
@@ -282,7 +315,9 @@ class Registry:
                 wire["title"] = title
             if text:
                 wire["description"] = text
-            self.prompts[prompt_name] = PromptDef(prompt_name, handler, signature, text, wire)
+            self.prompts[prompt_name] = PromptDef(
+                prompt_name, handler, signature, text, wire, unasked
+            )
             return handler
 
         return register

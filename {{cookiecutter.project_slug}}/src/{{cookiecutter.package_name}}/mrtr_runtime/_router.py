@@ -27,6 +27,7 @@ from ._jsonrpc import (
     ProtocolError,
     Request,
     RequestId,
+    clip,
     error_response,
     success_response,
 )
@@ -187,12 +188,14 @@ class Server:
             # initialize (basic/versioning): it falls through to -32601 below.
             return self._initialize(params, session)
         if method not in _MODERN_METHODS and method not in _LEGACY_METHODS:
-            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {clip(method)}")
         scope = self._scope(params, session)
         scope.cancellation = cancellation
         allowed = _MODERN_METHODS if scope.era == "modern" else _LEGACY_METHODS
         if method not in allowed:
-            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found in {scope.version}: {method}")
+            raise ProtocolError(
+                METHOD_NOT_FOUND, f"Method not found in {scope.version}: {clip(method)}"
+            )
         result = await self._dispatch(method, params, scope, peer)
         if scope.era == "legacy":
             return result
@@ -239,8 +242,8 @@ class Server:
             # basic/versioning: UnsupportedProtocolVersionError.
             raise ProtocolError(
                 UNSUPPORTED_PROTOCOL_VERSION,
-                f"Unsupported protocol version: {requested}",
-                {"supported": list(MODERN_VERSIONS), "requested": requested},
+                f"Unsupported protocol version: {clip(requested)}",
+                {"supported": list(MODERN_VERSIONS), "requested": clip(requested)},
             )
         return _Scope("modern", requested, ClientCapabilities(capabilities), progress_token)
 

@@ -159,11 +159,20 @@ _ROLE_ARN: Final = re.compile(
     re.ASCII,
 )
 
+# The userinfo of any URL (scheme://user:password@host): never shown, whatever the scheme.
+_URL_CREDENTIALS: Final = re.compile(r"(?<=://)[^/@\s\"'<>]+@")
+
 Progress = Callable[[str], None]
+#: Raises to stop a deploy between two AWS steps (the tool passes `ctx.check_cancelled`).
+Checkpoint = Callable[[], None]
 
 
 def _ignore_progress(message: str) -> None:
     del message
+
+
+def _carry_on() -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -178,9 +187,11 @@ class WaitPolicy:
 
 
 class _Deadline:
-    def __init__(self, policy: WaitPolicy) -> None:
+    def __init__(self, policy: WaitPolicy, checkpoint: Checkpoint = _carry_on) -> None:
         self.policy = policy
         self.ends = policy.clock() + policy.budget_seconds
+        #: Called before every poll and every AWS write, so a cancelled deploy stops there.
+        self.checkpoint = checkpoint
 
     def attempts(self) -> int:
         """Polls that fit: the first one now, then one per delay until the budget ends."""
@@ -458,6 +469,7 @@ def _wait_for_stack(
     for attempt in range(deadline.attempts()):
         if attempt:
             deadline.policy.sleep(deadline.policy.delay_seconds)
+        deadline.checkpoint()
         failures += _relay_events(cfn, stack_id, seen, progress)
         stack = _describe_stack(cfn, stack_id)
         if stack is None:  # only by name; a deleted stack is still found by its id
@@ -478,6 +490,7 @@ def _wait_for_stack(
 
 def _delete_failed_create(cfn: Any, stack: _Stack, progress: Progress, deadline: _Deadline) -> None:
     progress(f"Deleting the stack a failed create left in {_FAILED_CREATE}")
+    deadline.checkpoint()
     cfn.delete_stack(
         StackName=stack.stack_id, ClientRequestToken=_token("mrtr-delete", stack.stack_id)
     )
@@ -497,14 +510,16 @@ def deploy_stack(
     *,
     progress: Progress = _ignore_progress,
     waits: WaitPolicy | None = None,
+    checkpoint: Checkpoint = _carry_on,
 ) -> DeployOutcome:
     """Create or update `plan.stack` through a change set so that it matches `plan`, once.
 
     The flow of awscli's `cloudformation deploy`: a change set named after a digest of the
     plan, "no changes" counted as success, ClientToken/ClientRequestToken on every write so
-    an AWS-side retry is recognised, and bounded waits.
+    an AWS-side retry is recognised, and bounded waits. `checkpoint` runs before every AWS
+    write: once it raises, no change set is created or executed.
     """
-    deadline = _Deadline(waits or WaitPolicy())
+    deadline = _Deadline(waits or WaitPolicy(), checkpoint)
     parameters, secret_keys = _resolve_parameters(cfn, plan)
     name = change_set_name(plan.template_body, parameters, secret_keys=secret_keys)
 
@@ -542,9 +557,11 @@ def deploy_stack(
         leftover = _our_change_set(cfn, stack, name)
         if leftover is not None:
             replaced = str(leftover["ChangeSetId"])
+            checkpoint()
             cfn.delete_change_set(ChangeSetName=replaced)
 
     progress(f"Creating change set {name}")
+    checkpoint()
     extra: dict[str, Any] = {} if updating else {"OnStackFailure": "DELETE"}
     try:
         created = cfn.create_change_set(
@@ -587,6 +604,7 @@ def deploy_stack(
 
     seen = _event_ids(cfn, stack_id)
     progress(f"Executing change set {name}")
+    checkpoint()
     cfn.execute_change_set(
         ChangeSetName=change_set_id, ClientRequestToken=_token("mrtr-exec", change_set_id)
     )
@@ -613,11 +631,12 @@ def _distribution() -> str:
 
 
 def _redact(text: str, secrets: list[str]) -> str:
-    # AWS error messages can quote signed headers (SignatureDoesNotMatch), session token included.
+    # AWS error messages can quote signed headers (SignatureDoesNotMatch), session token included,
+    # and connection errors quote the endpoint URL, user:password@ included (AWS_ENDPOINT_URL).
     for secret in secrets:
         if len(secret) >= 8:
             text = text.replace(secret, "[redacted]")
-    return text[:2000]
+    return _URL_CREDENTIALS.sub("[redacted]@", text)[:2000]
 
 
 def run_deploy(
@@ -627,6 +646,7 @@ def run_deploy(
     region: str | None,
     progress: Progress = _ignore_progress,
     waits: WaitPolicy | None = None,
+    checkpoint: Checkpoint = _carry_on,
 ) -> tuple[str, DeployOutcome]:
     """Assume `role_arn`, then deploy `plan` with its credentials. Blocks: run it in a thread.
 
@@ -661,8 +681,10 @@ def run_deploy(
             ]
         sts = base.client("sts", region_name=resolved, config=config)
         progress(f"Assuming role {role_arn}")
+        checkpoint()
         credentials = assume_role(sts, role_arn, session_name=f"mrtr-deploy-{plan.stack}"[:64])
         secrets += credentials.secrets()
+        checkpoint()
         assumed = boto3.session.Session(
             aws_access_key_id=credentials.access_key_id,
             aws_secret_access_key=credentials.secret_access_key,
@@ -670,7 +692,11 @@ def run_deploy(
             region_name=resolved,
         )
         cfn = assumed.client("cloudformation", config=config)
-        return resolved, deploy_stack(cfn, plan, progress=progress, waits=waits)
+        return resolved, deploy_stack(
+            cfn, plan, progress=progress, waits=waits, checkpoint=checkpoint
+        )
+    except ToolError as error:
+        raise ToolError(_redact(str(error), secrets)) from None
     except _botocore_exceptions().ClientError as error:
         code, message = _error_of(error)
         operation = getattr(error, "operation_name", "call")
@@ -766,7 +792,15 @@ async def deploy_to_aws(args: DeployArgs, ctx: Context) -> ToolResult | InputReq
         )
 
     region, outcome = await anyio.to_thread.run_sync(
-        functools.partial(run_deploy, plan, role_arn=arn, region=args.region, progress=relay)
+        functools.partial(
+            run_deploy,
+            plan,
+            role_arn=arn,
+            region=args.region,
+            progress=relay,
+            # basic/utilities/cancellation: a cancel stops the deploy at its next AWS step.
+            checkpoint=ctx.check_cancelled,
+        )
     )
     ctx.log.info(
         "deploy_to_aws: stack %s in %s %s (%s)", args.stack, region, outcome.action, outcome.status
