@@ -4,6 +4,13 @@ Cookiecutter renders this file with Jinja and runs it with the (empty) project d
 working directory; a non-zero exit makes cookiecutter delete that directory again, so a refusal
 leaves nothing on disk. We print exactly one line on stderr saying which answer is wrong and why.
 
+What this hook cannot do: stop cookiecutter from evaluating Jinja in answers. Cookiecutter renders
+every default (cookiecutter.json, key=value, --no-input, a config file's default_context) as a
+template before any hook runs, so an expression in such an answer has already run when we see
+its result. We can only refuse to generate a project from it (``check_not_evaluated``). Text
+typed at a prompt or replayed is not rendered; it reaches us as is and ``check_common`` refuses
+template markers in it.
+
 Names (project_name, project_slug, package_name) end up in paths, in Python source, in TOML and in
 shell commands printed for the user, so they are held to a strict ASCII grammar. Free text
 (description, author_name) may carry ordinary punctuation; the templates escape it where it lands.
@@ -26,7 +33,8 @@ ANSWERS: dict[str, object] = json.loads(
 {{ cookiecutter | tojson }}
 """.strip()
 )
-# The answers as given, before cookiecutter rendered them as Jinja templates (no_input / key=value).
+# The answers as cookiecutter was given them (cookiecutter.json overlaid with default_context and
+# key=value), before it rendered them as Jinja templates.
 RAW_ANSWERS: dict[str, object] = json.loads(
     r"""
 {{ _cookiecutter | default({}) | tojson }}
@@ -274,9 +282,9 @@ def template_defaults() -> dict[str, object]:
 
 
 def check_not_evaluated(defaults: dict[str, object]) -> None:
-    # With --no-input or key=value, cookiecutter renders each answer as a Jinja template before
-    # this hook runs, so an answer of 7 * 7 between double braces arrives here as "49". The raw
-    # answers still show it.
+    # Cookiecutter renders each given default (key=value, default_context, --no-input) as a Jinja
+    # template before this hook runs, so 7 * 7 between double braces arrives here as "49". The raw
+    # answers still show it: refuse the project. Whatever the expression did has already happened.
     for field in FIELDS:
         raw = RAW_ANSWERS.get(field)
         if not isinstance(raw, str) or raw == defaults.get(field):

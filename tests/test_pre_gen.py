@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from bakery import bake_into
+from bakery import REPO, bake_into, child_env, cookiecutter_config
 from cookiecutter.exceptions import FailedHookException
 
 CYRILLIC_A = "\u0430"
@@ -135,3 +137,49 @@ def test_ordinary_answers_are_accepted(
     output.mkdir()
     baked = bake_into(output, capfd, **answers)
     assert (baked.project / "pyproject.toml").is_file()
+
+
+# What the top README says about Jinja in answers, pinned against the cookiecutter we test with.
+
+
+def _probe(directory: Path) -> str:
+    # Creates `directory` if, and only if, something evaluates it as a Jinja template.
+    return "{{ cycler.__init__.__globals__.os.mkdir(" + repr(str(directory)) + ") }}"
+
+
+def test_jinja_typed_at_a_prompt_is_not_evaluated_and_the_hook_refuses_it(tmp_path: Path) -> None:
+    evaluated = tmp_path / "evaluated"
+    output = tmp_path / "out"
+    output.mkdir()
+    typed = ["", "", "", "Docs " + _probe(evaluated), "", "", ""]  # the description
+    result = subprocess.run(
+        [sys.executable, "-m", "cookiecutter", "--output-dir", str(output)]
+        + ["--config-file", str(cookiecutter_config(tmp_path)), str(REPO)],
+        input="\n".join(typed) + "\n",
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "refused: description" in result.stderr
+    assert "template marker" in result.stderr
+    assert not evaluated.exists()
+    assert list(output.iterdir()) == []
+
+
+def test_jinja_in_a_given_answer_runs_before_any_hook_which_can_only_refuse_it(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The limitation the README states: cookiecutter renders key=value answers (here through
+    # --no-input) before the pre-gen hook exists. If this ever stops creating the directory,
+    # cookiecutter sandboxes answers and the README can say so.
+    evaluated = tmp_path / "evaluated"
+    output = tmp_path / "out"
+    output.mkdir()
+    with pytest.raises(FailedHookException):
+        bake_into(output, capfd, state_dir=tmp_path / "state", description=_probe(evaluated))
+    assert "template syntax, which cookiecutter evaluated" in capfd.readouterr().err
+    assert evaluated.is_dir()
+    assert list(output.iterdir()) == []
