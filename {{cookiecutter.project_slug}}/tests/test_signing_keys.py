@@ -29,6 +29,8 @@ from {{ cookiecutter.package_name }}.mrtr_runtime._keys import (
     write_key_file,
 )
 from {{ cookiecutter.package_name }}.mrtr_runtime._state import (
+    DEFAULT_TTL_SECONDS,
+    MAX_TTL_SECONDS,
     Binding,
     InvalidRequestState,
     RequestStateCodec,
@@ -665,3 +667,16 @@ def test_replicas_of_one_server_with_the_same_key_accept_each_others_tokens() ->
     replica = load({"MRTR_SIGNING_KEY": HEX_A}, audience="server-a")
     assert replica.audience == "server-a"
     assert replica.verify(minted, BINDING).answers == {"q": ANSWER}
+
+
+# --- what the README promises ------------------------------------------------------------------
+
+
+def test_the_readme_states_the_lifetime_and_rotation_the_code_implements() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+    assert f"{DEFAULT_TTL_SECONDS} s (15 minutes) by default" in readme
+    assert f"{MAX_TTL_SECONDS} s at most" in readme
+    assert "keygen --rotate" in readme
+    assert PREVIOUS_KEYS_FILE_NAME in readme
+    assert f"at most {MAX_PREVIOUS_KEYS} keys" in readme
