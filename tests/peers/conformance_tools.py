@@ -70,7 +70,10 @@ def _roots_text(answer: RootsResult) -> str:
 
 # -- input-required-result-basic-elicitation, -missing-input-response, -result-type,
 #    -ignore-extra-params, -validate-input --------------------------------------------------
-@registry.tool()
+# ignore-extra-params sends a correct `user_name` with the FIRST call, before any round asked
+# for it, and expects a complete result: this fixture opts in to that key, visibly. An unasked
+# answer proves nothing about what the user saw; the runtime ignores every other one.
+@registry.tool(accept_unasked=("user_name",))
 async def test_input_required_result_elicitation(ctx: Context) -> str | InputRequired:
     """Conformance: asks for the user's name (input key `user_name`), then greets them."""
     answer = ctx.input_response_as("user_name", ElicitResult[Name])

@@ -7,12 +7,18 @@ ClientSession with call_tool_with_inputs, answering elicitations the way a host'
 
 from __future__ import annotations
 
+import http.client
 import importlib
+import json
 import os
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import boto3
@@ -186,3 +192,131 @@ async def test_two_rounds_through_the_real_server_deploy_the_stack_into_moto(
     ]
     assert progress
     assert {entry["progressToken"] for entry in progress} == {"e2e"}
+
+
+class SlowAws:
+    """A proxy in front of moto's server that holds every AWS call for `delay` seconds.
+
+    It makes a deploy slow enough to cancel between two of its steps, and it records the
+    action of every call that reached AWS, so a test can tell which steps happened.
+    """
+
+    def __init__(self, upstream: str, delay: float) -> None:
+        target = urlsplit(upstream)
+        self.actions: list[str] = []
+        proxy = self
+
+        class Forward(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self._forward()
+
+            def do_GET(self) -> None:
+                self._forward()
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                action = dict(
+                    pair.split("=", 1) for pair in body.decode().split("&") if "=" in pair
+                ).get("Action", self.headers.get("X-Amz-Target", "?"))
+                proxy.actions.append(action)
+                time.sleep(delay)
+                upstream_conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                upstream_conn.request(self.command, self.path, body, headers)
+                reply = upstream_conn.getresponse()
+                data = reply.read()
+                self.send_response(reply.status)
+                for key, value in reply.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                upstream_conn.close()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                del format, args
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> SlowAws:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.anyio
+async def test_a_cancel_after_the_first_progress_stops_the_deploy(
+    endpoint: str, server_env: dict[str, str]
+) -> None:
+    # basic/utilities/cancellation: the receiver SHOULD stop processing, and nothing more is
+    # sent for the cancelled id -- progress included. Every AWS call takes a second here, so
+    # the cancel lands before the role is assumed or while it is, never after a
+    # CloudFormation step.
+    answers = {
+        "confirm": {"action": "accept", "content": {"confirmed": True}},
+        "role-arn": {"action": "accept", "content": {"arn": ROLE}},
+    }
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    first_progress = anyio.Event()
+
+    async def on_notification(message: Json) -> None:
+        if message.get("method") == "notifications/progress":
+            first_progress.set()
+
+    with SlowAws(endpoint, delay=1.0) as aws, anyio.fail_after(BOUND):
+        env = {**server_env, "AWS_ENDPOINT_URL": aws.url}
+        async with ClientSession.spawn(
+            [sys.executable, "-m", PACKAGE],
+            env=env,
+            capabilities={"elicitation": {"form": {}}},
+            notification_handler=on_notification,
+        ) as session:
+            first = await session.request("tools/call", call)
+            retry = {
+                "jsonrpc": "2.0",
+                "id": 9001,  # sent raw: a response to it would be a protocol violation here
+                "method": "tools/call",
+                "params": {
+                    **call,
+                    "inputResponses": answers,
+                    "requestState": first["requestState"],
+                    "_meta": {
+                        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                        "io.modelcontextprotocol/clientCapabilities": session.capabilities,
+                        "progressToken": "cancel-me",
+                    },
+                },
+            }
+            await session.send_raw(json.dumps(retry).encode() + b"\n")
+
+            def progress() -> list[Json]:
+                return [
+                    note
+                    for note in session.notifications
+                    if note.get("method") == "notifications/progress"
+                ]
+
+            await first_progress.wait()
+            assert "Assuming role" in str(progress()[0]["params"])
+            await session.notify("notifications/cancelled", {"requestId": 9001})
+            sent_before_cancel = len(progress())
+            # Long enough for every step that would follow at one second per AWS call.
+            await anyio.sleep(6)
+            listed = await session.request("tools/list", {})
+            after = len(progress())
+            violations = list(session.protocol_violations)
+
+    assert listed["tools"]
+    assert sent_before_cancel == after == 1
+    assert violations == []  # no response for id 9001
+    assert "CreateChangeSet" not in aws.actions
+    assert "ExecuteChangeSet" not in aws.actions
+    assert aws.actions.count("AssumeRole") <= 1  # the cancel may even land before it
+    cloudformation = assumed("cloudformation", endpoint)
+    assert cloudformation.list_stacks()["StackSummaries"] == []

@@ -206,6 +206,29 @@ async def test_remove_file_keeps_the_file_on_decline_cancel_or_no(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("capabilities", [FORMS_ONLY, {"sampling": {}}], ids=["forms", "none"])
+async def test_remove_file_never_deletes_on_a_yes_nobody_asked_for(
+    load_snippet: Callable[[str], Registry], tmp_path: Path, capabilities: Json
+) -> None:
+    # A yes sent with the first call was not given to any question this server showed.
+    target = tmp_path / "precious"
+    target.write_text("x")
+    client = MemoryClient(serve(load_snippet("remove_file")), capabilities=capabilities)
+    params: Json = {
+        "name": "remove_file",
+        "arguments": {"path": str(target)},
+        "inputResponses": {"confirm": accept(confirmed=True)},
+    }
+    try:
+        result = await client.request("tools/call", params)
+    except RpcError as error:
+        assert error.code == -32021
+    else:
+        assert list(result["inputRequests"]) == ["confirm"]
+    assert target.exists()
+
+
+@pytest.mark.anyio
 async def test_remove_file_never_deletes_without_a_form_to_ask_with(
     load_snippet: Callable[[str], Registry], tmp_path: Path
 ) -> None:
