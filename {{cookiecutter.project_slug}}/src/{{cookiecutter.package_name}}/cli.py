@@ -25,13 +25,12 @@ from .mrtr_runtime import (
     Rotation,
     SigningConfigError,
     configure_logging,
-    default_previous_keys_file,
     rotate_key_file,
     serve_stdio,
     write_key_file,
 )
 from .mrtr_runtime import _hosts as hosts
-from .mrtr_runtime._keys import PREVIOUS_KEYS_FILE_ENV, PREVIOUS_KEYS_FILE_NAME
+from .mrtr_runtime._keys import PREVIOUS_KEYS_FILE_NAME
 from .mrtr_runtime._state import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 
 PACKAGE = "{{ cookiecutter.package_name }}"
@@ -75,9 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--rotate",
         action="store_true",
         help=(
-            "replace an existing key and keep the old one, verify-only, in the previous-keys "
-            f"file (default: {PREVIOUS_KEYS_FILE_NAME} beside the key file, or "
-            f"${PREVIOUS_KEYS_FILE_ENV}), so input rounds in flight can finish"
+            "replace an existing key and keep the old one, verify-only, in "
+            f"{PREVIOUS_KEYS_FILE_NAME} beside the key file (the newest few), so input rounds "
+            "in flight can finish"
         ),
     )
     replace.add_argument(
@@ -164,14 +163,6 @@ def _default_key_path() -> Path | None:
     return Path(named) if named else default_key_file()
 
 
-def _previous_keys_path(target: Path, *, explicit_path: bool) -> Path:
-    # --path names another key file than the server's, so the server's variable does not apply.
-    named = os.environ.get(PREVIOUS_KEYS_FILE_ENV, "").strip()
-    if named and not explicit_path:
-        return Path(named).expanduser().absolute()
-    return default_previous_keys_file(target)
-
-
 def keygen(*, force: bool, rotate: bool, path: Path | None) -> int:
     target = path or _default_key_path()
     if target is None:
@@ -187,11 +178,13 @@ def keygen(*, force: bool, rotate: bool, path: Path | None) -> int:
         return 1
     rotation: Rotation | None = None
     if rotate:
-        previous_path = _previous_keys_path(target, explicit_path=path is not None)
         try:
-            rotation = rotate_key_file(target, previous_file=previous_path)
+            # Always beside the key file: the server reads that one whatever else it is given.
+            rotation = rotate_key_file(target)
         except SigningConfigError as error:
-            sys.stderr.write(f"{NAME}: cannot rotate: {error}\n")
+            sys.stderr.write(
+                f"{NAME}: cannot rotate: {error} (or 'keygen --force' drops the old key)\n"
+            )
             return 1
         key = rotation.current
     else:
@@ -204,7 +197,7 @@ def keygen(*, force: bool, rotate: bool, path: Path | None) -> int:
             f"The old key (id {rotation.retired.key_id}) now only verifies: it is in "
             f"{rotation.previous_file}\n(mode 0600; previous key ids, newest first: {ids}). "
             "The server reads that file by itself.\n"
-            "Rounds waiting for input finish within one token lifetime "
+            "Rounds waiting for input can finish within one token lifetime "
             f"(MRTR_STATE_TTL_SECONDS, default {DEFAULT_TTL_SECONDS} s, at most "
             f"{MAX_TTL_SECONDS} s);\nafter that, the old key is useless and "
             f"{rotation.previous_file.name} may be deleted.\n"

@@ -11,10 +11,10 @@ Where the key comes from, first match wins:
 
 Previous keys verify tokens but never sign them (rotation). They come from
 ``MRTR_PREVIOUS_SIGNING_KEYS`` (comma-separated hex) and from a file of one hex key per line
-(blank lines and ``#`` comments allowed): ``MRTR_PREVIOUS_SIGNING_KEYS_FILE``, or else
-``.mrtr-previous-signing-keys`` beside the key file when it exists. ``rotate_key_file`` (what
-``keygen --rotate`` runs) moves the current key into that file, so no secret is ever copied by
-hand into a host configuration. A key is useless one TTL after it was retired: tokens live
+(blank lines and ``#`` comments allowed): ``.mrtr-previous-signing-keys`` beside the key file
+when it exists, and ``MRTR_PREVIOUS_SIGNING_KEYS_FILE``. ``rotate_key_file`` (what
+``keygen --rotate`` runs) moves the current key into the file beside it, so no secret is ever
+copied by hand into a host configuration. A key is useless one TTL after it was retired: tokens live
 ``MRTR_STATE_TTL_SECONDS`` (default 900, at most 3600). ``MRTR_INSECURE_PLAINTEXT=1`` switches to
 unsigned tokens, for debugging only.
 
@@ -174,7 +174,7 @@ def write_key_file(path: Path, *, overwrite: bool = False) -> SigningKey:
 
 
 def default_previous_keys_file(key_file: Path) -> Path:
-    """Where previous keys live for ``key_file`` unless ``MRTR_PREVIOUS_SIGNING_KEYS_FILE`` says."""
+    """The previous-keys file that goes with ``key_file``: read whenever it exists."""
     return key_file.with_name(PREVIOUS_KEYS_FILE_NAME)
 
 
@@ -294,7 +294,9 @@ def _previous_keys(
     named = environ.get(PREVIOUS_KEYS_FILE_ENV, "").strip()
     if named:
         found += _read_previous_keys_file(Path(named).expanduser(), PREVIOUS_KEYS_FILE_ENV)
-    elif key_file is not None:
+    # Read even when the variable names another file: that is where `keygen --rotate` puts the
+    # old key, and a rotation must never be silently ignored because of how the host was set up.
+    if key_file is not None:
         beside = default_previous_keys_file(key_file)
         if os.path.lexists(beside):  # a dangling link is an error to report, not a missing file
             found += _read_previous_keys_file(beside, "previous keys file")
