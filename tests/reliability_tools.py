@@ -122,3 +122,18 @@ async def rel_add(a: float, b: float) -> dict[str, float]:
 async def rel_bad_result(n: int = 0) -> ToolResult:
     """A tool bug: structured content that is not JSON (a datetime)."""
     return ToolResult.text("bad", structured={"when": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)})
+
+
+@registry.tool()
+def rel_watch(seconds: float = 30.0, n: int = 0, *, ctx: Context) -> str:
+    """A plain def that works in steps until told to stop: it polls `ctx.cancelled`."""
+    sys.stderr.write(f"rel_watch {n} started\n")
+    sys.stderr.flush()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if ctx.cancelled:
+            sys.stderr.write(f"rel_watch {n} saw the cancellation\n")
+            sys.stderr.flush()
+            return f"stopped {n}"
+        time.sleep(0.01)
+    return f"watched {n}"

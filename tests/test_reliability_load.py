@@ -44,6 +44,8 @@ META = {
 KEY_HEX = bytes(range(7, 39)).hex()
 ACCEPT_ADA = {"action": "accept", "content": {"name": "Ada"}}
 LOAD_REQUESTS = 10_000
+#: The load test's writes: this many messages at a time.
+WINDOW_BATCH = 100
 
 COUNTS: Counter[str] = Counter()
 
@@ -62,6 +64,13 @@ class Project:
     package: str
     max_concurrent: int
     drain_seconds: float
+    max_backlog: int
+    write_grace_seconds: float
+
+    @property
+    def capacity(self) -> int:
+        """Requests the server takes at once: running plus queued; beyond it, busy errors."""
+        return self.max_concurrent + self.max_backlog
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_")}
@@ -94,8 +103,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
         [
             sys.executable,
             "-c",
-            f"from {package}.mrtr_runtime._stdio import MAX_CONCURRENT_REQUESTS, DRAIN_SECONDS;"
-            "print(MAX_CONCURRENT_REQUESTS, DRAIN_SECONDS)",
+            (
+                f"from {package}.mrtr_runtime._stdio import MAX_CONCURRENT_REQUESTS, DRAIN_SECONDS,"
+                " MAX_BACKLOG, WRITE_GRACE_SECONDS;"
+                "print(MAX_CONCURRENT_REQUESTS, DRAIN_SECONDS, MAX_BACKLOG, WRITE_GRACE_SECONDS)"
+            ),
         ],
         env={**os.environ, "PYTHONPATH": str(root / "src")},
         capture_output=True,
@@ -103,8 +115,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
         timeout=60,
         check=True,
     )
-    max_concurrent, drain = probe.stdout.split()
-    return Project(root, package, int(max_concurrent), float(drain))
+    max_concurrent, drain, backlog, grace = probe.stdout.split()
+    return Project(root, package, int(max_concurrent), float(drain), int(backlog), float(grace))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -113,7 +125,8 @@ def report_counts(request: pytest.FixtureRequest) -> Iterator[None]:
     reporter = request.config.pluginmanager.getplugin("terminalreporter")
     line = (
         f"reliability: bad inputs tried {COUNTS['bad inputs']}, requests under load "
-        f"{COUNTS['requests']}, faults injected {COUNTS['faults']}, lost {COUNTS['lost']}"
+        f"{COUNTS['requests']}, faults injected {COUNTS['faults']}, refused as busy "
+        f"{COUNTS['busy']}, lost {COUNTS['lost']}"
     )
     capture = request.config.pluginmanager.getplugin("capturemanager")
     if reporter is not None and capture is not None:
@@ -400,15 +413,23 @@ async def test_ten_thousand_pipelined_mixed_calls_are_each_answered_exactly_once
             answered = [message["id"] for kind, message in plan if kind != "cancelled"]
 
             async def write() -> None:
+                # A client that keeps at most the server's capacity outstanding (running plus
+                # queued) is never refused as busy; beyond it, see the flood tests below.
                 batch: list[dict[str, Any]] = []
+                sent: list[object] = []
                 for kind, message in plan:
                     batch.append(message)
                     if kind == "cancelled":
                         batch.append(cancel(message["id"]))
-                    if len(batch) >= 200:
+                    else:
+                        sent.append(message["id"])
+                    if len(batch) >= WINDOW_BATCH:
+                        await wire.wait_for(sent[: max(0, len(sent) - window)])
                         await wire.send(*batch)
                         batch = []
                 await wire.send(*batch)
+
+            window = project.capacity - 2 * WINDOW_BATCH
 
             async with anyio.create_task_group() as task_group:
                 task_group.start_soon(write)
@@ -494,9 +515,9 @@ async def test_the_server_answers_others_while_slow_and_blocking_tools_run(
 async def test_concurrency_is_bounded_at_the_documented_limit_and_memory_stays_bounded(
     project: Project,
 ) -> None:
-    # _stdio.MAX_CONCURRENT_REQUESTS: past it the server stops reading stdin (back-pressure), so
-    # queued requests wait in the pipe, not in the server's memory.
-    held = [f"held-{i}" for i in range(project.max_concurrent * 6)]
+    # _stdio.MAX_CONCURRENT_REQUESTS run at once, MAX_BACKLOG more wait their turn in order:
+    # a burst of exactly that many is served in full, never more than the limit at once.
+    held = [f"held-{i}" for i in range(project.capacity)]
     samples: list[int] = []
     with anyio.fail_after(40):
         async with serve(project) as wire:
@@ -864,3 +885,197 @@ async def test_a_killed_and_restarted_server_completes_a_round_it_minted_before(
         "code": -32602,
         "message": "Invalid requestState: unknown key",
     }
+
+
+# --- floods beyond the bounds: the reader never goes blind ------------------------------------
+#
+# _stdio: MAX_CONCURRENT_REQUESTS run, MAX_BACKLOG wait; a request beyond both is answered at
+# once with a busy error (JSON-RPC -32603, data {"running", "queued"}), and stdin keeps being
+# read, so responses to the server's own requests, cancellations and EOF always get through.
+# Each flood runs at the bound plus one and at ten times the bound.
+
+
+def is_busy(response: dict[str, Any], project: Project) -> bool:
+    error = response.get("error")
+    if error is None:
+        return False
+    assert error["code"] == -32603, response
+    assert error["message"].startswith("Server busy: "), response
+    assert error["data"] == {"running": project.max_concurrent, "queued": project.max_backlog}
+    return True
+
+
+def legacy_initialize() -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": "init",
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": CAPABILITIES,
+            "clientInfo": {"name": "reliability", "version": "1"},
+        },
+    }
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("times", [1, 10], ids=["bound+1", "10x"])
+async def test_a_legacy_flood_past_the_backlog_finishes_what_fits_and_refuses_the_rest(
+    project: Project, times: int
+) -> None:
+    # Each call asks one elicitation/create and waits for our answer. With every slot and the
+    # whole backlog taken, the answers are the only way forward: they must be read. The client
+    # answers once the overflow has been refused, so the counts are exact (an answer read
+    # while a request waits for a place, BUSY_WAIT_SECONDS, would let that request in).
+    count = project.capacity * times + (1 if times == 1 else 0)
+    ids = [f"legacy-{i}" for i in range(count)]
+    overflow_refused = anyio.Event()
+    with anyio.fail_after(60):
+        async with serve(project) as wire:
+
+            async def answer(message: dict[str, Any]) -> None:
+                await overflow_refused.wait()
+                await wire.send({"jsonrpc": "2.0", "id": message["id"], "result": ACCEPT_ADA})
+
+            wire.on_server_request = answer
+            await wire.send(legacy_initialize())
+            await wire.wait_for("init")
+            await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await wire.send(
+                *(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "tools/call",
+                        "params": {"name": "rel_mrtr", "arguments": {"n": n}},
+                    }
+                    for n, i in enumerate(ids)
+                )
+            )
+            with anyio.fail_after(30):
+                await wire.wait_for(ids[project.capacity :])
+                overflow_refused.set()
+                await wire.wait_for(ids)
+            await wire.close_stdin()
+            assert await wire.wait_exit() == 0
+    COUNTS["requests"] += count
+    busy = [i for i in ids if is_busy(wire.one(i), project)]
+    COUNTS["busy"] += len(busy)
+    assert_clean_stdout(wire)
+    # Everything read before the first refusal fits; the rest arrived with no place left.
+    assert busy == ids[project.capacity :]
+    fitted = ids[: project.capacity]
+    assert [text_of(wire.one(i)) for i in fitted] == [f"hello Ada {n}" for n in range(len(fitted))]
+    assert len(wire.server_requests) == len(fitted)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("times", [1, 10], ids=["400", "4000"])
+async def test_cancellations_of_a_flood_get_through_and_the_server_answers_at_once(
+    project: Project, times: int
+) -> None:
+    # Without a reader that keeps reading, the cancellations would wait behind the flood for
+    # slots that only they can free, and tools/list would never be answered.
+    ids = [f"wait-{i}" for i in range(400 * times)]
+    with anyio.fail_after(60):
+        async with serve(project) as wire:
+            await wire.send(*(tool_call(i, "rel_slow", {"seconds": 120}) for i in ids))
+            await wire.send(*(cancel(i) for i in ids), request("after", "tools/list"))
+            with anyio.fail_after(15):  # "promptly": bounds a hang, measures nothing
+                await wire.wait_for("after")
+            await wire.close_stdin()
+            assert await wire.wait_exit() == 0
+    COUNTS["requests"] += len(ids) + 1
+    COUNTS["faults"] += len(ids)
+    assert_clean_stdout(wire)
+    assert "result" in wire.one("after")
+    # basic/utilities/cancellation: nothing for a request once it is cancelled. A request
+    # refused as busy was answered before its cancellation arrived; nothing else is sent.
+    busy = [i for i in ids if i in wire.responses and is_busy(wire.one(i), project)]
+    answered = [i for i in ids if i in wire.responses]
+    COUNTS["busy"] += len(busy)
+    assert answered == busy
+    assert len(ids) - len(busy) >= project.capacity
+    assert "abandoning" not in wire.stderr_text()
+    assert "Traceback" not in wire.stderr_text()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("times", [1, 10], ids=["400", "4000"])
+async def test_a_client_that_stops_reading_and_closes_stdin_sees_the_server_exit_in_bound(
+    project: Project, times: int
+) -> None:
+    # Output piles up unread (far more than a pipe holds, far less than the unread-output cap),
+    # three calls outlive the drain bound: the server must still notice EOF and leave within
+    # DRAIN_SECONDS + WRITE_GRACE_SECONDS.
+    calls = [tool_call(f"big-{i}", "rel_big", {"size": 2000}) for i in range(400 * times)]
+    calls += [tool_call(f"long-{i}", "rel_slow", {"seconds": 120}) for i in range(3)]
+    bound = project.drain_seconds + project.write_grace_seconds + 8
+    with anyio.fail_after(bound + 30):
+        async with serve(project, read=False) as wire:
+            await wire.send(tool_call("first", "rel_fast"))
+            await wire.read_one_byte()  # started; from here on nobody reads stdout
+            with anyio.fail_after(20):
+                await wire.send(*calls)
+            await wire.close_stdin()
+            with anyio.fail_after(bound):
+                code = await wire.process.wait()
+    COUNTS["requests"] += len(calls)
+    COUNTS["faults"] += 1
+    assert code == 0
+    assert "Traceback" not in wire.stderr_text()
+
+
+@pytest.mark.anyio
+async def test_past_the_unread_output_cap_the_server_stops_reading_and_loses_nothing(
+    project: Project,
+) -> None:
+    # 40 MB of answers nobody reads: past _stdio.MAX_UNREAD_OUTPUT_BYTES (32 MiB) the server
+    # stops reading, so a further flood waits in the pipe, not in its memory. Once the client
+    # reads, everything is answered exactly once.
+    big = [f"big-{i}" for i in range(40)]
+    pings = [f"fast-{i}" for i in range(20_000)]
+    flood = b"".join(dumps(tool_call(i, "rel_fast")) for i in pings)
+    with anyio.fail_after(90):
+        async with serve(project, read=False) as wire:
+            await wire.send(*(tool_call(i, "rel_big", {"size": 1_000_000}) for i in big))
+            await wire.read_one_byte()
+            with anyio.move_on_after(3) as blocked:
+                await wire.send_raw(flood)
+            wire.start_reading()
+            await wire.wait_for(big + pings)
+            await wire.close_stdin()
+            assert await wire.wait_exit() == 0
+    COUNTS["requests"] += len(big) + len(pings)
+    COUNTS["faults"] += 1
+    assert blocked.cancelled_caught, "the server kept reading with 40 MB unread"
+    assert_clean_stdout(wire)
+    assert all(len(wire.one(i)["result"]["content"][0]["text"]) == 1_000_000 for i in big)
+    busy = sum(is_busy(wire.one(i), project) for i in pings)
+    assert all(text_of(wire.one(i)) == "fast 0" for i in pings if "result" in wire.one(i))
+    COUNTS["busy"] += busy
+
+
+@pytest.mark.anyio
+async def test_a_cancellation_reaches_a_plain_def_tool_in_its_worker_thread(
+    project: Project,
+) -> None:
+    # The loop cannot interrupt a thread; the tool polls ctx.cancelled and stops. Its return
+    # value comes after the cancellation and must not be sent.
+    with anyio.fail_after(30):
+        async with serve(project) as wire:
+            await wire.send(tool_call("watch", "rel_watch", {"seconds": 20, "n": 1}))
+            while "rel_watch 1 started" not in wire.stderr_text():
+                await anyio.sleep(0.01)
+            await wire.send(cancel("watch"))
+            with anyio.fail_after(10):
+                while "rel_watch 1 saw the cancellation" not in wire.stderr_text():
+                    await anyio.sleep(0.01)
+            await wire.send(request("after", "tools/list"))
+            await wire.wait_for("after")
+            await wire.close_stdin()
+            assert await wire.wait_exit() == 0
+    COUNTS["faults"] += 1
+    assert_clean_stdout(wire)
+    assert "watch" not in wire.responses
+    assert "abandoning" not in wire.stderr_text()
