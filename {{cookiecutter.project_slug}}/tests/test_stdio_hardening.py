@@ -292,3 +292,25 @@ async def test_a_cancelled_blocking_tool_that_finishes_later_is_never_answered(
             returncode = await process.wait()
     assert [message.get("id") for message in messages] == [2]
     assert_clean_exit(returncode, stderr)
+
+
+def test_logs_never_show_the_credentials_of_a_url() -> None:
+    # A library's exception can quote an endpoint URL with user:password@ in it (an
+    # AWS_ENDPOINT_URL, say); the log line and its traceback show the URL without them.
+    script = (
+        "import logging\n"
+        "from {{ cookiecutter.package_name }}.mrtr_runtime._stdio import configure_logging\n"
+        "configure_logging()\n"
+        "try:\n"
+        "    raise ConnectionError('cannot reach https://deployer:s3cr3t-pw@aws.example/')\n"
+        "except ConnectionError:\n"
+        "    logging.getLogger('tool').exception('failed at http://me:other-pw@host:9/x')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout == ""
+    assert "https://[redacted]@aws.example/" in done.stderr
+    assert "http://[redacted]@host:9/x" in done.stderr
+    assert "s3cr3t-pw" not in done.stderr
+    assert "other-pw" not in done.stderr

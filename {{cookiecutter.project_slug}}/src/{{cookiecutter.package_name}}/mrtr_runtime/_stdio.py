@@ -23,6 +23,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 import signal
 import stat
 import sys
@@ -544,13 +545,26 @@ def _claim_stdio() -> tuple[int, int]:
     return wire_in, wire_out
 
 
+# The userinfo of any URL (scheme://user:password@host), which a library's exception can quote
+# from its configuration (an endpoint URL with credentials in it, say).
+_URL_CREDENTIALS: Final = re.compile(r"(?<=://)[^/@\s\"'<>]+@")
+
+
+class _RedactingFormatter(logging.Formatter):
+    """Formats as usual, then blanks URL credentials in the whole line, traceback included."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _URL_CREDENTIALS.sub("[redacted]@", super().format(record))
+
+
 def configure_logging() -> None:
-    """Logs to stderr (never stdout), at MRTR_LOG_LEVEL (default INFO)."""
+    """Logs to stderr (never stdout), at MRTR_LOG_LEVEL (default INFO), URL credentials blanked."""
     level = os.environ.get("MRTR_LOG_LEVEL", "INFO").upper()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
-        stream=sys.stderr,
+        handlers=[handler],
         level=level if level in logging.getLevelNamesMapping() else "INFO",
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
 
 
