@@ -2,8 +2,8 @@
 
 Cookiecutter runs this with the new project as the working directory; if it fails, cookiecutter
 deletes the project again. The signing key is written here (never rendered from a template, never
-printed) and the host configurations come from the vendored runtime's ``_hosts`` module, the same
-code ``<slug> config`` uses later.
+printed) and the host configurations come from the project's own ``hosts`` module, the same code
+``<slug> config`` uses later.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import shlex
+import secrets
 import shutil
 import stat
 import sys
@@ -29,7 +30,7 @@ PROJECT = Path.cwd().resolve()
 PACKAGE = ANSWERS["package_name"]
 SLUG = ANSWERS["project_slug"]
 AWS = ANSWERS["include_aws_example"] == "yes"
-RUNTIME = PROJECT / "src" / PACKAGE / "mrtr_runtime"
+PACKAGE_DIR = PROJECT / "src" / PACKAGE
 WINDOWS = os.name == "nt"
 
 # Everything that exists only for the AWS example. The README and pyproject sections are switched
@@ -71,14 +72,14 @@ def remove_caches() -> None:
                 shutil.rmtree(Path(root, name))
 
 
-def load_runtime_module(name: str) -> ModuleType:
-    # The project is not installed yet, so load the vendored module by path. It is registered in
-    # sys.modules before it runs because dataclasses look their module up there. No bytecode:
-    # a __pycache__ directory would otherwise appear in the fresh project.
+def load_project_module(name: str) -> ModuleType:
+    # The project is not installed yet, so load the (standard-library-only) module by path. It
+    # is registered in sys.modules before it runs because dataclasses look their module up
+    # there. No bytecode: a __pycache__ directory would otherwise appear in the fresh project.
     sys.dont_write_bytecode = True
-    spec = importlib.util.spec_from_file_location(f"_mrtr_bake{name}", RUNTIME / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_mrtr_bake_{name}", PACKAGE_DIR / f"{name}.py")
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {name} from {RUNTIME}")
+        raise ImportError(f"cannot load {name} from {PACKAGE_DIR}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -88,13 +89,15 @@ def load_runtime_module(name: str) -> ModuleType:
 def write_signing_key(hosts: ModuleType) -> tuple[Path, bool]:
     """Write a fresh key (O_EXCL, mode 0600); keep an existing one when re-baking over a project."""
     path = PROJECT / hosts.KEY_FILE_NAME
-    keys = load_runtime_module("_keys")
     try:
-        keys.write_key_file(path)
+        # O_EXCL: never replace a key; 0600 from the start, whatever the umask narrows it to.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         if not stat.S_ISREG(path.lstat().st_mode):
             raise SystemExit(f"mrtr-server: {path} exists and is not a regular file") from None
         return path, False
+    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+        handle.write(secrets.token_hex(32) + "\n")
     return path, True
 
 
@@ -154,7 +157,7 @@ def main() -> int:
     if not AWS:
         remove_aws_example()
     remove_caches()
-    hosts = load_runtime_module("_hosts")
+    hosts = load_project_module("hosts")
     key_path, key_written = write_signing_key(hosts)
     sys.stdout.write(next_steps(hosts, key_path, key_written))
     sys.stdout.flush()

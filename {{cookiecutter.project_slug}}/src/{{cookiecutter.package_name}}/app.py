@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from . import __version__, tools
-from .mrtr_runtime import Server, codec_from_environment
+from .mrtr_runtime.server import Server, codec_from_environment
 from .tools import registry
 
 #: The server's name in ``serverInfo`` (and the console script's name).

@@ -19,9 +19,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
+from . import __version__, hosts
 from .app import NAME, build_server, default_key_file, project_root
-from .mrtr_runtime import (
+from .mrtr_runtime.server import (
+    DEFAULT_TTL_SECONDS,
+    MAX_TTL_SECONDS,
+    PREVIOUS_KEYS_FILE_NAME,
     Rotation,
     SigningConfigError,
     configure_logging,
@@ -29,9 +32,6 @@ from .mrtr_runtime import (
     serve_stdio,
     write_key_file,
 )
-from .mrtr_runtime import _hosts as hosts
-from .mrtr_runtime._keys import PREVIOUS_KEYS_FILE_NAME
-from .mrtr_runtime._state import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 #: ``uv run --extra`` for the optional dependencies the tools need.

@@ -1,7 +1,13 @@
 """mrtr_runtime: a small MCP server runtime with multi round-trip requests (SEP-2322).
 
 Vendored from the mrtr-server cookiecutter template, runtime version 0.1.0. It is part of
-this project now: change it if you must, but tools should need only what is exported here.
+this project now: change it if you must, but a tool needs only what this page exports.
+
+Three faces, one per audience; everything else (`_name` modules) is private:
+
+- `mrtr_runtime`: what a tool module imports (this page).
+- `mrtr_runtime.server`: what `app.py` and `cli.py` need to build and run the server.
+- `mrtr_runtime.testing`: clients that drive a server in tests and scripts.
 
 Serves MCP 2026-07-28 (stateless, per-request `_meta`) and, in the same process, 2025-11-25
 (`initialize`) over stdio. Depends on anyio and pydantic only.
@@ -12,64 +18,34 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._capabilities import ClientCapabilities
-from ._context import Cancelled, Context, InvalidInputResponse
+from ._context import Context, InvalidInputResponse, RequestCancelled
 from ._inputs import InputRequest, elicit_form, elicit_url, list_roots, sample
-from ._keys import (
-    KeyRing,
-    Rotation,
-    SigningConfigError,
-    SigningKey,
-    WeakSigningKey,
-    codec_from_environment,
-    default_previous_keys_file,
-    new_signing_key_hex,
-    parse_signing_key,
-    rotate_key_file,
-    write_key_file,
-)
 from ._registry import Registry, ToolAnnotations
 from ._results import InputRequired, ToolError, ToolResult
-from ._router import LEGACY_VERSIONS, MODERN_VERSIONS, Server
-from ._state import Binding, InvalidRequestState, RequestStateCodec, RoundState, digest_arguments
-from ._stdio import configure_logging, serve_stdio
 
 if TYPE_CHECKING:
-    from ._answers import ElicitResult, Root, RootsResult, SamplingResult
-    from ._client import ClientSession, SessionClosed
-    from ._client_rounds import (
-        InputHandler,
-        InvalidServerResponse,
-        Requester,
-        RpcError,
-        TooManyRounds,
-        call_tool_with_inputs,
-        default_input_handler,
-        request_with_inputs,
+    from ._answers import (
+        Accepted,
+        Cancelled,
+        Declined,
+        ElicitResult,
+        Root,
+        RootsResult,
+        SamplingResult,
     )
-    from ._memory import MemoryClient
 
 __version__ = "0.1.0"
 
-# Imported on first use (PEP 562). The client side is for tests and scripts: a serving process
-# never needs it. The answer models are pydantic models: the first answer a server sends must
-# not wait for pydantic, which comes with the tools.
+# The answer models are pydantic models, imported on first use (PEP 562): the first answer a
+# server sends must not wait for pydantic, which comes with the tools.
 _LAZY = {
+    "Accepted": "._answers",
+    "Cancelled": "._answers",
+    "Declined": "._answers",
     "ElicitResult": "._answers",
     "Root": "._answers",
     "RootsResult": "._answers",
     "SamplingResult": "._answers",
-    "ClientSession": "._client",
-    "SessionClosed": "._client",
-    "InputHandler": "._client_rounds",
-    "InvalidServerResponse": "._client_rounds",
-    "Requester": "._client_rounds",
-    "RpcError": "._client_rounds",
-    "TooManyRounds": "._client_rounds",
-    "call_tool_with_inputs": "._client_rounds",
-    "default_input_handler": "._client_rounds",
-    "request_with_inputs": "._client_rounds",
-    "MemoryClient": "._memory",
 }
 
 
@@ -83,54 +59,24 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = (
-    "LEGACY_VERSIONS",
-    "MODERN_VERSIONS",
-    "Binding",
+    "Accepted",
     "Cancelled",
-    "ClientCapabilities",
-    "ClientSession",
     "Context",
+    "Declined",
     "ElicitResult",
-    "InputHandler",
     "InputRequest",
     "InputRequired",
     "InvalidInputResponse",
-    "InvalidRequestState",
-    "InvalidServerResponse",
-    "KeyRing",
-    "MemoryClient",
     "Registry",
-    "RequestStateCodec",
-    "Requester",
+    "RequestCancelled",
     "Root",
     "RootsResult",
-    "Rotation",
-    "RoundState",
-    "RpcError",
     "SamplingResult",
-    "Server",
-    "SessionClosed",
-    "SigningConfigError",
-    "SigningKey",
-    "TooManyRounds",
     "ToolAnnotations",
     "ToolError",
     "ToolResult",
-    "WeakSigningKey",
-    "call_tool_with_inputs",
-    "codec_from_environment",
-    "configure_logging",
-    "default_input_handler",
-    "default_previous_keys_file",
-    "digest_arguments",
     "elicit_form",
     "elicit_url",
     "list_roots",
-    "new_signing_key_hex",
-    "parse_signing_key",
-    "request_with_inputs",
-    "rotate_key_file",
     "sample",
-    "serve_stdio",
-    "write_key_file",
 )

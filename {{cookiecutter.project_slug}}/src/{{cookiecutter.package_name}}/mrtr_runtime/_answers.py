@@ -7,15 +7,44 @@ its request. Handlers validate answers into these with `ctx.input_response_as(ke
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._inputs import LIST_ROOTS, SAMPLE
+from ._wire import LIST_ROOTS, SAMPLE
 
-__all__ = ("ElicitResult", "Root", "RootsResult", "SamplingResult", "answer_model")
+__all__ = (
+    "Accepted",
+    "Cancelled",
+    "Declined",
+    "ElicitResult",
+    "Root",
+    "RootsResult",
+    "SamplingResult",
+    "answer_model",
+)
 
 ContentT = TypeVar("ContentT")
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted(Generic[ContentT]):
+    """The user filled in the form and sent it: `content` is the form, validated."""
+
+    content: ContentT
+
+
+@dataclass(frozen=True, slots=True)
+class Declined:
+    """The user said no to the question (client/elicitation action "decline")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The user dismissed the question without answering (action "cancel")."""
+
+
 _PARAMETRISED: dict[tuple[type[BaseModel], Any], Any] = {}
 
 

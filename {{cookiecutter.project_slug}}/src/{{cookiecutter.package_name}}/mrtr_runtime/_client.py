@@ -34,22 +34,25 @@ from ._client_rounds import (
     Requester,
     RequestHandler,
     RootsHandler,
-    RpcError,
     SamplingHandler,
     default_input_handler,
 )
-from ._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
+from ._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
+from ._wire import (
+    LEGACY_VERSIONS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSIONS,
+)
 
 __all__ = ["ClientSession", "NotificationHandler", "SessionClosed", "derive_capabilities"]
 
 logger = logging.getLogger(__name__)
 
-MODERN_PROTOCOL_VERSION = "2026-07-28"
-LEGACY_PROTOCOL_VERSION = "2025-11-25"
+MODERN_PROTOCOL_VERSION = MODERN_VERSIONS[0]
+LEGACY_PROTOCOL_VERSION = LEGACY_VERSIONS[0]
 # 2026-07-28 basic/index "Request metadata": the per-request _meta keys.
-META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 
 DEFAULT_CLIENT_INFO: Mapping[str, str] = {"name": "mrtr-runtime-client", "version": "1.0"}
 

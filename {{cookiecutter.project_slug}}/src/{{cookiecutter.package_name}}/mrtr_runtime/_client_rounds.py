@@ -17,7 +17,7 @@ from typing import Protocol, cast
 
 import anyio
 
-from ._jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND
+from ._jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
 
 __all__ = (
     "DEFAULT_MAX_ROUNDS",
@@ -27,7 +27,6 @@ __all__ = (
     "RequestHandler",
     "Requester",
     "RootsHandler",
-    "RpcError",
     "SamplingHandler",
     "TooManyRounds",
     "call_tool_with_inputs",
@@ -51,19 +50,6 @@ SamplingHandler = RequestHandler
 RootsHandler = RequestHandler
 # inputRequests ({key: {"method", "params"}}) -> inputResponses ({key: result}).
 InputHandler = Callable[[Mapping[str, Mapping[str, object]]], Awaitable[Mapping[str, object]]]
-
-
-class RpcError(Exception):
-    """A JSON-RPC error: from the server, or a client handler's refusal."""
-
-    def __init__(self, code: int, message: str, data: object | None = None) -> None:
-        super().__init__(code, message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def __str__(self) -> str:
-        return f"[{self.code}] {self.message}"
 
 
 class TooManyRounds(Exception):

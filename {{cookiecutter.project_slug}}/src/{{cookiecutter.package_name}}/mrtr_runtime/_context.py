@@ -6,25 +6,36 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
-from ._capabilities import ClientCapabilities
-from ._inputs import ELICIT, INPUT_METHODS, InputRequest
-from ._results import InputRequired
+    from ._answers import Accepted, Cancelled, Declined
 
-__all__ = ("Cancellation", "Cancelled", "Context", "InvalidInputResponse", "Notifier")
+from ._capabilities import ClientCapabilities
+from ._inputs import InputRequest
+from ._results import InputRequired
+from ._wire import ELICIT, INPUT_METHODS
+
+__all__ = (
+    "MAX_STATE_BYTES",
+    "Cancellation",
+    "Context",
+    "InvalidInputResponse",
+    "Notifier",
+    "RequestCancelled",
+)
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
+FormT = TypeVar("FormT", bound="BaseModel")
 Notifier = Callable[[str, dict[str, Any]], Awaitable[None]]
 Era = Literal["modern", "legacy"]
 
 _logger = logging.getLogger("mrtr_runtime.tools")
 
 
-class Cancelled(Exception):
+class RequestCancelled(Exception):
     """Raised by `Context.check_cancelled()` once the client has cancelled the request."""
 
 
@@ -52,6 +63,23 @@ class InvalidInputResponse(Exception):
     def __init__(self, key: str, detail: str) -> None:
         super().__init__(f"Invalid inputResponses[{key!r}]: {detail}")
         self.key = key
+
+
+#: How much handler state may travel between rounds: it rides in every retry, and host logs
+#: keep requestState. Enough for ids, a digest of what a question showed, a step name.
+MAX_STATE_BYTES: Final = 4096
+
+
+def _check_state(state: object) -> None:
+    try:
+        size = len(json.dumps(state, separators=(",", ":"), allow_nan=False))
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ValueError(f"request_input state must be plain JSON: {error}") from None
+    if size > MAX_STATE_BYTES:
+        raise ValueError(
+            f"request_input state is {size} bytes of JSON; at most {MAX_STATE_BYTES} travel "
+            "between rounds (keep ids or a digest there, not the data itself)"
+        )
 
 
 def _as_json(raw: Any) -> str:
@@ -86,6 +114,7 @@ class Context:
         "progress_token",
         "protocol_version",
         "request_state",
+        "state",
     )
 
     def __init__(
@@ -99,6 +128,7 @@ class Context:
         progress_token: str | int | None = None,
         notify: Notifier | None = None,
         cancellation: Cancellation | None = None,
+        state: object = None,
     ) -> None:
         self._answers = answers
         self._cancellation = cancellation
@@ -111,6 +141,9 @@ class Context:
         self.protocol_version = protocol_version
         self.era: Era = era
         self.progress_token = progress_token
+        #: The JSON value this handler passed to `request_input(..., state=...)` last round,
+        #: back from the signed requestState (None in the first round, or if it set none).
+        self.state = state
         self.log = _logger
 
     @property
@@ -150,12 +183,49 @@ class Context:
                 return None
             raise InvalidInputResponse(key, _describe(error)) from None
 
+    def form_answer(
+        self, key: str, form: type[FormT]
+    ) -> Accepted[FormT] | Declined | Cancelled | None:
+        """The user's answer to the form asked under `key`, as a type a `match` narrows.
+
+        `Accepted(content)` carries the filled-in `form`; `Declined()` and `Cancelled()` are
+        ordinary answers to handle (client/elicitation: servers "MUST handle cases where the
+        user declines or cancels"); None means there is no answer to use yet: ask (again).
+        Content that does not fit the form reads as None, as with `input_response_as`.
+        """
+        from pydantic import ValidationError
+
+        from ._answers import Accepted, Cancelled, Declined, ElicitResult
+
+        answer = self.input_response_as(key, ElicitResult[dict[str, Any]])
+        if answer is None:
+            return None
+        if answer.action == "decline":
+            return Declined()
+        if answer.action == "cancel":
+            return Cancelled()
+        if answer.content is None:
+            self._rejected[key] = "the form came back accepted but empty"
+            return None
+        try:
+            return Accepted(form.model_validate_json(_as_json(answer.content), strict=True))
+        except ValidationError as error:
+            self._rejected[key] = _describe(error)
+            return None
+
     def can_request(self, request: InputRequest) -> bool:
         """Whether the client declared what `request` needs, so a handler can pick another way."""
         return self.client_capabilities.supports(request.required_capabilities)
 
-    def request_input(self, requests: Mapping[str, InputRequest]) -> InputRequired:
-        """Return this from the handler to ask for input; keys are the handler's own names."""
+    def request_input(
+        self, requests: Mapping[str, InputRequest], *, state: object = None
+    ) -> InputRequired:
+        """Return this from the handler to ask for input; keys are the handler's own names.
+
+        `state` is any small JSON value the handler wants back next round (as `ctx.state`):
+        it is signed into the requestState with the answers, so the client can read it but
+        not change it. At most MAX_STATE_BYTES of compact JSON; more raises ValueError.
+        """
         for key, request in requests.items():
             if not isinstance(key, str) or not key:
                 raise ValueError("input request keys must be non-empty strings")
@@ -169,7 +239,9 @@ class Context:
             if again is not None and again.method == ELICIT and "message" in again.params:
                 message = f"That answer was not valid ({why}). {again.params['message']}"
                 asked[key] = replace(again, params={**again.params, "message": message})
-        return InputRequired(asked)
+        if state is not None:
+            _check_state(state)
+        return InputRequired(asked, state)
 
     @property
     def cancelled(self) -> bool:
@@ -177,13 +249,13 @@ class Context:
         return self._cancellation is not None and self._cancellation.cancelled
 
     def check_cancelled(self) -> None:
-        """Raise `Cancelled` if the client cancelled this request; call it between steps.
+        """Raise `RequestCancelled` if the client cancelled this request; call it between steps.
 
         For work in a worker thread (`anyio.to_thread.run_sync`, a plain `def` tool), which
         the event loop cannot interrupt: check before every step that changes something.
         """
         if self.cancelled:
-            raise Cancelled("the client cancelled this request")
+            raise RequestCancelled("the client cancelled this request")
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

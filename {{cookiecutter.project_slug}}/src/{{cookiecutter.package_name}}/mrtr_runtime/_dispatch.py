@@ -14,15 +14,17 @@ from typing import Any, Final
 
 from ._capabilities import ClientCapabilities
 from ._context import Context, InvalidInputResponse
-from ._inputs import answer_shape_error
-from ._jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, ProtocolError, clip
+from ._jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, RpcError, clip
 from ._results import InputRequired
-from ._state import Binding, InvalidRequestState, RequestStateCodec, digest_arguments
+from ._tokens import Binding, InvalidRequestState, RequestStateCodec, digest_arguments
+from ._wire import ELICIT
 
 __all__ = (
     "MAX_INPUT_RESPONSE_BYTES",
     "MAX_INPUT_RESPONSE_KEYS",
     "Call",
+    "RoundInput",
+    "answer_shape_error",
     "merge_missing",
     "read_input_responses",
     "run_round",
@@ -34,7 +36,34 @@ __all__ = (
 MAX_INPUT_RESPONSE_KEYS: Final = 64
 MAX_INPUT_RESPONSE_BYTES: Final = 32 * 1024
 
-MakeContext = Callable[[Mapping[str, Any], str | None], Context]
+#: Makes the handler's Context from the answers so far, the requestState the round came with,
+#: and the handler's own state from the last round.
+MakeContext = Callable[[Mapping[str, Any], str | None, object], Context]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundInput:
+    """The MRTR half of a request's params (basic/patterns/mrtr), parsed once by the router.
+
+    `responses` is `inputResponses` checked for shape and size ({} when absent);
+    `request_state` is the `requestState` exactly as sent, checked only by the codec, and
+    `has_state` says whether the key was there at all (a `null` is still a token to refuse).
+    """
+
+    responses: Mapping[str, Any]
+    request_state: object
+    has_state: bool
+
+    @classmethod
+    def parse(cls, params: Mapping[str, Any]) -> RoundInput:
+        return cls(
+            read_input_responses(params), params.get("requestState"), "requestState" in params
+        )
+
+    @property
+    def is_retry(self) -> bool:
+        # server/utilities/caching: results of retries carrying either MUST NOT be cached.
+        return self.has_state or bool(self.responses)
 
 
 @dataclass(frozen=True)
@@ -56,7 +85,7 @@ class Call:
         try:
             digest = digest_arguments(self.arguments)
         except (ValueError, RecursionError):
-            raise ProtocolError(INVALID_PARAMS, "Invalid arguments: too deeply nested") from None
+            raise RpcError(INVALID_PARAMS, "Invalid arguments: too deeply nested") from None
         return Binding(self.method, self.target, digest)
 
 
@@ -70,23 +99,23 @@ def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     responses = params["inputResponses"]
     if not isinstance(responses, dict):
-        raise ProtocolError(INVALID_PARAMS, "Invalid inputResponses: must be an object")
+        raise RpcError(INVALID_PARAMS, "Invalid inputResponses: must be an object")
     if len(responses) > MAX_INPUT_RESPONSE_KEYS:
-        raise ProtocolError(
+        raise RpcError(
             INVALID_PARAMS, f"Invalid inputResponses: more than {MAX_INPUT_RESPONSE_KEYS} answers"
         )
     for key, answer in responses.items():
         if not isinstance(answer, dict):
-            raise ProtocolError(
+            raise RpcError(
                 INVALID_PARAMS,
                 f"Invalid inputResponses[{clip(key)!r}]: each answer must be an object",
             )
     try:
         size = len(json.dumps(responses, separators=(",", ":"), allow_nan=False))
     except (ValueError, RecursionError):
-        raise ProtocolError(INVALID_PARAMS, "Invalid inputResponses: not finite JSON") from None
+        raise RpcError(INVALID_PARAMS, "Invalid inputResponses: not finite JSON") from None
     if size > MAX_INPUT_RESPONSE_BYTES:
-        raise ProtocolError(
+        raise RpcError(
             INVALID_PARAMS,
             f"Invalid inputResponses: larger than {MAX_INPUT_RESPONSE_BYTES} bytes",
         )
@@ -118,11 +147,11 @@ def merge_missing(capabilities: ClientCapabilities, outcome: InputRequired) -> d
     return missing
 
 
-def missing_capability_error(missing: Mapping[str, Any]) -> ProtocolError:
+def missing_capability_error(missing: Mapping[str, Any]) -> RpcError:
     names = ", ".join(sorted(missing))
     # basic/index: "the server MUST return a MissingRequiredClientCapabilityError (-32021)
     # whose data.requiredCapabilities lists the missing capabilities".
-    return ProtocolError(
+    return RpcError(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
         f"This request needs client capabilities the client did not declare: {names}",
         {"requiredCapabilities": dict(missing)},
@@ -131,22 +160,23 @@ def missing_capability_error(missing: Mapping[str, Any]) -> ProtocolError:
 
 async def run_round(
     call: Call,
-    params: Mapping[str, Any],
+    received: RoundInput,
     *,
     codec: RequestStateCodec,
     capabilities: ClientCapabilities,
     make_context: MakeContext,
 ) -> dict[str, Any]:
-    """Serve one 2026-07-28 round of `call`; raises ProtocolError for a JSON-RPC error.
+    """Serve one 2026-07-28 round of `call`; raises RpcError for a JSON-RPC error.
 
     An answer counts only if a verified requestState records that this server asked for its
     key (with the method it was asked with), or if the handler opted in to it; everything
     else the client sends is ignored, never shown to the handler and never signed.
     """
-    offered = read_input_responses(params)
-    presented = params.get("requestState")
+    offered = received.responses
+    presented = received.request_state
     binding: Binding | None = None
-    if "requestState" not in params:
+    carried: object = None
+    if not received.has_state:
         answers = unasked_answers(call, offered)
     else:
         binding = call.binding()
@@ -156,29 +186,28 @@ async def run_round(
             state = codec.verify(presented, binding)
         except InvalidRequestState as error:
             if error.reason != "expired":
-                raise ProtocolError(
-                    INVALID_PARAMS, f"Invalid requestState: {error.reason}"
-                ) from None
+                raise RpcError(INVALID_PARAMS, f"Invalid requestState: {error.reason}") from None
             # Authentic and bound to this very call, only stale: its answers are too old to
             # act on, so the questions start over with a fresh token instead of failing.
             answers = {}
             presented = None
         else:
             answers = dict(state.answers)
+            carried = state.state
             for key, answer in offered.items():
                 method = state.asked.get(key)
                 if method is None:
                     continue  # not asked in the round this token closes: ignored
                 if problem := answer_shape_error(method, answer):
-                    raise ProtocolError(
+                    raise RpcError(
                         INVALID_PARAMS, f"Invalid inputResponses[{clip(key)!r}]: {problem}"
                     )
                 answers[key] = answer
-    context = make_context(answers, presented if isinstance(presented, str) else None)
+    context = make_context(answers, presented if isinstance(presented, str) else None, carried)
     try:
         outcome = await call.run(context)
     except InvalidInputResponse as error:
-        raise ProtocolError(INVALID_PARAMS, str(error)) from None
+        raise RpcError(INVALID_PARAMS, str(error)) from None
     if not isinstance(outcome, InputRequired):
         return call.finish(outcome)
     missing = merge_missing(capabilities, outcome)
@@ -189,15 +218,45 @@ async def run_round(
     asked = {key: request.method for key, request in outcome.requests.items()}
     kept = {key: answer for key, answer in answers.items() if key not in asked}
     try:
-        token = codec.mint(binding or call.binding(), kept, asked)
+        token = codec.mint(binding or call.binding(), kept, asked, outcome.state)
     except InvalidRequestState as error:
         # Every round passed its own cap, but together the answers outgrow a token.
-        raise ProtocolError(INVALID_PARAMS, f"Invalid inputResponses: {error.reason}") from None
+        raise RpcError(INVALID_PARAMS, f"Invalid inputResponses: {error.reason}") from None
     except (TypeError, ValueError, RecursionError):
-        raise ProtocolError(INVALID_PARAMS, "Invalid inputResponses: not JSON") from None
+        raise RpcError(INVALID_PARAMS, "Invalid inputResponses: not JSON") from None
     result: dict[str, Any] = {"resultType": "input_required", "requestState": token}
     if outcome.requests:
         result["inputRequests"] = {
             key: request.to_wire() for key, request in outcome.requests.items()
         }
     return result
+
+
+def answer_shape_error(method: str, answer: object) -> str | None:
+    """Why `answer` is not a result of `method`, or None when it has the right shape.
+
+    mrtr "Error Handling": servers SHOULD validate that the information inside
+    `inputResponses` can be correctly parsed.
+    """
+    if method == ELICIT:
+        # The common case, checked by hand: this runs on every retry, before the handler.
+        if not isinstance(answer, dict):
+            return "answer: must be an object"
+        if answer.get("action") not in ("accept", "decline", "cancel"):
+            return "action: must be 'accept', 'decline' or 'cancel'"
+        if answer.get("content") is not None and not isinstance(answer["content"], dict):
+            return "content: must be an object"
+        return None
+    # Sampling and roots answers are rare; their models come with the tools (and pydantic).
+    from ._answers import answer_model
+
+    model = answer_model(method)
+    if model is None:
+        return None
+    try:
+        model.model_validate(answer)
+    except ValueError as error:
+        first = error.errors()[0] if hasattr(error, "errors") else {"loc": (), "msg": str(error)}
+        where = ".".join(str(part) for part in first["loc"]) or "answer"
+        return f"{where}: {first['msg']}"
+    return None

@@ -16,24 +16,15 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+from ._wire import ELICIT, LIST_ROOTS, SAMPLE
 
 __all__ = (
-    "ELICIT",
-    "INPUT_METHODS",
-    "LIST_ROOTS",
-    "SAMPLE",
     "InputRequest",
-    "answer_shape_error",
     "elicit_form",
     "elicit_url",
     "list_roots",
     "sample",
 )
-
-ELICIT: Final = "elicitation/create"
-SAMPLE: Final = "sampling/createMessage"
-LIST_ROOTS: Final = "roots/list"
-INPUT_METHODS: Final = frozenset({ELICIT, SAMPLE, LIST_ROOTS})
 
 
 @dataclass(frozen=True)
@@ -158,33 +149,3 @@ def sample(
 def list_roots() -> InputRequest:
     """Ask which filesystem roots the client exposes (client/roots)."""
     return InputRequest(LIST_ROOTS, {}, {"roots": {}})
-
-
-def answer_shape_error(method: str, answer: object) -> str | None:
-    """Why `answer` is not a result of `method`, or None when it has the right shape.
-
-    mrtr "Error Handling": servers SHOULD validate that the information inside
-    `inputResponses` can be correctly parsed.
-    """
-    if method == ELICIT:
-        # The common case, checked by hand: this runs on every retry, before the handler.
-        if not isinstance(answer, dict):
-            return "answer: must be an object"
-        if answer.get("action") not in ("accept", "decline", "cancel"):
-            return "action: must be 'accept', 'decline' or 'cancel'"
-        if answer.get("content") is not None and not isinstance(answer["content"], dict):
-            return "content: must be an object"
-        return None
-    # Sampling and roots answers are rare; their models come with the tools (and pydantic).
-    from ._answers import answer_model
-
-    model = answer_model(method)
-    if model is None:
-        return None
-    try:
-        model.model_validate(answer)
-    except ValueError as error:
-        first = error.errors()[0] if hasattr(error, "errors") else {"loc": (), "msg": str(error)}
-        where = ".".join(str(part) for part in first["loc"]) or "answer"
-        return f"{where}: {first['msg']}"
-    return None

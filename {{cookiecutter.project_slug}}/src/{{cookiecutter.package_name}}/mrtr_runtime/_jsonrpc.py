@@ -24,10 +24,10 @@ __all__ = (
     "JSONObject",
     "Message",
     "Notification",
-    "ProtocolError",
     "Request",
     "RequestId",
     "Response",
+    "RpcError",
     "clip",
     "encode",
     "error_response",
@@ -66,14 +66,18 @@ def clip(text: str) -> str:
     return f"{text[:MAX_QUOTED_CHARS]}...({len(text)} characters)"
 
 
-class ProtocolError(Exception):
-    """A request that gets a JSON-RPC error response instead of a result."""
+class RpcError(Exception):
+    """A JSON-RPC error, either way: a request the server answers with an error response, a
+    server's error response as a client sees it, or a client's refusal of a server request."""
 
     def __init__(self, code: int, message: str, data: object | None = None) -> None:
-        super().__init__(message)
+        super().__init__(code, message)
         self.code = code
         self.message = message
         self.data = data
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +105,7 @@ class Response:
 Message = Request | Notification | Response
 
 
-class InvalidMessage(ProtocolError):
+class InvalidMessage(RpcError):
     """A line that is not a usable message; `request_id` is set when the sender can be told."""
 
     def __init__(self, code: int, message: str, request_id: RequestId | None = None) -> None:

@@ -14,24 +14,22 @@ from typing import Any, Final, Protocol
 
 from ._capabilities import ClientCapabilities
 from ._context import InvalidInputResponse
-from ._dispatch import Call, MakeContext, merge_missing, read_input_responses, unasked_answers
-from ._inputs import ELICIT, answer_shape_error
-from ._jsonrpc import INVALID_PARAMS, ProtocolError
+from ._dispatch import (
+    Call,
+    MakeContext,
+    RoundInput,
+    answer_shape_error,
+    merge_missing,
+    unasked_answers,
+)
+from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._results import InputRequired
+from ._wire import ELICIT
 
-__all__ = ("MAX_LEGACY_ROUNDS", "ClientRequestFailed", "Unanswerable", "run_legacy")
+__all__ = ("MAX_LEGACY_ROUNDS", "Unanswerable", "run_legacy")
 
 #: The same bound the design notes give the client-side loop (Q4: default maxRounds 16).
 MAX_LEGACY_ROUNDS: Final = 16
-
-
-class ClientRequestFailed(Exception):
-    """The client answered a server-to-client request with a JSON-RPC error."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class AskClient(Protocol):
@@ -52,7 +50,7 @@ def _capability_names(missing: Mapping[str, Any]) -> str:
 
 async def run_legacy(
     call: Call,
-    params: Mapping[str, Any],
+    received: RoundInput,
     *,
     capabilities: ClientCapabilities,
     make_context: MakeContext,
@@ -61,16 +59,18 @@ async def run_legacy(
     max_rounds: int = MAX_LEGACY_ROUNDS,
 ) -> dict[str, Any]:
     # Answers the client sent with the call were asked by nobody: the same rule as MRTR.
-    answers = unasked_answers(call, read_input_responses(params))
+    answers = unasked_answers(call, received.responses)
+    state: object = None  # the handler's own value, kept here between the bridge's rounds
     for round_number in range(max_rounds + 1):
         try:
-            outcome = await call.run(make_context(answers, None))
+            outcome = await call.run(make_context(answers, None, state))
         except InvalidInputResponse as error:
-            raise ProtocolError(INVALID_PARAMS, str(error)) from None
+            raise RpcError(INVALID_PARAMS, str(error)) from None
         if not isinstance(outcome, InputRequired):
             return call.finish(outcome)
         if round_number == max_rounds:
             break  # an answer now could never be used
+        state = outcome.state
         missing = merge_missing(capabilities, outcome)
         if missing:
             return unanswerable(
@@ -87,7 +87,7 @@ async def run_legacy(
                 request_params["elicitationId"] = uuid.uuid4().hex
             try:
                 answer = await ask(request.method, request_params)
-            except ClientRequestFailed as error:
+            except RpcError as error:
                 return unanswerable(
                     f"The client could not answer {request.method} ({error.code}): {error.message}"
                 )

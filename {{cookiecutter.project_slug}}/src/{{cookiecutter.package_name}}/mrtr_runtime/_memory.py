@@ -6,10 +6,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from itertools import count
 from typing import Any
 
-from ._client_rounds import RpcError
-from ._jsonrpc import JSONObject, Notification, Request
-from ._legacy import ClientRequestFailed
-from ._router import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, Server, Session
+from ._jsonrpc import JSONObject, Notification, Request, RpcError
+from ._router import Server, Session
+from ._wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
 
 __all__ = ("DEFAULT_CAPABILITIES", "MemoryClient")
 
@@ -103,9 +102,9 @@ class _Peer:
         self._client.server_requests.append({"method": method, "params": params})
         handler = self._client.client_handlers.get(method)
         if handler is None:
-            raise ClientRequestFailed(-32601, f"Method not found: {method}")
+            raise RpcError(-32601, f"Method not found: {method}")
         try:
             return await handler(params)
         except RpcError as error:
             # What a client on the wire would do: answer our request with a JSON-RPC error.
-            raise ClientRequestFailed(error.code, error.message) from None
+            raise RpcError(error.code, error.message) from None

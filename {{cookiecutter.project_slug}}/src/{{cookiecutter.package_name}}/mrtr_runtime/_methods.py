@@ -16,14 +16,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ._context import Cancelled, Context, InvalidInputResponse
+from ._context import Context, InvalidInputResponse, RequestCancelled
 from ._dispatch import Call
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     JSONObject,
-    ProtocolError,
+    RpcError,
     clip,
 )
 from ._registry import (
@@ -46,7 +46,7 @@ def unanswerable(method: str) -> Any:
         return ToolResult.error(message).to_wire()
 
     def for_others(message: str) -> JSONObject:
-        raise ProtocolError(INVALID_REQUEST, message)
+        raise RpcError(INVALID_REQUEST, message)
 
     return for_tools if method == "tools/call" else for_others
 
@@ -57,12 +57,12 @@ def unanswerable(method: str) -> Any:
 def _name_and_arguments(method: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     name = params.get("name")
     if not isinstance(name, str):
-        raise ProtocolError(INVALID_PARAMS, f"{method} needs a string 'name'")
+        raise RpcError(INVALID_PARAMS, f"{method} needs a string 'name'")
     arguments = params.get("arguments")
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        raise ProtocolError(INVALID_PARAMS, f"{method} 'arguments' must be an object")
+        raise RpcError(INVALID_PARAMS, f"{method} 'arguments' must be an object")
     return name, arguments
 
 
@@ -70,7 +70,7 @@ def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
     name, arguments = _name_and_arguments("tools/call", params)
     tool = registry.tools.get(name)
     if tool is None:
-        raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {clip(name)}")
+        raise RpcError(INVALID_PARAMS, f"Unknown tool: {clip(name)}")
     try:
         parsed: BaseModel | None = tool.parse_arguments(arguments)
         invalid = ""
@@ -87,7 +87,7 @@ def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
             raise
         except ToolError as error:
             return ToolResult.error(str(error))
-        except Cancelled:
+        except RequestCancelled:
             # The transport sends nothing for a cancelled request; this result goes nowhere.
             _logger.info("tool %r stopped: the client cancelled the call", name)
             return ToolResult.error(f"Tool {name!r} was cancelled.")
@@ -115,11 +115,11 @@ def prompt_call(registry: Registry, params: Mapping[str, Any]) -> Call:
     name, arguments = _name_and_arguments("prompts/get", params)
     prompt = registry.prompts.get(name)
     if prompt is None:
-        raise ProtocolError(INVALID_PARAMS, f"Unknown prompt: {clip(name)}")
+        raise RpcError(INVALID_PARAMS, f"Unknown prompt: {clip(name)}")
     try:
         parsed = prompt.signature.model.model_validate(arguments)
     except ValidationError as error:
-        raise ProtocolError(
+        raise RpcError(
             INVALID_PARAMS,
             f"Invalid arguments for prompt {name!r}: {describe_validation_error(error)}",
         ) from None
@@ -131,7 +131,7 @@ def prompt_call(registry: Registry, params: Mapping[str, Any]) -> Call:
             raise
         except Exception as error:
             _logger.exception("prompt %r raised", name)
-            raise ProtocolError(INTERNAL_ERROR, f"Prompt {name!r} failed") from error
+            raise RpcError(INTERNAL_ERROR, f"Prompt {name!r} failed") from error
 
     return Call(
         "prompts/get",
@@ -149,11 +149,11 @@ def prompt_call(registry: Registry, params: Mapping[str, Any]) -> Call:
 def resource_call(registry: Registry, params: Mapping[str, Any]) -> Call:
     uri = params.get("uri")
     if not isinstance(uri, str):
-        raise ProtocolError(INVALID_PARAMS, "resources/read needs a string 'uri'")
+        raise RpcError(INVALID_PARAMS, "resources/read needs a string 'uri'")
     found = registry.find_resource(uri)
     if found is None:
         # server/resources: resource not found is -32602 in 2026-07-28 (no longer -32002).
-        raise ProtocolError(INVALID_PARAMS, f"Resource not found: {clip(uri)}", {"uri": clip(uri)})
+        raise RpcError(INVALID_PARAMS, f"Resource not found: {clip(uri)}", {"uri": clip(uri)})
     resource, variables = found
 
     async def run(context: Context) -> Any:
@@ -162,13 +162,13 @@ def resource_call(registry: Registry, params: Mapping[str, Any]) -> Call:
         except InvalidInputResponse:
             raise
         except ValidationError as error:
-            raise ProtocolError(
+            raise RpcError(
                 INVALID_PARAMS,
                 f"Invalid resource URI {clip(uri)}: {describe_validation_error(error)}",
             ) from None
         except Exception as error:
             _logger.exception("resource %r raised", uri)
-            raise ProtocolError(INTERNAL_ERROR, f"Reading {clip(uri)} failed") from error
+            raise RpcError(INTERNAL_ERROR, f"Reading {clip(uri)} failed") from error
 
     return Call(
         "resources/read", uri, {}, run, lambda outcome: _resource_result(resource, uri, outcome)
@@ -244,7 +244,7 @@ def _prompt_result(prompt: PromptDef, outcome: Any) -> JSONObject:
         messages = outcome
     else:
         _logger.error("prompt %r returned %s", prompt.name, type(outcome).__name__)
-        raise ProtocolError(INTERNAL_ERROR, f"Prompt {prompt.name!r} returned no messages")
+        raise RpcError(INTERNAL_ERROR, f"Prompt {prompt.name!r} returned no messages")
     result: JSONObject = {"messages": messages}
     if prompt.description:
         result["description"] = prompt.description
@@ -261,5 +261,5 @@ def _resource_result(resource: ResourceDef, uri: str, outcome: Any) -> JSONObjec
         content["blob"] = base64.b64encode(outcome).decode("ascii")
     else:
         _logger.error("resource %r returned %s", uri, type(outcome).__name__)
-        raise ProtocolError(INTERNAL_ERROR, f"Reading {clip(uri)} returned neither text nor bytes")
+        raise RpcError(INTERNAL_ERROR, f"Reading {clip(uri)} returned neither text nor bytes")
     return {"contents": [content]}

@@ -32,6 +32,14 @@ class ToolResult:
         return cls(content=(text_content(text),), structured=structured)
 
     @classmethod
+    def summarized(cls, summary: str, data: Any) -> ToolResult:
+        """`data` as structuredContent (a pydantic model is dumped to JSON) with `summary` as
+        the text a person reads: what a model sees when a host shows only text."""
+        dump = getattr(data, "model_dump", None)
+        structured = dump(mode="json", by_alias=True) if callable(dump) else data
+        return cls(content=(text_content(summary),), structured=structured)
+
+    @classmethod
     def error(cls, text: str) -> ToolResult:
         return cls(content=(text_content(text),), is_error=True)
 
@@ -57,3 +65,5 @@ class InputRequired:
     """
 
     requests: Mapping[str, InputRequest] = field(default_factory=dict)
+    #: The handler's own JSON value, signed into requestState and given back next round.
+    state: object = None

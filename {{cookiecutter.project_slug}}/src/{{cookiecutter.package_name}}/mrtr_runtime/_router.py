@@ -16,7 +16,7 @@ from typing import Any, Final, Protocol
 
 from ._capabilities import ClientCapabilities
 from ._context import Cancellation, Context, Era
-from ._dispatch import Call, run_round
+from ._dispatch import Call, RoundInput, run_round
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -24,34 +24,30 @@ from ._jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     JSONObject,
     Notification,
-    ProtocolError,
     Request,
     RequestId,
+    RpcError,
     clip,
     error_response,
     success_response,
 )
 from ._legacy import run_legacy
 from ._registry import Registry
-from ._state import RequestStateCodec
+from ._tokens import RequestStateCodec
+from ._wire import (
+    LEGACY_VERSIONS,
+    META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    MODERN_VERSIONS,
+)
 
 __all__ = (
-    "LEGACY_VERSIONS",
-    "MODERN_VERSIONS",
     "Peer",
     "Server",
     "Session",
 )
 
-#: Served per request with `_meta` (basic/versioning).
-MODERN_VERSIONS: Final = ("2026-07-28",)
-#: Served after `initialize`, newest first; an unknown request gets the newest (2025-11-25
-#: basic/lifecycle: the server "MUST respond with another protocol version it supports").
-LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-
-META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
-META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 
 #: server/utilities/caching: list results carry `ttlMs` and `cacheScope`. The lists are fixed
 #: for the life of the process, and hosts restart the process to pick up new tools.
@@ -83,7 +79,7 @@ class Peer(Protocol):
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Legacy era only: a server-to-client request; raises `ClientRequestFailed`."""
+        """Legacy era only: a server-to-client request; raises `RpcError`."""
         ...
 
 
@@ -145,7 +141,7 @@ class Server:
         """
         try:
             result = await self._serve(request, session, peer, cancellation)
-        except ProtocolError as error:
+        except RpcError as error:
             return error_response(request.id, error.code, error.message, error.data)
         except Exception:
             _logger.exception("internal error serving %s", request.method)
@@ -188,14 +184,12 @@ class Server:
             # initialize (basic/versioning): it falls through to -32601 below.
             return self._initialize(params, session)
         if method not in _MODERN_METHODS and method not in _LEGACY_METHODS:
-            raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {clip(method)}")
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {clip(method)}")
         scope = self._scope(params, session)
         scope.cancellation = cancellation
         allowed = _MODERN_METHODS if scope.era == "modern" else _LEGACY_METHODS
         if method not in allowed:
-            raise ProtocolError(
-                METHOD_NOT_FOUND, f"Method not found in {scope.version}: {clip(method)}"
-            )
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found in {scope.version}: {clip(method)}")
         result = await self._dispatch(method, params, scope, peer)
         if scope.era == "legacy":
             return result
@@ -224,7 +218,7 @@ class Server:
         # basic/index: "A request missing any required field is malformed; the server MUST
         # reject it with JSON-RPC error code -32602".
         if meta is None or META_PROTOCOL_VERSION not in meta:
-            raise ProtocolError(
+            raise RpcError(
                 INVALID_PARAMS,
                 f"Missing params._meta[{META_PROTOCOL_VERSION!r}]: 2026-07-28 requests carry "
                 "their protocol version and client capabilities (2025-11-25 clients send "
@@ -232,15 +226,15 @@ class Server:
             )
         requested = meta[META_PROTOCOL_VERSION]
         if not isinstance(requested, str):
-            raise ProtocolError(INVALID_PARAMS, f"{META_PROTOCOL_VERSION} must be a string")
+            raise RpcError(INVALID_PARAMS, f"{META_PROTOCOL_VERSION} must be a string")
         capabilities = meta.get(META_CLIENT_CAPABILITIES)
         if not isinstance(capabilities, dict):
-            raise ProtocolError(
+            raise RpcError(
                 INVALID_PARAMS, f"Missing or invalid params._meta[{META_CLIENT_CAPABILITIES!r}]"
             )
         if requested not in MODERN_VERSIONS:
             # basic/versioning: UnsupportedProtocolVersionError.
-            raise ProtocolError(
+            raise RpcError(
                 UNSUPPORTED_PROTOCOL_VERSION,
                 f"Unsupported protocol version: {clip(requested)}",
                 {"supported": list(MODERN_VERSIONS), "requested": clip(requested)},
@@ -251,7 +245,7 @@ class Server:
         requested = params.get("protocolVersion")
         capabilities = params.get("capabilities", {})
         if not isinstance(requested, str) or not isinstance(capabilities, dict):
-            raise ProtocolError(
+            raise RpcError(
                 INVALID_PARAMS,
                 "initialize needs a string protocolVersion and a capabilities object",
             )
@@ -286,27 +280,37 @@ class Server:
         if method.endswith("/list"):
             return self._list(method, params)
         call = self._call(method, params)
+        received = RoundInput.parse(params)
         if scope.era == "modern":
             return await run_round(
                 call,
-                params,
+                received,
                 codec=self.state,
                 capabilities=scope.capabilities,
-                make_context=lambda answers, token: self._context(scope, peer, answers, token),
+                make_context=lambda answers, token, state: self._context(
+                    scope, peer, answers, token, state
+                ),
             )
         from ._methods import unanswerable
 
         return await run_legacy(
             call,
-            params,
+            received,
             capabilities=scope.capabilities,
-            make_context=lambda answers, token: self._context(scope, peer, answers, token),
+            make_context=lambda answers, token, state: self._context(
+                scope, peer, answers, token, state
+            ),
             ask=peer.request,
             unanswerable=unanswerable(method),
         )
 
     def _context(
-        self, scope: _Scope, peer: Peer, answers: Mapping[str, Any], token: str | None
+        self,
+        scope: _Scope,
+        peer: Peer,
+        answers: Mapping[str, Any],
+        token: str | None,
+        state: object,
     ) -> Context:
         return Context(
             answers=answers,
@@ -317,12 +321,13 @@ class Server:
             progress_token=scope.progress_token,
             notify=peer.notify,
             cancellation=scope.cancellation,
+            state=state,
         )
 
     def _list(self, method: str, params: Mapping[str, Any]) -> JSONObject:
         # utilities/pagination: everything fits on one page, so any cursor is one we never issued.
         if params.get("cursor") is not None:
-            raise ProtocolError(INVALID_PARAMS, "Invalid cursor")
+            raise RpcError(INVALID_PARAMS, "Invalid cursor")
         registry = self.registry
         if method == "tools/list":
             return {"tools": [dict(tool.wire) for tool in registry.tools.values()]}

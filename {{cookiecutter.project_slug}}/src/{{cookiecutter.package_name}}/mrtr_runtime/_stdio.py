@@ -43,11 +43,11 @@ from ._jsonrpc import (
     Request,
     RequestId,
     Response,
+    RpcError,
     encode,
     error_response,
     parse_line,
 )
-from ._legacy import ClientRequestFailed
 from ._router import Server, Session
 
 __all__ = (
@@ -228,7 +228,7 @@ class Connection:
                 reason = f"no answer within {self._client_request_timeout:g} s"
                 _logger.warning("the client gave %s to %s (%s)", reason, method, request_id)
                 self._cancel_client_request(request_id, reason)
-                raise ClientRequestFailed(INTERNAL_ERROR, reason) from None
+                raise RpcError(INTERNAL_ERROR, reason) from None
             except asyncio.CancelledError:
                 # The call that asked was cancelled (by the client, or at shutdown): the
                 # question is moot, so tell the client to stop asking the user.
@@ -239,7 +239,7 @@ class Connection:
         if response.error is not None or response.result is None:
             error = response.error or {}
             code = error.get("code")
-            raise ClientRequestFailed(
+            raise RpcError(
                 code if isinstance(code, int) else INVALID_REQUEST,
                 str(error.get("message", "no result")),
             )

@@ -1,4 +1,4 @@
-"""Signing keys for ``requestState``: parse, load from the environment or files, generate, rotate.
+"""Where ``requestState`` keys come from: the environment and key files; writing and rotating them.
 
 Where the key comes from, first match wins:
 
@@ -23,56 +23,50 @@ read the key and forge answers, or swap in a key of their own). Key material nev
 messages, logs or reprs; only the public key id (8 hex characters, also visible in every token)
 does. Nothing here writes to stdout: stdout is the wire.
 
-This module needs only the standard library at import time (``_state`` is imported lazily), so the
-post-gen hook can load it by file path to call ``write_key_file`` before the project is installed.
+The keys themselves, and everything pure about them, are ``_tokens``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import re
 import secrets
 import stat
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ._state import RequestStateCodec
+from ._tokens import (
+    _KEYGEN_HINT,
+    DEFAULT_TTL_SECONDS,
+    MAX_TTL_SECONDS,
+    MIN_KEY_BYTES,
+    KeyRing,
+    RequestStateCodec,
+    SigningConfigError,
+    SigningKey,
+    WeakSigningKey,
+    new_signing_key_hex,
+    parse_signing_key,
+)
 
 __all__ = (
     "MAX_PREVIOUS_KEYS",
-    "MIN_KEY_BYTES",
     "PREVIOUS_KEYS_FILE_ENV",
     "PREVIOUS_KEYS_FILE_NAME",
-    "KeyRing",
     "Rotation",
     "SigningConfigError",
-    "SigningKey",
     "WeakSigningKey",
     "codec_from_environment",
     "default_previous_keys_file",
-    "new_signing_key_hex",
-    "parse_signing_key",
     "rotate_key_file",
     "write_key_file",
 )
 
 logger = logging.getLogger("mrtr_runtime")
 
-# HMAC-SHA256 keys shorter than the hash output weaken it; python-sdk's request_state.py and
-# RFC 2104 section 3 both ask for at least the output length.
-MIN_KEY_BYTES = 32
-# A random 32-byte key has about 30 distinct byte values; fewer than 16 means a placeholder such as
-# "00" * 32 or "0123456789abcdef" * 4, never a key from `keygen` (odds below 1e-30).
-_MIN_DISTINCT_BYTES = 16
 _MAX_KEY_FILE_BYTES = 4096  # a key file is one line of hex; refuse to slurp anything bigger
-_HEX_RE = re.compile(r"[0-9a-fA-F]*")
-_KEYGEN_HINT = 'generate one with: python3 -c "import secrets; print(secrets.token_hex(32))"'
 #: The variable naming a file of previous (verify-only) keys, one hex key per line.
 PREVIOUS_KEYS_FILE_ENV = "MRTR_PREVIOUS_SIGNING_KEYS_FILE"
 #: Where previous keys live when that variable is unset: beside the current key file.
@@ -86,73 +80,6 @@ _PREVIOUS_KEYS_HEADER = (
     "# A key here is useless once MRTR_STATE_TTL_SECONDS (at most 3600 s) have passed since\n"
     "# it was retired; after that this file may be deleted.\n"
 )
-
-
-class SigningConfigError(ValueError):
-    """The requestState configuration cannot be used. The message is safe to show a person."""
-
-
-class WeakSigningKey(SigningConfigError):
-    """A signing key is missing, unreadable, not hex or too weak. Never quotes the key."""
-
-
-@dataclass(frozen=True)
-class SigningKey:
-    """A secret and its public id (first 8 hex characters of sha256(secret)).
-
-    ``SigningKey(secret)`` computes the id; passing a wrong id is an error.
-    """
-
-    secret: bytes = field(repr=False)
-    key_id: str = ""
-
-    def __post_init__(self) -> None:
-        if len(self.secret) < MIN_KEY_BYTES:
-            raise WeakSigningKey(f"a signing key must be at least {MIN_KEY_BYTES} bytes")
-        key_id = hashlib.sha256(self.secret).hexdigest()[:8]
-        if not self.key_id:
-            object.__setattr__(self, "key_id", key_id)
-        elif self.key_id != key_id:
-            raise ValueError("key_id does not match the secret")
-
-
-@dataclass(frozen=True)
-class KeyRing:
-    """``current`` signs and verifies; ``previous`` only verifies (rotation)."""
-
-    current: SigningKey
-    previous: tuple[SigningKey, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "previous", tuple(self.previous))
-        seen: dict[str, bytes] = {}
-        for key in (self.current, *self.previous):
-            if seen.setdefault(key.key_id, key.secret) != key.secret:
-                # 32-bit ids collide for about one pair in 4 billion; refuse rather than guess.
-                raise SigningConfigError("two different signing keys share a key id")
-
-
-def parse_signing_key(hex_text: str, *, source: str = "signing key") -> SigningKey:
-    """A key from hex text (surrounding whitespace ignored). ``source`` names it in errors."""
-    text = hex_text.strip()
-    if not text:
-        raise WeakSigningKey(f"{source} is empty; {_KEYGEN_HINT}")
-    if _HEX_RE.fullmatch(text) is None or len(text) % 2:
-        raise WeakSigningKey(f"{source} is not hex; {_KEYGEN_HINT}")
-    secret = bytes.fromhex(text)
-    if len(secret) < MIN_KEY_BYTES:
-        raise WeakSigningKey(
-            f"{source} is {len(secret)} bytes; at least {MIN_KEY_BYTES} bytes "
-            f"({2 * MIN_KEY_BYTES} hex characters) are required; {_KEYGEN_HINT}"
-        )
-    if len(set(secret)) < _MIN_DISTINCT_BYTES:
-        raise WeakSigningKey(f"{source} looks like a placeholder, not random; {_KEYGEN_HINT}")
-    return SigningKey(secret)
-
-
-def new_signing_key_hex() -> str:
-    """A fresh key: 32 random bytes from ``secrets``, as 64 hex characters."""
-    return secrets.token_hex(MIN_KEY_BYTES)
 
 
 def write_key_file(path: Path, *, overwrite: bool = False) -> SigningKey:
@@ -232,7 +159,6 @@ def codec_from_environment(
     Raises ``SigningConfigError`` (or its subclass ``WeakSigningKey``) with a one-line message fit
     for stderr; the CLI exits 2 on it.
     """
-    from ._state import RequestStateCodec  # lazy: keeps this module loadable on its own
 
     ttl = _ttl_from(environ)
     insecure = _flag_from(environ, "MRTR_INSECURE_PLAINTEXT")
@@ -308,7 +234,6 @@ def _previous_keys(
 
 
 def _ttl_from(environ: Mapping[str, str]) -> int:
-    from ._state import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 
     text = environ.get("MRTR_STATE_TTL_SECONDS", "").strip()
     if not text:

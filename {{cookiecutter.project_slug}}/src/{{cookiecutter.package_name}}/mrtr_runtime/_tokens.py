@@ -1,4 +1,6 @@
-"""The ``requestState`` codec: signed, bound, expiring round handles. Pure (no I/O, clock injected).
+"""Signing keys and the ``requestState`` codec: signed, bound, expiring round handles. Pure.
+
+No I/O and no environment here (the clock is injected): where keys come from is ``_config``.
 
 2026-07-28 ``basic/patterns/mrtr`` says servers MUST treat ``requestState`` as attacker-controlled
 input, MUST protect its integrity when it influences business logic (it does here: it carries the
@@ -22,7 +24,8 @@ Token format (signed, the default)::
         {"a": answers, "d": args digest, "e": exp, "m": method, "q": asked, "t": target}
 
     ``a`` maps input-request key -> the client's answer object; ``q`` maps each key asked in the
-    round that minted this token -> its input method; ``e`` is the expiry in integer unix seconds.
+    round that minted this token -> its input method; ``e`` is the expiry in integer unix seconds;
+    ``s``, present only when the handler set one, is its own JSON value for the next round.
     One-letter names because the token travels twice per round and lives in host logs.
 ``tag``
     Canonical base64url of the full 32-byte HMAC-SHA256 over the ASCII text ``m1.<kid>.<payload>``,
@@ -63,25 +66,107 @@ import hashlib
 import hmac
 import json
 import re
+import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NoReturn
-
-if TYPE_CHECKING:  # _keys imports this module at runtime; the ring is only a type here.
-    from ._keys import KeyRing
+from dataclasses import dataclass, field
+from typing import Literal, NoReturn
 
 __all__ = (
     "DEFAULT_TTL_SECONDS",
     "MAX_TOKEN_CHARS",
     "MAX_TTL_SECONDS",
+    "MIN_KEY_BYTES",
     "Binding",
     "InvalidRequestState",
+    "KeyRing",
     "Reason",
     "RequestStateCodec",
     "RoundState",
+    "SigningConfigError",
+    "SigningKey",
+    "WeakSigningKey",
     "digest_arguments",
+    "new_signing_key_hex",
+    "parse_signing_key",
 )
+
+# HMAC-SHA256 keys shorter than the hash output weaken it; python-sdk's request_state.py and
+# RFC 2104 section 3 both ask for at least the output length.
+MIN_KEY_BYTES = 32
+# A random 32-byte key has about 30 distinct byte values; fewer than 16 means a placeholder such as
+# "00" * 32 or "0123456789abcdef" * 4, never a key from `keygen` (odds below 1e-30).
+_MIN_DISTINCT_BYTES = 16
+_HEX_RE = re.compile(r"[0-9a-fA-F]*")
+_KEYGEN_HINT = 'generate one with: python3 -c "import secrets; print(secrets.token_hex(32))"'
+
+
+class SigningConfigError(ValueError):
+    """The requestState configuration cannot be used. The message is safe to show a person."""
+
+
+class WeakSigningKey(SigningConfigError):
+    """A signing key is missing, unreadable, not hex or too weak. Never quotes the key."""
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """A secret and its public id (first 8 hex characters of sha256(secret)).
+
+    ``SigningKey(secret)`` computes the id; passing a wrong id is an error.
+    """
+
+    secret: bytes = field(repr=False)
+    key_id: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.secret) < MIN_KEY_BYTES:
+            raise WeakSigningKey(f"a signing key must be at least {MIN_KEY_BYTES} bytes")
+        key_id = hashlib.sha256(self.secret).hexdigest()[:8]
+        if not self.key_id:
+            object.__setattr__(self, "key_id", key_id)
+        elif self.key_id != key_id:
+            raise ValueError("key_id does not match the secret")
+
+
+@dataclass(frozen=True)
+class KeyRing:
+    """``current`` signs and verifies; ``previous`` only verifies (rotation)."""
+
+    current: SigningKey
+    previous: tuple[SigningKey, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "previous", tuple(self.previous))
+        seen: dict[str, bytes] = {}
+        for key in (self.current, *self.previous):
+            if seen.setdefault(key.key_id, key.secret) != key.secret:
+                # 32-bit ids collide for about one pair in 4 billion; refuse rather than guess.
+                raise SigningConfigError("two different signing keys share a key id")
+
+
+def parse_signing_key(hex_text: str, *, source: str = "signing key") -> SigningKey:
+    """A key from hex text (surrounding whitespace ignored). ``source`` names it in errors."""
+    text = hex_text.strip()
+    if not text:
+        raise WeakSigningKey(f"{source} is empty; {_KEYGEN_HINT}")
+    if _HEX_RE.fullmatch(text) is None or len(text) % 2:
+        raise WeakSigningKey(f"{source} is not hex; {_KEYGEN_HINT}")
+    secret = bytes.fromhex(text)
+    if len(secret) < MIN_KEY_BYTES:
+        raise WeakSigningKey(
+            f"{source} is {len(secret)} bytes; at least {MIN_KEY_BYTES} bytes "
+            f"({2 * MIN_KEY_BYTES} hex characters) are required; {_KEYGEN_HINT}"
+        )
+    if len(set(secret)) < _MIN_DISTINCT_BYTES:
+        raise WeakSigningKey(f"{source} looks like a placeholder, not random; {_KEYGEN_HINT}")
+    return SigningKey(secret)
+
+
+def new_signing_key_hex() -> str:
+    """A fresh key: 32 random bytes from ``secrets``, as 64 hex characters."""
+    return secrets.token_hex(MIN_KEY_BYTES)
+
 
 # 2026-07-28 basic/patterns/mrtr: "servers MUST treat requestState as an attacker-controlled
 # input". Bound the work an attacker can make us do before the MAC check: a token longer than
@@ -143,6 +228,7 @@ class RoundState:
     answers: Mapping[str, object]  # key -> the client's answer object, accumulated over rounds
     asked: Mapping[str, str]  # key -> input method, as asked by the round that minted the token
     expires_at: int  # unix seconds; the token is refused from this second on
+    state: object = None  # the handler's own JSON value for the next round (``s``), if any
 
 
 def digest_arguments(arguments: Mapping[str, object] | None) -> str:
@@ -214,9 +300,14 @@ class RequestStateCodec:
         return self._plaintext
 
     def mint(
-        self, binding: Binding, answers: Mapping[str, object], asked: Mapping[str, str]
+        self,
+        binding: Binding,
+        answers: Mapping[str, object],
+        asked: Mapping[str, str],
+        state: object = None,
     ) -> str:
-        """A token carrying ``answers`` and ``asked``, bound to ``binding``, expiring after the TTL.
+        """A token carrying ``answers``, ``asked`` and the handler's ``state`` (omitted when None),
+        bound to ``binding``, expiring after the TTL.
 
         Raises ``TypeError`` if answers are not objects or asked methods not strings,
         ``ValueError`` if something is not JSON (e.g. NaN), and ``InvalidRequestState("oversized")``
@@ -240,6 +331,8 @@ class RequestStateCodec:
             "q": asked_out,
             "t": binding.target,
         }
+        if state is not None:
+            payload["s"] = state
         # ASCII-only keeps encoding total (lone surrogates become escapes) and the token 7-bit.
         body = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
         encoded = _b64encode(body.encode("ascii"))
@@ -354,7 +447,9 @@ def _parse_payload(raw: bytes) -> tuple[RoundState, Binding]:
         )
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         _reject("malformed")
-    if not isinstance(data, dict) or data.keys() != _PAYLOAD_KEYS:
+    if not isinstance(data, dict) or data.keys() - {"s"} != _PAYLOAD_KEYS:
+        _reject("malformed")
+    if "s" in data and data["s"] is None:  # mint omits a None state: one spelling per token
         _reject("malformed")
     answers, digest, exp = data["a"], data["d"], data["e"]
     method, asked, target = data["m"], data["q"], data["t"]
@@ -367,6 +462,6 @@ def _parse_payload(raw: bytes) -> tuple[RoundState, Binding]:
     if not isinstance(asked, dict) or not all(isinstance(v, str) for v in asked.values()):
         _reject("malformed")
     return (
-        RoundState(answers=answers, asked=asked, expires_at=exp),
+        RoundState(answers=answers, asked=asked, expires_at=exp, state=data.get("s")),
         Binding(method=method, target=target, arguments_digest=digest),
     )
