@@ -1,0 +1,262 @@
+"""The runtime's shape, held against its own map: faces, floors, no cycles.
+
+Read from the code's imports with `ast` (nothing is imported or run), on a fresh bake of every
+option combination:
+
+- project code outside the runtime (tools, app, cli, hosts, tests) imports only the runtime's
+  faces: `mrtr_runtime`, `mrtr_runtime.server`, `mrtr_runtime.testing`, never a `_private`
+  module;
+- every import inside the runtime points down the floors drawn in DEVELOPING.md ("The
+  runtime's floors"), and every runtime module is on that map;
+- the runtime has no import cycle.
+
+Each rule also has a test that plants a violation by hand and sees it caught.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+from bakery import COMBINATIONS, REPO, Bake, cookiecutter_config
+from cookiecutter.main import cookiecutter
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVELOPING = ROOT / "DEVELOPING.md"
+FACES = frozenset({"__init__", "server", "testing"})
+_FLOOR_LINE = re.compile(r"^floor\s+(\d+)\s+\S+\s+(.+)$")
+
+
+def floors_of(developing: str) -> dict[str, int]:
+    """module -> floor, from the fenced block under "## The runtime's floors"."""
+    section = developing.split("## The runtime's floors", 1)[1]
+    block = section.split("```", 2)[1]
+    floors: dict[str, int] = {}
+    for line in block.splitlines():
+        found = _FLOOR_LINE.match(line.strip())
+        if found:
+            for module in found.group(2).split():
+                assert module not in floors, (
+                    f"{module} is on two floors in DEVELOPING.md"
+                )
+                floors[module] = int(found.group(1))
+    return floors
+
+
+def _runtime_targets(
+    tree: ast.AST, runtime: Mapping[str, Path]
+) -> Iterator[tuple[int, str]]:
+    """(line, module) for every runtime module a runtime file imports, at any depth."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                yield node.lineno, node.module.split(".")[0]
+            else:
+                for alias in node.names:
+                    if alias.name in runtime:
+                        yield node.lineno, alias.name
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", "") == "import_module"
+        ):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                name = first.value.lstrip(".")
+                if name in runtime:
+                    yield node.lineno, name
+        elif isinstance(node, ast.Dict):
+            # The lazy-import table of a face: {"Name": "._module"}.
+            for value in node.values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    name = value.value
+                    if name.startswith(".") and name[1:] in runtime:
+                        yield node.lineno, name[1:]
+
+
+def runtime_graph(runtime_dir: Path) -> dict[str, dict[str, int]]:
+    """module -> {imported runtime module: first line}."""
+    runtime = {path.stem: path for path in runtime_dir.glob("*.py")}
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in runtime.items():
+        edges: dict[str, int] = {}
+        for line, target in _runtime_targets(
+            ast.parse(path.read_text("utf-8")), runtime
+        ):
+            if target in runtime and target != name:
+                edges.setdefault(target, line)
+        graph[name] = edges
+    return graph
+
+
+def floor_violations(
+    graph: Mapping[str, Mapping[str, int]], floors: Mapping[str, int]
+) -> list[str]:
+    problems = [
+        f"{name}.py is on no floor of DEVELOPING.md"
+        for name in graph
+        if name not in floors
+    ]
+    problems += [
+        f"DEVELOPING.md names {name}, which does not exist"
+        for name in floors
+        if name not in graph
+    ]
+    for name, edges in sorted(graph.items()):
+        for target, line in sorted(edges.items()):
+            if name in floors and target in floors and floors[target] >= floors[name]:
+                problems.append(
+                    f"{name}.py:{line} imports {target} (floor {floors[target]}), "
+                    f"not below its own floor {floors[name]}"
+                )
+    return problems
+
+
+def cycles(graph: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, {})):
+            if state.get(target) == 1:
+                found.append([*stack[stack.index(target) :], target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def private_imports(project: Path, package: str) -> list[str]:
+    """Imports of a private runtime module from project code outside the runtime."""
+    runtime_dir = project / "src" / package / "mrtr_runtime"
+    problems = []
+    for path in sorted(project.rglob("*.py")):
+        if runtime_dir in path.parents or ".venv" in path.parts:
+            continue
+        relative = path.relative_to(project)
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                module = node.module
+                names = [f"{module}.{alias.name}" for alias in node.names] + [module]
+            elif isinstance(node, ast.ImportFrom):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                parts = name.split(".")
+                if "mrtr_runtime" in parts:
+                    after = parts[parts.index("mrtr_runtime") + 1 :]
+                    if after and after[0].startswith("_"):
+                        problems.append(f"{relative}:{node.lineno} imports {name}")
+                        break
+    return problems
+
+
+@pytest.fixture(scope="module", params=sorted(COMBINATIONS))
+def baked(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Bake:
+    output = tmp_path_factory.mktemp("structure") / "out"
+    output.mkdir()
+    project = cookiecutter(
+        str(REPO),
+        no_input=True,
+        extra_context=dict(COMBINATIONS[request.param]),
+        output_dir=str(output),
+        config_file=str(cookiecutter_config(output.parent)),
+    )
+    return Bake(Path(project), "", "")
+
+
+def test_project_code_imports_only_the_runtime_faces(baked: Bake) -> None:
+    assert private_imports(baked.project, baked.package.name) == []
+
+
+def test_runtime_imports_point_down_the_floors_drawn_in_developing(baked: Bake) -> None:
+    graph = runtime_graph(baked.package / "mrtr_runtime")
+    assert floor_violations(graph, floors_of(DEVELOPING.read_text("utf-8"))) == []
+
+
+def test_the_runtime_has_no_import_cycle(baked: Bake) -> None:
+    assert cycles(runtime_graph(baked.package / "mrtr_runtime")) == []
+
+
+def test_the_faces_are_the_top_floor() -> None:
+    floors = floors_of(DEVELOPING.read_text("utf-8"))
+    top = max(floors.values())
+    assert {name for name, floor in floors.items() if floor == top} == FACES
+
+
+# -- each rule catches a violation planted by hand ----------------------------------------------
+
+
+@pytest.fixture
+def planted(baked: Bake, tmp_path: Path) -> Bake:
+    copy = tmp_path / "project"
+    shutil.copytree(
+        baked.project, copy, ignore=shutil.ignore_patterns(".venv", "__pycache__")
+    )
+    return Bake(copy, baked.stdout, baked.stderr)
+
+
+def test_a_private_import_in_a_tool_is_caught(planted: Bake) -> None:
+    tool = planted.package / "tools" / "planted.py"
+    tool.write_text(
+        "from ..mrtr_runtime._tokens import KeyRing\n\nKEYS = KeyRing\n", "utf-8"
+    )
+    assert private_imports(planted.project, planted.package.name) == [
+        f"src/{planted.package.name}/tools/planted.py:1 imports mrtr_runtime._tokens.KeyRing"
+    ]
+
+
+def test_a_private_import_in_a_test_is_caught_in_every_spelling(planted: Bake) -> None:
+    package = planted.package.name
+    test = planted.project / "tests" / "test_planted.py"
+    test.write_text(
+        f"import {package}.mrtr_runtime._jsonrpc\n"
+        f"from {package}.mrtr_runtime import _dispatch\n",
+        "utf-8",
+    )
+    found = private_imports(planted.project, package)
+    assert [line.split(" imports ")[0] for line in found] == [
+        "tests/test_planted.py:1",
+        "tests/test_planted.py:2",
+    ]
+
+
+def test_an_import_up_the_floors_and_a_cycle_are_caught(planted: Bake) -> None:
+    runtime_dir = planted.package / "mrtr_runtime"
+    wire = runtime_dir / "_wire.py"
+    wire.write_text(
+        wire.read_text("utf-8") + "\nfrom ._jsonrpc import encode  # planted\n", "utf-8"
+    )
+    jsonrpc = runtime_dir / "_jsonrpc.py"
+    jsonrpc.write_text(
+        jsonrpc.read_text("utf-8") + "\nfrom ._wire import ELICIT  # planted\n", "utf-8"
+    )
+    graph = runtime_graph(runtime_dir)
+    problems = floor_violations(graph, floors_of(DEVELOPING.read_text("utf-8")))
+    assert any(
+        problem.startswith("_wire.py:") and "imports _jsonrpc" in problem
+        for problem in problems
+    )
+    assert ["_wire", "_jsonrpc", "_wire"] in cycles(graph)
+
+
+def test_a_module_missing_from_the_map_is_caught(planted: Bake) -> None:
+    (planted.package / "mrtr_runtime" / "_unmapped.py").write_text("X = 1\n", "utf-8")
+    graph = runtime_graph(planted.package / "mrtr_runtime")
+    problems = floor_violations(graph, floors_of(DEVELOPING.read_text("utf-8")))
+    assert "_unmapped.py is on no floor of DEVELOPING.md" in problems
