@@ -150,7 +150,7 @@ def private_imports(project: Path, package: str) -> list[str]:
             if isinstance(node, ast.ImportFrom) and node.module is not None:
                 module = node.module
                 names = [f"{module}.{alias.name}" for alias in node.names] + [module]
-            elif isinstance(node, ast.ImportFrom) or isinstance(node, ast.Import):
+            elif isinstance(node, ast.ImportFrom | ast.Import):
                 names = [alias.name for alias in node.names]
             for name in names:
                 parts = name.split(".")
