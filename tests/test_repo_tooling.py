@@ -21,6 +21,7 @@ LINTED = [
     "tests/test_hosts.py",
     "tests/test_pre_gen.py",
     "tests/test_repo_tooling.py",
+    "tests/test_structure.py",
 ]
 RUFF = [
     sys.executable,

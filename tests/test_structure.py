@@ -40,16 +40,12 @@ def floors_of(developing: str) -> dict[str, int]:
         found = _FLOOR_LINE.match(line.strip())
         if found:
             for module in found.group(2).split():
-                assert module not in floors, (
-                    f"{module} is on two floors in DEVELOPING.md"
-                )
+                assert module not in floors, f"{module} is on two floors in DEVELOPING.md"
                 floors[module] = int(found.group(1))
     return floors
 
 
-def _runtime_targets(
-    tree: ast.AST, runtime: Mapping[str, Path]
-) -> Iterator[tuple[int, str]]:
+def _runtime_targets(tree: ast.AST, runtime: Mapping[str, Path]) -> Iterator[tuple[int, str]]:
     """(line, module) for every runtime module a runtime file imports, at any depth."""
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 1:
@@ -59,10 +55,7 @@ def _runtime_targets(
                 for alias in node.names:
                     if alias.name in runtime:
                         yield node.lineno, alias.name
-        elif (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "attr", "") == "import_module"
-        ):
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
             first = node.args[0] if node.args else None
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 name = first.value.lstrip(".")
@@ -83,9 +76,7 @@ def runtime_graph(runtime_dir: Path) -> dict[str, dict[str, int]]:
     graph: dict[str, dict[str, int]] = {}
     for name, path in runtime.items():
         edges: dict[str, int] = {}
-        for line, target in _runtime_targets(
-            ast.parse(path.read_text("utf-8")), runtime
-        ):
+        for line, target in _runtime_targets(ast.parse(path.read_text("utf-8")), runtime):
             if target in runtime and target != name:
                 edges.setdefault(target, line)
         graph[name] = edges
@@ -96,14 +87,10 @@ def floor_violations(
     graph: Mapping[str, Mapping[str, int]], floors: Mapping[str, int]
 ) -> list[str]:
     problems = [
-        f"{name}.py is on no floor of DEVELOPING.md"
-        for name in graph
-        if name not in floors
+        f"{name}.py is on no floor of DEVELOPING.md" for name in graph if name not in floors
     ]
     problems += [
-        f"DEVELOPING.md names {name}, which does not exist"
-        for name in floors
-        if name not in graph
+        f"DEVELOPING.md names {name}, which does not exist" for name in floors if name not in graph
     ]
     for name, edges in sorted(graph.items()):
         for target, line in sorted(edges.items()):
@@ -163,9 +150,7 @@ def private_imports(project: Path, package: str) -> list[str]:
 
 
 @pytest.fixture(scope="module", params=sorted(COMBINATIONS))
-def baked(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Bake:
+def baked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Bake:
     output = tmp_path_factory.mktemp("structure") / "out"
     output.mkdir()
     project = cookiecutter(
@@ -203,17 +188,13 @@ def test_the_faces_are_the_top_floor() -> None:
 @pytest.fixture
 def planted(baked: Bake, tmp_path: Path) -> Bake:
     copy = tmp_path / "project"
-    shutil.copytree(
-        baked.project, copy, ignore=shutil.ignore_patterns(".venv", "__pycache__")
-    )
+    shutil.copytree(baked.project, copy, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
     return Bake(copy, baked.stdout, baked.stderr)
 
 
 def test_a_private_import_in_a_tool_is_caught(planted: Bake) -> None:
     tool = planted.package / "tools" / "planted.py"
-    tool.write_text(
-        "from ..mrtr_runtime._tokens import KeyRing\n\nKEYS = KeyRing\n", "utf-8"
-    )
+    tool.write_text("from ..mrtr_runtime._tokens import KeyRing\n\nKEYS = KeyRing\n", "utf-8")
     assert private_imports(planted.project, planted.package.name) == [
         f"src/{planted.package.name}/tools/planted.py:1 imports mrtr_runtime._tokens.KeyRing"
     ]
@@ -223,8 +204,7 @@ def test_a_private_import_in_a_test_is_caught_in_every_spelling(planted: Bake) -
     package = planted.package.name
     test = planted.project / "tests" / "test_planted.py"
     test.write_text(
-        f"import {package}.mrtr_runtime._jsonrpc\n"
-        f"from {package}.mrtr_runtime import _dispatch\n",
+        f"import {package}.mrtr_runtime._jsonrpc\nfrom {package}.mrtr_runtime import _dispatch\n",
         "utf-8",
     )
     found = private_imports(planted.project, package)
@@ -247,8 +227,7 @@ def test_an_import_up_the_floors_and_a_cycle_are_caught(planted: Bake) -> None:
     graph = runtime_graph(runtime_dir)
     problems = floor_violations(graph, floors_of(DEVELOPING.read_text("utf-8")))
     assert any(
-        problem.startswith("_wire.py:") and "imports _jsonrpc" in problem
-        for problem in problems
+        problem.startswith("_wire.py:") and "imports _jsonrpc" in problem for problem in problems
     )
     assert ["_wire", "_jsonrpc", "_wire"] in cycles(graph)
 
