@@ -99,7 +99,7 @@ class Context:
     """Everything a handler may know about the call beyond its arguments.
 
     A handler is called once per round with the same arguments and a growing set of
-    answers; it decides each time whether it has what it needs (design notes Q3).
+    answers; it decides each time whether it has what it needs, and acts only then.
     """
 
     __slots__ = (

@@ -79,7 +79,7 @@ def _primitive_property(
             f"{model.__name__}.{name}: elicitation forms allow only flat string, number, "
             "integer or boolean fields (use Literal[...] for choices)"
         )
-    # "type" first, as people write schemas (and as the design notes' examples read).
+    # "type" first, as people write schemas (and as the spec's elicitation examples read).
     prop = {"type": kind} | {key: value for key, value in schema.items() if key in _KEPT_KEYWORDS}
     # Pydantic invents a title for every field; keep only the ones the author wrote.
     fields = {field.alias or field_name: field for field_name, field in model.model_fields.items()}

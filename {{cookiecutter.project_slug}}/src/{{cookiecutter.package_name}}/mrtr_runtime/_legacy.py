@@ -28,7 +28,8 @@ from ._wire import ELICIT
 
 __all__ = ("MAX_LEGACY_ROUNDS", "Unanswerable", "run_legacy")
 
-#: The same bound the design notes give the client-side loop (Q4: default maxRounds 16).
+#: The same bound the client-side loop uses by default: a handler that keeps asking after 16
+#: rounds is looping, and the host's user should not answer forever.
 MAX_LEGACY_ROUNDS: Final = 16
 
 
