@@ -1,60 +1,79 @@
-"""Shared test helpers: a small in-test Registry, a server over it with fixed keys, wire helpers.
+"""The runtime suite's shared helpers: the runtime under its own name, a small in-test Registry,
+a server over it with fixed keys, wire and subprocess helpers.
+
+The suite runs against a baked project (``MRTR_PACKAGE`` names its import package, e.g.
+``mrtr_server``) with that project's own interpreter. Importing this module registers the
+project's ``<package>.mrtr_runtime`` and every one of its submodules in ``sys.modules`` as
+``mrtr_runtime`` / ``mrtr_runtime.<module>`` (the same module objects, so ``isinstance`` holds),
+which is how every test imports the runtime: ``from mrtr_runtime.testing import MemoryClient``.
 
 Every tool here exists to pin one behaviour the tests check; `deploy_stack` reproduces the
 design notes' Q2 worked example exactly. Handlers count their calls in a `Counter` the test
 passes in, so a test can prove that a handler did NOT run (for example after a tampered
-requestState). The end-to-end suite imports this module inside a real server process.
+requestState). The end-to-end suite imports this module inside a real server process (with
+``MRTR_PACKAGE`` and this directory on ``PYTHONPATH``, see ``server_env``).
 """
 
 from __future__ import annotations
 
+import importlib
+import json
+import os
+import pkgutil
 import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal
 
-import anyio
-from pydantic import BaseModel, Field
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
+def _alias_runtime() -> tuple[str, ModuleType]:
+    package = os.environ.get("MRTR_PACKAGE", "")
+    if not package.isidentifier():
+        raise RuntimeError(
+            "set MRTR_PACKAGE to the baked project's import package (e.g. mrtr_server) and run "
+            "this suite with that project's python: MRTR_PACKAGE=mrtr_server "
+            ".venv/bin/python -m pytest <template>/tests/runtime"
+        )
+    runtime = importlib.import_module(f"{package}.mrtr_runtime")
+    sys.modules["mrtr_runtime"] = runtime
+    for info in pkgutil.iter_modules(runtime.__path__):
+        module = importlib.import_module(f"{runtime.__name__}.{info.name}")
+        sys.modules[f"mrtr_runtime.{info.name}"] = module
+    return package, importlib.import_module(package)
+
+
+#: The baked project's import package, and its directory (an editable install: src layout).
+PACKAGE, _package_module = _alias_runtime()
+PROJECT = Path(_package_module.__file__ or "").resolve().parents[2]
+#: This directory: what a subprocess needs on PYTHONPATH to import this module.
+HERE = Path(__file__).resolve().parent
+
+import anyio  # noqa: E402 - after the alias, like everything below
+from anyio.abc import Process  # noqa: E402
+from anyio.streams.buffered import BufferedByteReceiveStream  # noqa: E402
+from mrtr_runtime import (  # noqa: E402
     Context,
     ElicitResult,
     InputRequired,
-    KeyRing,
     Registry,
-    RequestStateCodec,
     RootsResult,
     SamplingResult,
-    Server,
     ToolAnnotations,
     ToolError,
     elicit_form,
     elicit_url,
     list_roots,
-    parse_signing_key,
     sample,
 )
-
-__all__ = (
-    "ALL_CAPABILITIES",
-    "DEPLOY_INPUT_REQUESTS",
-    "KEY_HEX",
-    "META_SERVER_INFO",
-    "MODERN",
-    "OTHER_KEY_HEX",
-    "SERVER_NAME",
-    "SERVER_VERSION",
-    "THIRD_KEY_HEX",
-    "Json",
-    "accept",
-    "build_registry",
-    "make_codec",
-    "make_server",
-    "meta",
-    "text_of",
-)
+from mrtr_runtime._tokens import KeyRing, RequestStateCodec, parse_signing_key  # noqa: E402
+from mrtr_runtime.server import Server  # noqa: E402
+from mrtr_runtime.testing import ClientSession, MemoryClient, RpcError  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
 
 Json = dict[str, Any]
 
@@ -422,3 +441,126 @@ DEPLOY_INPUT_REQUESTS: Json = {
         },
     },
 }
+
+
+# -- the deploy example, as the tests call it ---------------------------------------------------
+
+DEPLOY: Json = {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
+ARN = "arn:aws:iam::123456789012:role/Deploy"
+BOTH_ANSWERS: Json = {"confirm": accept(confirmed=True), "role-arn": accept(arn=ARN)}
+
+
+def canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+async def rpc_error(client: MemoryClient, method: str, params: Mapping[str, Any]) -> RpcError:
+    """The RpcError that ``client.request(method, params)`` raises (it must raise one)."""
+    try:
+        await client.request(method, params)
+    except RpcError as error:
+        return error
+    raise AssertionError(f"{method} did not fail")
+
+
+# -- a real server over stdio: `support.build_registry()` in a subprocess ----------------------
+
+BOUND = 30  # seconds for anything that waits on the subprocess(es); generous for loaded CI
+
+SERVER_SCRIPT = """\
+import os
+
+from support import make_server
+
+from mrtr_runtime.server import codec_from_environment, serve_stdio
+
+serve_stdio(make_server(codec=codec_from_environment(os.environ, default_key_file=None)))
+"""
+
+
+def server_env(key_hex: str | None = KEY_HEX, **extra: str) -> dict[str, str]:
+    """This environment minus any MRTR_* setting, plus the test key and the import path."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MRTR_")}
+    env["MRTR_PACKAGE"] = PACKAGE
+    env["PYTHONPATH"] = str(HERE)
+    if key_hex is not None:
+        env["MRTR_SIGNING_KEY"] = key_hex
+    env.update(extra)
+    return env
+
+
+#: What a modern client without handlers declares when it will answer forms itself.
+FORMS: Json = {"elicitation": {}}
+
+
+def assert_clean_exit(returncode: int | None, stderr: str) -> None:
+    assert returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+
+
+def unmatched_errors(session: ClientSession) -> list[tuple[object, object]]:
+    """(id, code) of each error response the session could not match to a request."""
+    found: list[tuple[object, object]] = []
+    for response in session.unmatched_responses:
+        error: Any = response["error"]
+        found.append((response["id"], error["code"]))
+    return found
+
+
+# -- raw pipes (for what ClientSession deliberately hides: ids, signals, end of output) ---------
+
+
+@asynccontextmanager
+async def raw_server(command: list[str], env: Mapping[str, str]) -> AsyncIterator[Process]:
+    process = await anyio.open_process(command, env=dict(env))
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+
+
+def reader(process: Process) -> BufferedByteReceiveStream:
+    assert process.stdout is not None
+    return BufferedByteReceiveStream(process.stdout)
+
+
+async def send(process: Process, message: Json | bytes) -> None:
+    assert process.stdin is not None
+    data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
+    await process.stdin.send(data)
+
+
+async def read_message(stdout: BufferedByteReceiveStream) -> Json:
+    line = await stdout.receive_until(b"\n", 16 * 1024 * 1024)
+    message: Json = json.loads(line)
+    return message
+
+
+async def read_until_end(stdout: BufferedByteReceiveStream) -> list[Json]:
+    messages: list[Json] = []
+    while True:
+        try:
+            messages.append(await read_message(stdout))
+        except (anyio.EndOfStream, anyio.IncompleteRead):
+            return messages
+
+
+async def read_stderr(process: Process) -> str:
+    assert process.stderr is not None
+    chunks: list[bytes] = []
+    async for chunk in process.stderr:
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def request(request_id: int | str, method: str, params: Json | None = None, **meta: Any) -> Json:
+    body = dict(params or {})
+    body["_meta"] = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        **meta,
+    }
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}

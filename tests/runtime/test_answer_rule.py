@@ -15,29 +15,21 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from mrtr_runtime import Context, ElicitResult, InputRequired, Registry, elicit_form
+from mrtr_runtime.testing import MemoryClient, RpcError
 from pydantic import BaseModel
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    Context,
-    ElicitResult,
-    InputRequired,
-    MemoryClient,
-    Registry,
-    RpcError,
-    elicit_form,
+from support import (
+    ARN,
+    BOTH_ANSWERS,
+    DEPLOY,
+    DEPLOY_INPUT_REQUESTS,
+    accept,
+    canonical,
+    make_server,
+    text_of,
 )
-from support import DEPLOY_INPUT_REQUESTS, Json, accept, make_server, text_of
 
 pytestmark = pytest.mark.anyio
-
-DEPLOY: Json = {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
-ARN = "arn:aws:iam::123456789012:role/Deploy"
-BOTH_ANSWERS: Json = {"confirm": accept(confirmed=True), "role-arn": accept(arn=ARN)}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def signed_answers(token: str) -> dict[str, Any]:
@@ -46,10 +38,6 @@ def signed_answers(token: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     answers: dict[str, Any] = data["a"]
     return answers
-
-
-def canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 async def test_answers_sent_with_the_first_call_are_ignored() -> None:

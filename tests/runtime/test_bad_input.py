@@ -24,22 +24,8 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    Context,
-    ElicitResult,
-    InputRequired,
-    KeyRing,
-    MemoryClient,
-    Registry,
-    RequestStateCodec,
-    RpcError,
-    Server,
-    SigningKey,
-    elicit_form,
-)
-from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
+from mrtr_runtime import Context, ElicitResult, InputRequired, Registry, elicit_form
+from mrtr_runtime._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     MAX_LINE_BYTES,
@@ -50,15 +36,13 @@ from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
     encode,
     parse_line,
 )
-from {{ cookiecutter.package_name }}.mrtr_runtime._router import (
-    Session,
-)
-from {{ cookiecutter.package_name }}.mrtr_runtime._state import (
-    MAX_TOKEN_CHARS,
-)
+from mrtr_runtime._router import Session
+from mrtr_runtime._tokens import MAX_TOKEN_CHARS, KeyRing, RequestStateCodec, SigningKey
+from mrtr_runtime.server import Server
+from mrtr_runtime.testing import MemoryClient, RpcError
+from pydantic import BaseModel
+from support import PACKAGE, PROJECT
 
-PACKAGE = "{{ cookiecutter.package_name }}"
-PROJECT = Path(__file__).resolve().parents[1]
 BOUND = 20  # seconds; every wait on the server subprocess is bounded
 MODERN = "2026-07-28"
 META = {
@@ -74,11 +58,6 @@ ACCEPT_ADA = {"action": "accept", "content": {"name": "Ada"}}
 
 # Counted by the tests that try bad inputs; printed at the end of the module (pytest -s).
 TRIED: list[str] = []
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -97,9 +76,6 @@ def report_bad_inputs_tried(request: pytest.FixtureRequest) -> Iterator[None]:
 
 def server_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        part for part in (str(PROJECT / "src"), env.get("PYTHONPATH")) if part
-    )
     env["MRTR_SIGNING_KEY"] = TEST_KEY_HEX
     env.pop("MRTR_SIGNING_KEY_FILE", None)
     env.pop("MRTR_PREVIOUS_SIGNING_KEYS", None)

@@ -13,64 +13,42 @@ import base64
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
+from mrtr_runtime._capabilities import ClientCapabilities
+from mrtr_runtime._tokens import RequestStateCodec, digest_arguments
+from mrtr_runtime.server import Server
+from mrtr_runtime.testing import (
     MemoryClient,
-    RequestStateCodec,
     RpcError,
-    Server,
     TooManyRounds,
     call_tool_with_inputs,
     default_input_handler,
-    digest_arguments,
     request_with_inputs,
 )
 from support import (
+    ARN,
+    BOTH_ANSWERS,
+    DEPLOY,
     DEPLOY_INPUT_REQUESTS,
     META_SERVER_INFO,
     OTHER_KEY_HEX,
     THIRD_KEY_HEX,
     Json,
     accept,
+    canonical,
     make_codec,
     make_server,
     meta,
+    rpc_error,
     text_of,
 )
 
 pytestmark = pytest.mark.anyio
-
-DEPLOY: Json = {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
-ARN = "arn:aws:iam::123456789012:role/Deploy"
-BOTH_ANSWERS: Json = {"confirm": accept(confirmed=True), "role-arn": accept(arn=ARN)}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def calls() -> Counter[str]:
-    return Counter()
-
-
-@pytest.fixture
-def client(calls: Counter[str]) -> MemoryClient:
-    return MemoryClient(make_server(calls=calls))
-
-
-async def rpc_error(client: MemoryClient, method: str, params: Mapping[str, Any]) -> RpcError:
-    with pytest.raises(RpcError) as caught:
-        await client.request(method, params)
-    return caught.value
 
 
 async def round_one(client: MemoryClient, params: Json = DEPLOY, method: str = "tools/call") -> str:
@@ -78,10 +56,6 @@ async def round_one(client: MemoryClient, params: Json = DEPLOY, method: str = "
     assert result["resultType"] == "input_required", result
     state: str = result["requestState"]
     return state
-
-
-def canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 # -- the design notes' worked example ----------------------------------------------------------
@@ -929,10 +903,6 @@ async def test_a_handler_never_sends_an_input_request_the_client_did_not_declare
             except RpcError as error:
                 assert error.code == -32021
                 continue
-            from {{ cookiecutter.package_name }}.mrtr_runtime import (
-                ClientCapabilities,
-            )
-
             capabilities = ClientCapabilities(declared)
             for request in result.get("inputRequests", {}).values():
                 method = request["method"]

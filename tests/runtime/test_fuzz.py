@@ -17,26 +17,16 @@ from typing import Any
 import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    Binding,
+from mrtr_runtime import (
     Context,
     ElicitResult,
     InputRequired,
-    InvalidRequestState,
-    KeyRing,
     Registry,
-    RequestStateCodec,
-    RoundState,
-    Server,
-    SigningKey,
-    digest_arguments,
     elicit_form,
     list_roots,
     sample,
 )
-from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
+from mrtr_runtime._jsonrpc import (
     InvalidMessage,
     Notification,
     Request,
@@ -44,12 +34,19 @@ from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
     encode,
     parse_line,
 )
-from {{ cookiecutter.package_name }}.mrtr_runtime._legacy import (
-    ClientRequestFailed,
+from mrtr_runtime._router import Session
+from mrtr_runtime._tokens import (
+    Binding,
+    InvalidRequestState,
+    KeyRing,
+    RequestStateCodec,
+    RoundState,
+    SigningKey,
+    digest_arguments,
 )
-from {{ cookiecutter.package_name }}.mrtr_runtime._router import (
-    Session,
-)
+from mrtr_runtime.server import Server
+from mrtr_runtime.testing import RpcError
+from pydantic import BaseModel
 
 MODERN = "2026-07-28"
 KEY = SigningKey(bytes(range(32)))
@@ -245,7 +242,7 @@ class FuzzPeer:
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(self.answer, dict):
-            raise ClientRequestFailed(-32603, "no")
+            raise RpcError(-32603, "no")
         return self.answer
 
 

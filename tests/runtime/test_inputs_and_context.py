@@ -10,16 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, ValidationError
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    ClientCapabilities,
+from mrtr_runtime import (
     Context,
     ElicitResult,
     InputRequest,
     InputRequired,
     InvalidInputResponse,
-    MemoryClient,
     Registry,
     RootsResult,
     SamplingResult,
@@ -28,14 +24,12 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
     list_roots,
     sample,
 )
+from mrtr_runtime._capabilities import ClientCapabilities
+from mrtr_runtime.testing import MemoryClient
+from pydantic import BaseModel, ValidationError
 from support import Json, accept, make_server, meta
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class Pick(BaseModel):

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
+from mrtr_runtime._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,

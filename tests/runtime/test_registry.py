@@ -17,25 +17,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
+from mrtr_runtime import Context, Registry, ToolAnnotations, ToolError, ToolResult, elicit_form
+from mrtr_runtime.testing import MemoryClient
 from pydantic import BaseModel, ConfigDict, Field
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    Context,
-    MemoryClient,
-    Registry,
-    ToolAnnotations,
-    ToolError,
-    ToolResult,
-    elicit_form,
-)
 from support import Json, make_server, text_of
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class DeployArgs(BaseModel):

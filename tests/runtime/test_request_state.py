@@ -13,21 +13,17 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from {{ cookiecutter.package_name }}.mrtr_runtime._keys import (
-    KeyRing,
-    SigningKey,
-)
-from {{ cookiecutter.package_name }}.mrtr_runtime._state import (
-    DEFAULT_TTL_SECONDS,
+from mrtr_runtime._tokens import (
     MAX_TOKEN_CHARS,
-    MAX_TTL_SECONDS,
     Binding,
     InvalidRequestState,
+    KeyRing,
     RequestStateCodec,
     RoundState,
+    SigningKey,
     digest_arguments,
 )
+from mrtr_runtime.server import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 
 NOW = 1_800_000_000.25
 TTL = 600

@@ -13,17 +13,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    LEGACY_VERSIONS,
-    MemoryClient,
-    RpcError,
-)
-from {{ cookiecutter.package_name }}.mrtr_runtime._legacy import (
-    MAX_LEGACY_ROUNDS,
-    ClientRequestFailed,
-)
+from mrtr_runtime._legacy import MAX_LEGACY_ROUNDS
+from mrtr_runtime.server import LEGACY_VERSIONS
+from mrtr_runtime.testing import MemoryClient, RpcError
 from support import (
+    ARN,
+    DEPLOY_INPUT_REQUESTS,
     META_SERVER_INFO,
     SERVER_NAME,
     SERVER_VERSION,
@@ -37,18 +32,7 @@ from support import (
 pytestmark = pytest.mark.anyio
 
 Handler = Callable[[Json], Awaitable[Json]]
-ARN = "arn:aws:iam::123456789012:role/Deploy"
 MODERN_ONLY_KEYS = {"resultType", "ttlMs", "cacheScope", "_meta", "inputRequests", "requestState"}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def calls() -> Counter[str]:
-    return Counter()
 
 
 async def deploy_answers(params: Json) -> Json:
@@ -223,30 +207,8 @@ async def test_the_two_round_deploy_completes_with_real_elicitation_requests(
         "tools/call", {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
     )
     assert result == {"content": [{"type": "text", "text": "Deployed prod-api successfully"}]}
-    assert client.server_requests == [
-        {
-            "method": "elicitation/create",
-            "params": {
-                "message": "Deploy stack 'prod-api' to AWS production?",
-                "requestedSchema": {
-                    "type": "object",
-                    "properties": {"confirmed": {"type": "boolean"}},
-                    "required": ["confirmed"],
-                },
-            },
-        },
-        {
-            "method": "elicitation/create",
-            "params": {
-                "message": "Provide the IAM role ARN to assume:",
-                "requestedSchema": {
-                    "type": "object",
-                    "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
-                    "required": ["arn"],
-                },
-            },
-        },
-    ]
+    # The design notes' round-1 questions, asked one real request at a time, in order.
+    assert client.server_requests == list(DEPLOY_INPUT_REQUESTS.values())
     assert calls["deploy_stack"] == 2
 
 
@@ -368,7 +330,7 @@ async def test_a_client_without_the_capability_gets_an_is_error_result_naming_it
 
 async def test_a_client_that_answers_with_an_error_gets_an_is_error_result() -> None:
     async def refuse(params: Json) -> Json:
-        raise ClientRequestFailed(-32603, "the user closed the dialog")
+        raise RpcError(-32603, "the user closed the dialog")
 
     client = await legacy_client(handlers={"elicitation/create": refuse})
     result = await client.request(

@@ -9,23 +9,14 @@ is -32022 with `data.supported`/`data.requested`; a missing capability is -32021
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    MODERN_VERSIONS,
-    MemoryClient,
-    RpcError,
-)
-from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
-    Request,
-)
-from {{ cookiecutter.package_name }}.mrtr_runtime._router import (
-    Session,
-)
+from mrtr_runtime._jsonrpc import Request
+from mrtr_runtime._router import Session
+from mrtr_runtime.server import MODERN_VERSIONS
+from mrtr_runtime.testing import MemoryClient
 from support import (
     META_SERVER_INFO,
     SERVER_NAME,
@@ -34,6 +25,7 @@ from support import (
     accept,
     make_server,
     meta,
+    rpc_error,
     text_of,
 )
 
@@ -41,22 +33,6 @@ pytestmark = pytest.mark.anyio
 
 SERVER_INFO = {"name": SERVER_NAME, "version": SERVER_VERSION}
 LIST_METHODS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def client() -> MemoryClient:
-    return MemoryClient(make_server())
-
-
-async def rpc_error(client: MemoryClient, method: str, params: Mapping[str, Any]) -> RpcError:
-    with pytest.raises(RpcError) as caught:
-        await client.request(method, params)
-    return caught.value
 
 
 async def raw_error(client: MemoryClient, method: str, params: Json) -> Json:

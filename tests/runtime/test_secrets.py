@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import PACKAGE, PROJECT
 
-PACKAGE = "{{ cookiecutter.package_name }}"
-PROJECT = Path(__file__).resolve().parents[1]
 BOUND = 30  # seconds for any one server run
 KEY_FILE_NAME = ".mrtr-signing-key"
 META = {
@@ -100,9 +99,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {
         name: value for name, value in os.environ.items() if not name.startswith(("MRTR_", "AWS_"))
     }
-    env["PYTHONPATH"] = os.pathsep.join(
-        part for part in (str(PROJECT / "src"), env.get("PYTHONPATH")) if part
-    )
     env["MRTR_LOG_LEVEL"] = "DEBUG"
     env.update(AWS_MARKERS)
     env.update(extra)

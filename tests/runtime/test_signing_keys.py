@@ -13,29 +13,29 @@ import stat
 from pathlib import Path
 
 import pytest
-
-from {{ cookiecutter.package_name }}.mrtr_runtime._keys import (
-    MAX_PREVIOUS_KEYS,
-    PREVIOUS_KEYS_FILE_NAME,
+from mrtr_runtime._config import MAX_PREVIOUS_KEYS
+from mrtr_runtime._tokens import (
+    Binding,
+    InvalidRequestState,
     KeyRing,
-    SigningConfigError,
+    RequestStateCodec,
     SigningKey,
+    digest_arguments,
+    new_signing_key_hex,
+    parse_signing_key,
+)
+from mrtr_runtime.server import (
+    DEFAULT_TTL_SECONDS,
+    MAX_TTL_SECONDS,
+    PREVIOUS_KEYS_FILE_NAME,
+    SigningConfigError,
     WeakSigningKey,
     codec_from_environment,
     default_previous_keys_file,
-    new_signing_key_hex,
-    parse_signing_key,
     rotate_key_file,
     write_key_file,
 )
-from {{ cookiecutter.package_name }}.mrtr_runtime._state import (
-    DEFAULT_TTL_SECONDS,
-    MAX_TTL_SECONDS,
-    Binding,
-    InvalidRequestState,
-    RequestStateCodec,
-    digest_arguments,
-)
+from support import PROJECT
 
 HEX_A = bytes(range(32)).hex()
 HEX_B = bytes(range(100, 132)).hex()
@@ -673,7 +673,7 @@ def test_replicas_of_one_server_with_the_same_key_accept_each_others_tokens() ->
 
 
 def test_the_readme_states_the_lifetime_and_rotation_the_code_implements() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
 
     assert f"{DEFAULT_TTL_SECONDS} s (15 minutes) by default" in readme
     assert f"{MAX_TTL_SECONDS} s at most" in readme

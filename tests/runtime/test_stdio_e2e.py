@@ -12,152 +12,38 @@ with `serve_stdio`, keyed from the environment by `codec_from_environment`.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import Process
-from anyio.streams.buffered import BufferedByteReceiveStream
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    ClientSession,
-    RpcError,
-    call_tool_with_inputs,
+from mrtr_runtime._jsonrpc import MAX_LINE_BYTES
+from mrtr_runtime._stdio import MAX_CONCURRENT_REQUESTS
+from mrtr_runtime.testing import ClientSession, RpcError, call_tool_with_inputs
+from support import (
+    ARN,
+    BOUND,
+    DEPLOY,
+    FORMS,
+    KEY_HEX,
+    OTHER_KEY_HEX,
+    Json,
+    accept,
+    assert_clean_exit,
+    raw_server,
+    read_message,
+    read_stderr,
+    read_until_end,
+    reader,
+    request,
+    send,
+    server_env,
+    text_of,
+    unmatched_errors,
 )
-from {{ cookiecutter.package_name }}.mrtr_runtime._jsonrpc import (
-    MAX_LINE_BYTES,
-)
-from {{ cookiecutter.package_name }}.mrtr_runtime._stdio import (
-    MAX_CONCURRENT_REQUESTS,
-)
-from support import KEY_HEX, OTHER_KEY_HEX, Json, accept, text_of
 
 pytestmark = pytest.mark.anyio
-
-TESTS_DIR = Path(__file__).resolve().parent
-SRC_DIR = TESTS_DIR.parent / "src"
-BOUND = 30  # seconds for anything that waits on the subprocess(es); generous for loaded CI
-ARN = "arn:aws:iam::123456789012:role/Deploy"
-DEPLOY: Json = {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
-
-SERVER_SCRIPT = """\
-import os
-
-from support import make_server
-
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    codec_from_environment,
-    serve_stdio,
-)
-
-serve_stdio(make_server(codec=codec_from_environment(os.environ, default_key_file=None)))
-"""
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def command(tmp_path: Path) -> list[str]:
-    script = tmp_path / "serve_support.py"
-    script.write_text(SERVER_SCRIPT)
-    return [sys.executable, str(script)]
-
-
-def server_env(key_hex: str | None = KEY_HEX, **extra: str) -> dict[str, str]:
-    """This environment minus any MRTR_* setting, plus the test key and the import path."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("MRTR_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC_DIR), str(TESTS_DIR)])
-    if key_hex is not None:
-        env["MRTR_SIGNING_KEY"] = key_hex
-    env.update(extra)
-    return env
-
-
-#: What a modern client without handlers declares when it will answer forms itself.
-FORMS: Json = {"elicitation": {}}
-
-
-def assert_clean_exit(returncode: int | None, stderr: str) -> None:
-    assert returncode == 0, stderr
-    assert "Traceback" not in stderr, stderr
-
-
-def unmatched_errors(session: ClientSession) -> list[tuple[object, object]]:
-    """(id, code) of each error response the session could not match to a request."""
-    found: list[tuple[object, object]] = []
-    for response in session.unmatched_responses:
-        error: Any = response["error"]
-        found.append((response["id"], error["code"]))
-    return found
-
-
-# -- raw pipes (for what ClientSession deliberately hides: ids, signals, end of output) ---------
-
-
-@asynccontextmanager
-async def raw_server(command: list[str], env: Mapping[str, str]) -> AsyncIterator[Process]:
-    process = await anyio.open_process(command, env=dict(env))
-    try:
-        yield process
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with anyio.CancelScope(shield=True):
-            await process.aclose()
-
-
-def reader(process: Process) -> BufferedByteReceiveStream:
-    assert process.stdout is not None
-    return BufferedByteReceiveStream(process.stdout)
-
-
-async def send(process: Process, message: Json | bytes) -> None:
-    assert process.stdin is not None
-    data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
-    await process.stdin.send(data)
-
-
-async def read_message(stdout: BufferedByteReceiveStream) -> Json:
-    line = await stdout.receive_until(b"\n", 16 * 1024 * 1024)
-    message: Json = json.loads(line)
-    return message
-
-
-async def read_until_end(stdout: BufferedByteReceiveStream) -> list[Json]:
-    messages: list[Json] = []
-    while True:
-        try:
-            messages.append(await read_message(stdout))
-        except (anyio.EndOfStream, anyio.IncompleteRead):
-            return messages
-
-
-async def read_stderr(process: Process) -> str:
-    assert process.stderr is not None
-    chunks: list[bytes] = []
-    async for chunk in process.stderr:
-        chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
-
-
-def request(request_id: int | str, method: str, params: Json | None = None, **meta: Any) -> Json:
-    body = dict(params or {})
-    body["_meta"] = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-        **meta,
-    }
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
-
 
 # -- the wire ----------------------------------------------------------------------------------
 

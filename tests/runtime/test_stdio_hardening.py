@@ -18,17 +18,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-
-from {{ cookiecutter.package_name }}.mrtr_runtime._stdio import (
+from mrtr_runtime._stdio import (
     CLIENT_REQUEST_TIMEOUT_SECONDS,
     DRAIN_SECONDS,
     WRITE_GRACE_SECONDS,
     client_request_timeout,
 )
-from support import Json, text_of
-from test_stdio_e2e import (
+from support import (
     BOUND,
-    SERVER_SCRIPT,
+    PACKAGE,
+    Json,
     assert_clean_exit,
     raw_server,
     read_message,
@@ -38,6 +37,7 @@ from test_stdio_e2e import (
     request,
     send,
     server_env,
+    text_of,
 )
 
 #: Start-up plus DRAIN_SECONDS plus WRITE_GRACE_SECONDS, with room for a loaded machine.
@@ -53,18 +53,6 @@ LEGACY_INITIALIZE: Json = {
         "clientInfo": {"name": "raw", "version": "0"},
     },
 }
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def command(tmp_path: Path) -> list[str]:
-    script = tmp_path / "serve_support.py"
-    script.write_text(SERVER_SCRIPT)
-    return [sys.executable, str(script)]
 
 
 def line(message: Json) -> bytes:
@@ -299,7 +287,7 @@ def test_logs_never_show_the_credentials_of_a_url() -> None:
     # AWS_ENDPOINT_URL, say); the log line and its traceback show the URL without them.
     script = (
         "import logging\n"
-        "from {{ cookiecutter.package_name }}.mrtr_runtime._stdio import configure_logging\n"
+        f"from {PACKAGE}.mrtr_runtime.server import configure_logging\n"
         "configure_logging()\n"
         "try:\n"
         "    raise ConnectionError('cannot reach https://deployer:s3cr3t-pw@aws.example/')\n"

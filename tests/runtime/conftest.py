@@ -1,0 +1,70 @@
+"""Fixtures of the runtime suite. Run it with a baked project's own interpreter:
+
+    MRTR_PACKAGE=mrtr_server <project>/.venv/bin/python -m pytest tests/runtime -p no:cacheprovider
+
+``import support`` (first, below) registers that project's ``<package>.mrtr_runtime`` as
+``mrtr_runtime``; the helpers the tests share live there, the fixtures here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+import support
+from mrtr_runtime.server import Server
+from mrtr_runtime.testing import MemoryClient
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def calls() -> Counter[str]:
+    """Handler runs of `support.build_registry`, by tool name."""
+    return Counter()
+
+
+@pytest.fixture
+def client(calls: Counter[str]) -> MemoryClient:
+    """A modern in-process client of `support.make_server(calls=calls)`."""
+    return MemoryClient(support.make_server(calls=calls))
+
+
+@pytest.fixture
+def command(tmp_path: Path) -> list[str]:
+    """Starts `support.make_server()` over stdio (with `support.server_env()`)."""
+    script = tmp_path / "serve_support.py"
+    script.write_text(support.SERVER_SCRIPT, encoding="utf-8")
+    return [sys.executable, str(script)]
+
+
+@pytest.fixture(scope="session")
+def package_name() -> str:
+    """The baked project's import package (``MRTR_PACKAGE``)."""
+    return support.PACKAGE
+
+
+@pytest.fixture(scope="session")
+def project_dir() -> Path:
+    """The baked project's directory (it is installed editable)."""
+    return support.PROJECT
+
+
+@pytest.fixture(scope="session")
+def server_command() -> list[str]:
+    """Starts the project's real server: ``python -m <package>``."""
+    return [sys.executable, "-m", support.PACKAGE]
+
+
+@pytest.fixture(scope="session")
+def build_server() -> Callable[[Mapping[str, str] | None], Server]:
+    """The project's ``app.build_server(environ)``: its tools, its name, keys from ``environ``."""
+    app = __import__(f"{support.PACKAGE}.app", fromlist=["build_server"])
+    built: Callable[[Mapping[str, str] | None], Server] = app.build_server
+    return built
