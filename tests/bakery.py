@@ -75,12 +75,19 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def run(
-    command: Sequence[str | Path], *, cwd: Path, timeout: float = 600, check: bool = True
+    command: Sequence[str | Path],
+    *,
+    cwd: Path,
+    timeout: float = 600,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in ``cwd`` with ``child_env()`` plus ``env``; fail the test on a non-zero
+    status (unless ``check=False``), showing the tail of its output."""
     result = subprocess.run(
         [str(part) for part in command],
         cwd=cwd,
-        env=child_env(),
+        env=child_env(**(env or {})),
         capture_output=True,
         text=True,
         encoding="utf-8",
@@ -158,11 +165,30 @@ class Installed:
         return self.python.parent / (f"{name}.exe" if os.name == "nt" else name)
 
 
+def dev_pin(name: str) -> str:
+    """The exact requirement ``name==version`` that ``requirements-dev.txt`` pins."""
+    for line in (REPO / "requirements-dev.txt").read_text(encoding="utf-8").splitlines():
+        requirement = line.split("#", 1)[0].strip()
+        if requirement.partition("==")[0].strip().lower() == name:
+            return requirement
+    raise LookupError(f"requirements-dev.txt pins no {name}")
+
+
+#: What the template's runtime suite (tests/runtime) needs beyond a project's own dev extra.
+RUNTIME_SUITE_NEEDS = ("hypothesis",)
+
+
 def install(project: Path, extras: str) -> Path:
-    """``python -m venv .venv && .venv/bin/pip install -e .[extras]``, with the shared pip cache."""
+    """``python -m venv .venv && .venv/bin/pip install -e .[extras]``, with the shared pip cache,
+    plus the pinned extras of the template's runtime suite (``RUNTIME_SUITE_NEEDS``)."""
     venv.EnvBuilder(with_pip=True, clear=True).create(project / ".venv")
     python = venv_python(project / ".venv")
-    run([python, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]"], cwd=project, timeout=900)
+    pins = [dev_pin(name) for name in RUNTIME_SUITE_NEEDS]
+    run(
+        [python, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]", *pins],
+        cwd=project,
+        timeout=900,
+    )
     return python
 
 

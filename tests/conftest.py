@@ -7,6 +7,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from bakery import PIP_CACHE, Bake, BakeFactory, Installed, bake_and_install, bake_into
 
+# The runtime's own suite runs inside each installed bake, with that bake's python
+# (test_baked_project.py), never with this venv: it imports the baked package as mrtr_runtime.
+collect_ignore = ["runtime"]
+
 
 @pytest.fixture
 def bake(
