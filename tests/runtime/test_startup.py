@@ -1,0 +1,125 @@
+"""Start-up: the first answer does not wait for the tools, and a broken tool stops the server.
+
+The runtime's side, with a probe tools package (the project's smoke test checks the same with
+its real CLI and tools).
+
+Hosts wait for the answer to `server/discover` (or `initialize`) before they consider a server
+up, so the server answers it before importing the tools package and loads the tools right
+after. A tools package that cannot be imported must still end the process with a traceback on
+stderr and a non-zero status, as it would if it were loaded first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mrtr_runtime._tokens import new_signing_key_hex
+from support import PACKAGE
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+SERVER_SCRIPT = """\
+import os
+import sys
+
+from PACKAGE.mrtr_runtime import Registry
+from PACKAGE.mrtr_runtime.server import Server, codec_from_environment, serve_stdio
+
+registry = Registry()
+registry.defer_package("late_tools")
+codec = codec_from_environment(os.environ, default_key_file=None)
+sys.exit(serve_stdio(Server(name="startup", version="0", registry=registry, state=codec)))
+"""
+
+
+Outcome = tuple[list[dict[str, Any]], str, int]
+
+
+def run_server(tmp_path: Path, tools_source: str, *requests: dict[str, object]) -> Outcome:
+    package = tmp_path / "late_tools"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "probe.py").write_text(tools_source)
+    script = tmp_path / "serve.py"
+    script.write_text(SERVER_SCRIPT.replace("PACKAGE", PACKAGE))
+    env = {
+        "PATH": os.defpath,
+        "PYTHONPATH": str(tmp_path),
+        "MRTR_SIGNING_KEY": new_signing_key_hex(),
+    }
+    lines = "".join(json.dumps(request) + "\n" for request in requests)
+    completed = subprocess.run(
+        [sys.executable, str(script)],
+        input=lines,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    responses = [json.loads(line) for line in completed.stdout.splitlines()]
+    return responses, completed.stderr, completed.returncode
+
+
+def request(request_id: int, method: str, **params: object) -> dict[str, object]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {"_meta": META, **params},
+    }
+
+
+def test_discover_is_answered_before_a_broken_tools_package_stops_the_server(
+    tmp_path: Path,
+) -> None:
+    responses, stderr, status = run_server(
+        tmp_path,
+        "raise RuntimeError('this tool module is broken')\n",
+        request(1, "server/discover"),
+    )
+
+    assert [response["id"] for response in responses] == [1]
+    assert "result" in responses[0]
+    assert status == 1
+    assert "this tool module is broken" in stderr
+    assert "the tools could not be loaded" in stderr
+
+
+def test_tools_list_as_the_first_request_loads_the_tools_first(tmp_path: Path) -> None:
+    tools_source = (
+        "import __main__\n"
+        "\n"
+        "@__main__.registry.tool()\n"
+        "async def probe() -> str:\n"
+        "    return 'loaded'\n"
+    )
+    responses, stderr, status = run_server(
+        tmp_path, tools_source, request(1, "tools/list"), request(2, "tools/call", name="probe")
+    )
+
+    assert status == 0, stderr
+    by_id = {response["id"]: response for response in responses}
+    assert [tool["name"] for tool in by_id[1]["result"]["tools"]] == ["probe"]
+    assert by_id[2]["result"]["content"][0]["text"] == "loaded"
+
+
+def test_the_first_answer_does_not_wait_for_pydantic(tmp_path: Path) -> None:
+    # Importing pydantic is most of a start-up; the tools bring it, after the first answer.
+    tools_source = (
+        "import sys\nprint('pydantic before tools:', 'pydantic' in sys.modules, file=sys.stderr)\n"
+    )
+    responses, stderr, status = run_server(tmp_path, tools_source, request(1, "server/discover"))
+
+    assert status == 0, stderr
+    assert [response["id"] for response in responses] == [1]
+    assert "pydantic before tools: False" in stderr
