@@ -1,43 +1,51 @@
 """The client side: a session with a spawned stdio server.
 
 This is what the generated project's end-to-end tests drive the real server with, and a
-small, dependable client for scripts; the MRTR retry loop it pairs with is `_client_rounds`.
+small, dependable client for scripts. Its callbacks, ``call_tool`` / ``get_prompt`` /
+``read_resource`` and the MRTR retry loop are shared with `MemoryClient` (`_client_rounds`);
+the framing, encoder and validator are the server's own (`_jsonrpc`).
 
 - ``ClientSession.spawn(...)``: newline-delimited JSON-RPC over a child's stdin/stdout
   (2026-07-28 basic/transports/stdio). One task reads stdout and routes each line; one task
   drains stderr so the child never blocks on a full pipe. Anything on stdout that is not a
   valid JSON-RPC message is recorded in ``protocol_violations`` (the server "MUST NOT write
-  anything to its stdout that is not a valid MCP message").
+  anything to its stdout that is not a valid MCP message"), as is a 2026-07-28 result
+  without ``resultType`` and a request from a 2026-07-28 server.
 
 Uses anyio only, so it runs on any anyio backend.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from os import PathLike
-from typing import Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._client_rounds import (
-    ElicitationHandler,
-    InputHandler,
-    InvalidServerResponse,
-    Requester,
-    RequestHandler,
-    RootsHandler,
-    SamplingHandler,
-    default_input_handler,
+from ._client_rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient
+from ._jsonrpc import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    InvalidMessage,
+    LineSplitter,
+    Request,
+    RequestId,
+    Response,
+    RpcError,
+    encode,
+    error_response,
+    message_problem,
+    parse_json,
+    parse_message,
+    success_response,
 )
-from ._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
 from ._wire import (
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
@@ -46,13 +54,12 @@ from ._wire import (
     MODERN_VERSIONS,
 )
 
-__all__ = ["ClientSession", "NotificationHandler", "SessionClosed", "derive_capabilities"]
+__all__ = ("ClientSession", "NotificationHandler", "SessionClosed")
 
 logger = logging.getLogger(__name__)
 
 MODERN_PROTOCOL_VERSION = MODERN_VERSIONS[0]
 LEGACY_PROTOCOL_VERSION = LEGACY_VERSIONS[0]
-# 2026-07-28 basic/index "Request metadata": the per-request _meta keys.
 
 DEFAULT_CLIENT_INFO: Mapping[str, str] = {"name": "mrtr-runtime-client", "version": "1.0"}
 
@@ -64,43 +71,26 @@ _VIOLATION_EXCERPT = 200
 
 Era = Literal["modern", "legacy"]
 _S = TypeVar("_S", ByteSendStream, ByteReceiveStream)
-NotificationHandler = Callable[[dict[str, object]], Awaitable[None]]
+NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class SessionClosed(Exception):
     """The server's stdout ended (it exited or closed it) or its stdin is closed."""
 
 
-def derive_capabilities(
-    *,
-    elicitation: bool,
-    sampling: bool,
-    roots: bool,
-) -> dict[str, object]:
-    """Declare a capability only for the callbacks given (as the Python SDK client does)."""
-    capabilities: dict[str, object] = {}
-    if elicitation:
-        capabilities["elicitation"] = {"form": {}, "url": {}}
-    if sampling:
-        capabilities["sampling"] = {}
-    if roots:
-        capabilities["roots"] = {}
-    return capabilities
-
-
 @dataclass
 class _Pending:
     done: anyio.Event = field(default_factory=anyio.Event)
-    message: dict[str, object] | None = None
+    message: dict[str, Any] | None = None
     failure: Exception | None = None
 
-    def resolve(self, message: dict[str, object] | None, failure: Exception | None) -> None:
+    def resolve(self, message: dict[str, Any] | None, failure: Exception | None) -> None:
         if not self.done.is_set():
             self.message, self.failure = message, failure
             self.done.set()
 
 
-class ClientSession(Requester):
+class ClientSession(RoundsClient):
     """A JSON-RPC session with one spawned stdio server. Create it with ``spawn``."""
 
     def __init__(
@@ -108,31 +98,26 @@ class ClientSession(Requester):
         process: Process,
         *,
         era: Era,
-        capabilities: Mapping[str, object],
-        client_info: Mapping[str, object],
-        elicitation_handler: ElicitationHandler | None,
-        sampling_handler: SamplingHandler | None,
-        roots_handler: RootsHandler | None,
+        capabilities: Mapping[str, Any],
+        client_info: Mapping[str, Any],
+        callbacks: Callbacks,
         notification_handler: NotificationHandler | None,
         close_timeout: float,
     ) -> None:
         self._process = process
         self.era: Era = era
-        self.capabilities: dict[str, object] = dict(capabilities)
-        self.client_info: dict[str, object] = dict(client_info)
+        self.capabilities: dict[str, Any] = dict(capabilities)
+        self.client_info: dict[str, Any] = dict(client_info)
         self.protocol_version = (
             MODERN_PROTOCOL_VERSION if era == "modern" else LEGACY_PROTOCOL_VERSION
         )
-        self.initialize_result: dict[str, object] | None = None
-        self.notifications: list[dict[str, object]] = []
+        self.initialize_result: dict[str, Any] | None = None
+        self.notifications: list[dict[str, Any]] = []
         self.protocol_violations: list[str] = []
         # Error responses with "id": null (e.g. the server's answer to an unparseable line).
-        self.unmatched_responses: list[dict[str, object]] = []
-        self._handlers: dict[str, RequestHandler | None] = {
-            "elicitation/create": elicitation_handler,
-            "sampling/createMessage": sampling_handler,
-            "roots/list": roots_handler,
-        }
+        self.unmatched_responses: list[dict[str, Any]] = []
+        self.callbacks = callbacks
+        self._callback_failures: list[Exception] = []
         self._notification_handler = notification_handler
         self._close_timeout = close_timeout
         self._next_id = 1
@@ -146,11 +131,11 @@ class ClientSession(Requester):
         self._stderr = bytearray()
         self._lines_read = 0
         self._task_group: TaskGroup | None = None
-        self._notify_send: MemoryObjectSendStream[dict[str, object]]
-        self._notify_receive: MemoryObjectReceiveStream[dict[str, object]]
-        self._notify_send, self._notify_receive = anyio.create_memory_object_stream[
-            dict[str, object]
-        ](math.inf)
+        self._notify_send: MemoryObjectSendStream[dict[str, Any]]
+        self._notify_receive: MemoryObjectReceiveStream[dict[str, Any]]
+        self._notify_send, self._notify_receive = anyio.create_memory_object_stream[dict[str, Any]](
+            math.inf
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -163,37 +148,34 @@ class ClientSession(Requester):
         env: Mapping[str, str] | None = None,
         cwd: str | PathLike[str] | None = None,
         era: Era = "modern",
-        capabilities: Mapping[str, object] | None = None,
-        elicitation_handler: ElicitationHandler | None = None,
-        sampling_handler: SamplingHandler | None = None,
-        roots_handler: RootsHandler | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        elicitation: Callback | None = None,
+        sampling: Callback | None = None,
+        roots: Callback | None = None,
         notification_handler: NotificationHandler | None = None,
-        client_info: Mapping[str, object] = DEFAULT_CLIENT_INFO,
+        client_info: Mapping[str, Any] = DEFAULT_CLIENT_INFO,
         close_timeout: float = 5.0,
     ) -> AsyncIterator[ClientSession]:
         """Start ``command``; on exit close its stdin and wait for it (bounded, then kill).
 
-        ``env=None`` inherits this process's environment. ``capabilities=None`` declares
-        exactly the handlers given. A legacy session sends ``initialize`` (2025-11-25) and
+        ``env=None`` inherits this process's environment. The callbacks (each
+        ``async (params) -> full result``) answer MRTR rounds in the modern era and the
+        server's real requests in the legacy era; ``capabilities=None`` declares exactly the
+        callbacks given. A legacy session sends ``initialize`` (2025-11-25) and
         ``notifications/initialized`` before the body runs.
         """
         if era not in ("modern", "legacy"):
             raise ValueError(f"era must be 'modern' or 'legacy', not {era!r}")
+        callbacks = Callbacks(elicitation, sampling, roots)
         if capabilities is None:
-            capabilities = derive_capabilities(
-                elicitation=elicitation_handler is not None,
-                sampling=sampling_handler is not None,
-                roots=roots_handler is not None,
-            )
+            capabilities = callbacks.capabilities()
         process = await anyio.open_process(list(command), env=env, cwd=cwd)
         session = cls(
             process,
             era=era,
             capabilities=capabilities,
             client_info=client_info,
-            elicitation_handler=elicitation_handler,
-            sampling_handler=sampling_handler,
-            roots_handler=roots_handler,
+            callbacks=callbacks,
             notification_handler=notification_handler,
             close_timeout=close_timeout,
         )
@@ -262,25 +244,16 @@ class ClientSession(Requester):
         """What the server wrote to stderr so far (the newest MiB), decoded leniently."""
         return self._stderr.decode("utf-8", errors="replace")
 
-    @property
-    def input_handler(self) -> InputHandler:
-        """A ``default_input_handler`` over this session's own callbacks."""
-        return default_input_handler(
-            elicitation=self._handlers["elicitation/create"],
-            sampling=self._handlers["sampling/createMessage"],
-            roots=self._handlers["roots/list"],
-        )
-
     # -- sending -----------------------------------------------------------------------------
 
     async def request(
         self,
         method: str,
-        params: Mapping[str, object] | None = None,
+        params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the contract's per-request bound
         with_meta: bool = True,
-    ) -> dict[str, object]:
+    ) -> dict[str, Any]:
         """Send a request and return its ``result``; raise RpcError for an error response.
 
         Modern era: ``params._meta`` gets protocolVersion, clientCapabilities and clientInfo;
@@ -293,7 +266,7 @@ class ClientSession(Requester):
         body = dict(params) if params is not None else {}
         if self.era == "modern" and with_meta:
             body["_meta"] = self._request_meta(body.get("_meta"))
-        message: dict[str, object] = {
+        message: dict[str, Any] = {
             "jsonrpc": "2.0",
             "id": request_id,
             "method": method,
@@ -316,14 +289,14 @@ class ClientSession(Requester):
             self._pending.pop(request_id, None)
         if pending.failure is not None:
             raise pending.failure
-        response = cast("dict[str, object]", pending.message)
+        response = cast("dict[str, Any]", pending.message)
         if "error" in response:
-            error = cast("dict[str, object]", response["error"])
+            error = cast("dict[str, Any]", response["error"])
             raise RpcError(cast(int, error["code"]), cast(str, error["message"]), error.get("data"))
-        return cast("dict[str, object]", response["result"])
+        return cast("dict[str, Any]", response["result"])
 
-    async def notify(self, method: str, params: Mapping[str, object] | None = None) -> None:
-        message: dict[str, object] = {"jsonrpc": "2.0", "method": method}
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
         await self._write(message)
@@ -332,14 +305,14 @@ class ClientSession(Requester):
         """Write ``line`` to the server's stdin exactly as given (add the newline yourself)."""
         await self._write_bytes(line)
 
-    def _request_meta(self, caller_meta: object) -> dict[str, object]:
-        meta: dict[str, object] = {
+    def _request_meta(self, caller_meta: object) -> dict[str, Any]:
+        meta: dict[str, Any] = {
             META_PROTOCOL_VERSION: MODERN_PROTOCOL_VERSION,
             META_CLIENT_CAPABILITIES: self.capabilities,
             META_CLIENT_INFO: self.client_info,
         }
         if isinstance(caller_meta, Mapping):
-            meta.update(cast("Mapping[str, object]", caller_meta))
+            meta.update(cast("Mapping[str, Any]", caller_meta))
         return meta
 
     async def _initialize(self) -> None:
@@ -367,8 +340,8 @@ class ClientSession(Requester):
                 {"requestId": request_id, "reason": "client gave up waiting"},
             )
 
-    async def _write(self, message: Mapping[str, object]) -> None:
-        await self._write_bytes(_encode(message) + b"\n")
+    async def _write(self, message: Mapping[str, Any]) -> None:
+        await self._write_bytes(encode(dict(message)))
 
     async def _write_bytes(self, data: bytes) -> None:
         if self._stdin_closed:
@@ -389,30 +362,18 @@ class ClientSession(Requester):
     # -- receiving ---------------------------------------------------------------------------
 
     async def _read_stdout(self, stream: ByteReceiveStream) -> None:
-        buffer = bytearray()
-        discarding = False  # inside an over-long line
+        # raw: every line exactly as the server wrote it (a blank line or a CR is a violation).
+        splitter = LineSplitter(_MAX_LINE_BYTES, raw=True)
         try:
             async for chunk in stream:
-                buffer += chunk
-                while (newline := buffer.find(b"\n")) >= 0:
-                    line = bytes(buffer[:newline])
-                    del buffer[: newline + 1]
-                    if discarding:
-                        discarding = False
-                        continue
+                for line in splitter.feed(chunk):
                     self._on_line(line)
-                if len(buffer) > _MAX_LINE_BYTES:
-                    if not discarding:
-                        self._lines_read += 1
-                        self._violation(bytes(buffer[:_VIOLATION_EXCERPT]), "line too long")
-                    discarding = True
-                    buffer.clear()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
-            if buffer and not discarding:
+            for line in splitter.finish():
                 self._lines_read += 1
-                self._violation(bytes(buffer), "unterminated line at end of output")
+                self._violation(line or b"", "unterminated line at end of output")
             self._stdout_done.set()
             for request_id, pending in self._pending.items():
                 pending.resolve(None, SessionClosed(self._closed_message(f"request {request_id}")))
@@ -428,33 +389,37 @@ class ClientSession(Requester):
         finally:
             self._stderr_done.set()
 
-    def _on_line(self, line: bytes) -> None:
+    def _on_line(self, line: bytes | None) -> None:
         self._lines_read += 1
-        try:
-            message = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError) as exc:
-            self._violation(line, f"not JSON ({type(exc).__name__})")
+        if line is None:
+            self._violation(b"", f"line over {_MAX_LINE_BYTES} bytes")
             return
-        kind, problem = _classify(message)
+        try:
+            raw = parse_json(line)
+        except InvalidMessage:
+            self._violation(line, "not JSON")
+            return
+        problem = message_problem(raw)
         if problem is not None:
             self._violation(line, problem)
             # Unblock a request whose answer was malformed instead of leaving it waiting.
-            if isinstance(message, dict):
-                pending = self._pending.get(_as_int_id(message.get("id")))
+            if isinstance(raw, dict):
+                pending = self._pending.get(_as_int_id(raw.get("id")))
                 if pending is not None:
                     pending.resolve(None, InvalidServerResponse(f"invalid response: {problem}"))
             return
-        message = cast("dict[str, object]", message)
-        if kind == "response":
+        message = cast("dict[str, Any]", raw)
+        kind = parse_message(message)
+        if isinstance(kind, Response):
             self._on_response(line, message)
-        elif kind == "request":
-            self._on_server_request(line, message)
+        elif isinstance(kind, Request):
+            self._on_server_request(line, kind)
         else:
             self.notifications.append(message)
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._notify_send.send_nowait(message)
 
-    def _on_response(self, line: bytes, message: dict[str, object]) -> None:
+    def _on_response(self, line: bytes, message: dict[str, Any]) -> None:
         request_id = message.get("id")
         if request_id is None:
             self.unmatched_responses.append(message)
@@ -462,7 +427,7 @@ class ClientSession(Requester):
         if (
             self.era == "modern"
             and isinstance(message.get("result"), dict)
-            and "resultType" not in cast("dict[str, object]", message["result"])
+            and "resultType" not in cast("dict[str, Any]", message["result"])
         ):
             # 2026-07-28 basic/index: "The result MUST include a resultType field".
             self._violation(line, "result without resultType")
@@ -473,7 +438,7 @@ class ClientSession(Requester):
         elif numeric_id not in self._abandoned:
             self._violation(line, "response to an id this client never sent")
 
-    def _on_server_request(self, line: bytes, message: dict[str, object]) -> None:
+    def _on_server_request(self, line: bytes, message: Request) -> None:
         if self.era == "modern":
             # 2026-07-28 basic/transports/stdio: "The server MUST NOT write JSON-RPC requests
             # to stdout". It is still answered (-32601), so the server is not left waiting.
@@ -481,38 +446,32 @@ class ClientSession(Requester):
         if self._task_group is not None:
             self._task_group.start_soon(self._answer_server_request, message)
 
-    async def _answer_server_request(self, message: dict[str, object]) -> None:
-        # Legacy 2025-11-25: the server may ask us with real requests. A method we do not
-        # know is -32601; a known one without a handler is -32600 (what the Python SDK
-        # answers, e.g. "Elicitation not supported").
-        request_id = message["id"]
-        method = cast(str, message["method"])
-        params = dict(cast("Mapping[str, object]", message.get("params") or {}))
-        reply: dict[str, object]
+    async def _answer_server_request(self, message: Request) -> None:
+        # Legacy 2025-11-25: the server may ask us with real requests (the callbacks answer).
+        request_id: RequestId = message.id
+        reply: dict[str, Any]
         if self.era == "modern":
-            reply = _error_reply(
+            reply = error_response(
                 request_id, METHOD_NOT_FOUND, "2026-07-28 servers must not send requests"
             )
-        elif method == "ping":
-            reply = {"jsonrpc": "2.0", "id": request_id, "result": {}}
-        elif method not in self._handlers:
-            reply = _error_reply(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
-        elif (handler := self._handlers[method]) is None:
-            reply = _error_reply(request_id, INVALID_REQUEST, f"{method} not supported")
+        elif message.method == "ping":
+            reply = success_response(request_id, {})
         else:
             try:
-                result = dict(await handler(params))
-                _encode(result)  # a reply we cannot serialise becomes an error reply
+                result = await self.callbacks.answer(message.method, message.params)
+                encode(result)  # a reply we cannot serialise becomes an error reply
             except RpcError as exc:
-                reply = _error_reply(request_id, exc.code, exc.message, exc.data)
+                reply = error_response(request_id, exc.code, exc.message, exc.data)
             except Exception as exc:
-                # A handler's failure is the server's answer, never the session's crash.
-                logger.debug("client handler for %s failed", method, exc_info=True)
-                reply = _error_reply(
+                # A callback's failure is the server's answer, never the session's crash;
+                # call_tool & co. raise it (see RoundsClient).
+                logger.debug("client callback for %s failed", message.method, exc_info=True)
+                self._record_callback_failure(exc)
+                reply = error_response(
                     request_id, INTERNAL_ERROR, f"client handler failed: {type(exc).__name__}"
                 )
             else:
-                reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
+                reply = success_response(request_id, result)
         with suppress(SessionClosed, TypeError, ValueError):
             await self._write(reply)
 
@@ -546,71 +505,6 @@ def _stream(stream: _S | None) -> _S:
     return stream
 
 
-def _encode(message: Mapping[str, object]) -> bytes:
-    # Compact JSON escapes every newline, so one message is one line (stdio: messages MUST NOT
-    # contain embedded newlines); allow_nan=False keeps it valid JSON.
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return text.encode("utf-8")
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _as_int_id(value: object) -> int:
     # This client only sends integer ids; anything else can never match.
     return value if isinstance(value, int) and not isinstance(value, bool) else -1
-
-
-def _is_id(value: object) -> bool:
-    # MCP RequestId = string | number (schema.ts); null is not an id for a request.
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _classify(message: object) -> tuple[str, str | None]:
-    """Return ("request" | "notification" | "response", problem-or-None)."""
-    if not isinstance(message, dict):
-        return "", "not a JSON object"
-    if message.get("jsonrpc") != "2.0":
-        return "", 'missing "jsonrpc": "2.0"'
-    if "method" in message:
-        if not isinstance(message["method"], str):
-            return "", "method is not a string"
-        if "params" in message and not isinstance(message["params"], dict):
-            return "", "params is not an object"
-        if "result" in message or "error" in message:
-            return "", "a request with result/error"
-        if "id" not in message:
-            return "notification", None
-        return ("request", None) if _is_id(message["id"]) else ("", "invalid request id")
-    if "id" not in message:
-        return "", "neither a request, a notification nor a response"
-    request_id = message["id"]
-    if request_id is not None and not _is_id(request_id):
-        return "", "invalid response id"
-    if ("result" in message) == ("error" in message):
-        return "", "a response needs exactly one of result and error"
-    if "result" in message:
-        if request_id is None:
-            return "", "a result with a null id"
-        if not isinstance(message["result"], dict):
-            return "", "result is not an object"
-        return "response", None
-    error = message["error"]
-    if not isinstance(error, dict):
-        return "", "error is not an object"
-    code = error.get("code")
-    if not isinstance(code, int) or isinstance(code, bool):
-        return "", "error.code is not an integer"
-    if not isinstance(error.get("message"), str):
-        return "", "error.message is not a string"
-    return "response", None
-
-
-def _error_reply(
-    request_id: object, code: int, message: str, data: object | None = None
-) -> dict[str, object]:
-    error: dict[str, object] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}

@@ -1,36 +1,45 @@
-"""The client side of MRTR: resolve a round's input requests, retry until complete.
+"""The client side's shared core: the callbacks, the MRTR retry loop, `answers`, `RoundsClient`.
 
-The loop of the design notes' Q4 (call; while ``input_required``: resolve the input requests,
-retry the same call with this round's ``inputResponses`` and the echoed ``requestState``),
-capped at ``max_rounds`` retries. It works over anything with an async ``request`` -- a
-``ClientSession`` on a spawned server or an in-process ``MemoryClient``.
-
-``default_input_handler`` routes each input request to the elicitation / sampling / roots
-callback, the same callbacks a legacy session uses for real server->client requests.
+Both clients (`ClientSession` over a spawned server's pipes, `MemoryClient` in process) take
+the same three callbacks -- ``elicitation=``, ``sampling=``, ``roots=``, each
+``async (params: dict) -> dict`` returning the full result (an ElicitResult, a
+CreateMessageResult, a ListRootsResult; 2026-07-28 schema.ts). In the 2026-07-28 era they
+answer a round's ``inputRequests``; in the 2025-11-25 era (after ``initialize``) the server's
+real requests. `RoundsClient` gives both clients ``call_tool`` / ``get_prompt`` /
+``read_resource``, which run the loop of the design notes' Q4: call; while ``input_required``,
+answer the input requests and retry the same call with this round's ``inputResponses`` and the
+echoed ``requestState``; at most ``max_rounds`` retries.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol, cast
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
 
 import anyio
 
-from ._jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
+from ._jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, clip
+from ._wire import ELICIT, LIST_ROOTS, SAMPLE
 
 __all__ = (
     "DEFAULT_MAX_ROUNDS",
-    "ElicitationHandler",
+    "Asking",
+    "Callback",
+    "Callbacks",
     "InputHandler",
     "InvalidServerResponse",
-    "RequestHandler",
     "Requester",
-    "RootsHandler",
-    "SamplingHandler",
+    "RoundsClient",
     "TooManyRounds",
+    "UnexpectedInput",
+    "answers",
+    "asking",
     "call_tool_with_inputs",
     "default_input_handler",
+    "derive_capabilities",
     "request_with_inputs",
 )
 
@@ -42,14 +51,10 @@ DEFAULT_MAX_ROUNDS = 16  # design notes Q4: "Default maxRounds is 16"
 _STATE_ONLY_BACKOFF_START = 0.05
 _STATE_ONLY_BACKOFF_CAP = 0.25
 
-# The handlers get a request's params and return the full result object: an ElicitResult
-# ({"action", "content"?}), a CreateMessageResult, a ListRootsResult (2026-07-28 schema.ts).
-RequestHandler = Callable[[dict[str, object]], Awaitable[Mapping[str, object]]]
-ElicitationHandler = RequestHandler
-SamplingHandler = RequestHandler
-RootsHandler = RequestHandler
-# inputRequests ({key: {"method", "params"}}) -> inputResponses ({key: result}).
-InputHandler = Callable[[Mapping[str, Mapping[str, object]]], Awaitable[Mapping[str, object]]]
+#: A callback gets a request's params and returns the full result object.
+Callback = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any]]]
+#: inputRequests ({key: {"method", "params"}}) -> inputResponses ({key: result}).
+InputHandler = Callable[[Mapping[str, Mapping[str, Any]]], Awaitable[Mapping[str, Any]]]
 
 
 class TooManyRounds(Exception):
@@ -72,17 +77,98 @@ class InvalidServerResponse(Exception):
     """The server answered with something this client must treat as invalid."""
 
 
+class UnexpectedInput(LookupError):
+    """`answers` was asked a question its mapping does not answer."""
+
+
 class Requester(Protocol):
     """Anything that can send a request and return its ``result``; raises RpcError."""
 
-    async def request(self, method: str, params: Mapping[str, object]) -> dict[str, object]: ...
+    async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+def derive_capabilities(*, elicitation: bool, sampling: bool, roots: bool) -> dict[str, Any]:
+    """Declare a capability only for the callbacks given (as the Python SDK client does)."""
+    capabilities: dict[str, Any] = {}
+    if elicitation:
+        capabilities["elicitation"] = {"form": {}, "url": {}}
+    if sampling:
+        capabilities["sampling"] = {}
+    if roots:
+        capabilities["roots"] = {}
+    return capabilities
+
+
+# -- which question a callback is answering ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Asking:
+    """The question a running callback answers: its method and, in an MRTR round, its key."""
+
+    method: str
+    key: str | None  # None: a legacy (2025-11-25) server request, which carries no key
+
+
+_ASKING: ContextVar[Asking | None] = ContextVar("mrtr_client_asking", default=None)
+
+
+def asking() -> Asking | None:
+    """Inside a callback the clients run: what it is answering (None when called directly)."""
+    return _ASKING.get()
+
+
+async def _run_callback(
+    callback: Callback, method: str, key: str | None, params: dict[str, Any]
+) -> dict[str, Any]:
+    token = _ASKING.set(Asking(method, key))
+    try:
+        return dict(await callback(params))
+    finally:
+        _ASKING.reset(token)
+
+
+@dataclass(frozen=True)
+class Callbacks:
+    """A client's three callbacks, routed by method."""
+
+    elicitation: Callback | None = None
+    sampling: Callback | None = None
+    roots: Callback | None = None
+
+    def by_method(self) -> dict[str, Callback | None]:
+        return {ELICIT: self.elicitation, SAMPLE: self.sampling, LIST_ROOTS: self.roots}
+
+    def capabilities(self) -> dict[str, Any]:
+        return derive_capabilities(
+            elicitation=self.elicitation is not None,
+            sampling=self.sampling is not None,
+            roots=self.roots is not None,
+        )
+
+    def input_handler(self) -> InputHandler:
+        return default_input_handler(
+            elicitation=self.elicitation, sampling=self.sampling, roots=self.roots
+        )
+
+    async def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Legacy era: the result for a server's request. RpcError -32601 for a method this
+        client does not know, -32600 for one it has no callback for (what the Python SDK
+        answers, e.g. "Elicitation not supported"); a callback's own exception propagates."""
+        callbacks = self.by_method()
+        if method not in callbacks:
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {clip(method)}")
+        callback = callbacks[method]
+        if callback is None:
+            raise RpcError(INVALID_REQUEST, f"{method} not supported")
+        return await _run_callback(callback, method, None, params)
 
 
 def default_input_handler(
     *,
-    elicitation: ElicitationHandler | None = None,
-    sampling: SamplingHandler | None = None,
-    roots: RootsHandler | None = None,
+    elicitation: Callback | None = None,
+    sampling: Callback | None = None,
+    roots: Callback | None = None,
 ) -> InputHandler:
     """Route each input request to the callback for its method; run them concurrently.
 
@@ -90,18 +176,14 @@ def default_input_handler(
     requests. An unknown method or a missing callback raises RpcError naming the method
     before any callback runs; a callback's exception aborts the round (and the loop).
     """
-    callbacks: dict[str, RequestHandler | None] = {
-        "elicitation/create": elicitation,
-        "sampling/createMessage": sampling,
-        "roots/list": roots,
-    }
+    callbacks = Callbacks(elicitation, sampling, roots).by_method()
 
-    async def handle(requests: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
-        work: list[tuple[str, RequestHandler, dict[str, object]]] = []
+    async def handle(requests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        work: list[tuple[str, str, Callback, dict[str, Any]]] = []
         for key in sorted(requests):
             entry = requests[key]
             method = entry.get("method")
-            if method not in callbacks:
+            if not isinstance(method, str) or method not in callbacks:
                 raise RpcError(
                     METHOD_NOT_FOUND, f"input request {key!r}: unsupported method {method!r}"
                 )
@@ -109,42 +191,145 @@ def default_input_handler(
             if callback is None:
                 raise RpcError(INVALID_REQUEST, f"input request {key!r}: no handler for {method!r}")
             params = entry.get("params")
-            work.append((key, callback, dict(cast("Mapping[str, object]", params or {}))))
+            work.append((key, method, callback, dict(cast("Mapping[str, Any]", params or {}))))
 
-        answers: dict[str, object] = {}
+        results: dict[str, Any] = {}
         failures: list[Exception] = []
 
         async def run(
-            key: str, callback: RequestHandler, params: dict[str, object], scope: anyio.CancelScope
+            key: str,
+            method: str,
+            callback: Callback,
+            params: dict[str, Any],
+            scope: anyio.CancelScope,
         ) -> None:
             try:
-                answers[key] = await callback(params)
+                results[key] = await _run_callback(callback, method, key, params)
             except Exception as exc:
                 failures.append(exc)
                 scope.cancel()
 
         # Like the Python SDK's driver: every entry of a round runs concurrently.
         async with anyio.create_task_group() as task_group:
-            for key, callback, params in work:
-                task_group.start_soon(run, key, callback, params, task_group.cancel_scope)
+            for key, method, callback, params in work:
+                task_group.start_soon(run, key, method, callback, params, task_group.cancel_scope)
         if failures:
             raise failures[0]
-        return {key: answers[key] for key, _, _ in work}
+        return {key: results[key] for key, _, _, _ in work}
 
     return handle
 
 
-def _as_mapping(value: object, what: str) -> Mapping[str, object]:
+# -- answers: a callback from a plain mapping -----------------------------------------------------
+
+
+class _Answers:
+    def __init__(self, mapping: Mapping[str, object]) -> None:
+        self._mapping = dict(mapping)
+        self._next = 0  # legacy era: the next entry, in the mapping's order
+
+    def __repr__(self) -> str:
+        return f"answers({sorted(self._mapping)!r})"
+
+    async def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
+        now = asking()
+        method = now.method if now is not None else ELICIT
+        key = now.key if now is not None else None
+        known = ", ".join(repr(k) for k in self._mapping) or "none"
+        if key is None:
+            keys = list(self._mapping)
+            if self._next >= len(keys):
+                raise UnexpectedInput(
+                    f"answers(): the server asked a question number {self._next + 1} "
+                    f"({method}: {_what(params)}) but the mapping holds only {len(keys)} "
+                    f"answers ({known}); legacy requests are answered in the mapping's order"
+                )
+            key = keys[self._next]
+            self._next += 1
+        elif key not in self._mapping:
+            raise UnexpectedInput(
+                f"answers(): the server asked for input {key!r} ({method}: {_what(params)}), "
+                f"which the mapping does not answer; it answers {known}"
+            )
+        return _as_result(method, key, self._mapping[key])
+
+
+def answers(mapping: Mapping[str, object]) -> Callback:
+    """A callback that answers each question from ``mapping``, by its input key.
+
+    ``elicitation=answers({"confirm": {"confirmed": True}, "role-arn": Declined()})``. Values:
+
+    - for an elicitation, a plain dict is the accepted form's content
+      (``{"action": "accept", "content": value}``); ``Declined`` / ``Cancelled`` (the class or
+      an instance) and ``Accepted(content)`` from ``mrtr_runtime`` are the user's answer; a
+      dict whose ``"action"`` is ``"accept"``, ``"decline"`` or ``"cancel"`` is the whole
+      ElicitResult, sent as given (so a form with a field named ``action`` needs ``Accepted``);
+    - for sampling, a string is the model's text reply; a dict the whole CreateMessageResult;
+    - for roots, a dict is the whole ListRootsResult.
+
+    A question whose key the mapping lacks raises `UnexpectedInput` naming the key and the
+    keys it knows, and the call fails with it: a test never answers the wrong question.
+
+    The 2025-11-25 era has no keys: the server's requests are answered in the mapping's order
+    (the first request with the first entry, and so on; the legacy bridge asks in the order the
+    tool lists its questions, and a decline ends the asking), and a request past the last
+    entry raises `UnexpectedInput`. Make a new ``answers(...)`` for each legacy conversation.
+    """
+    return _Answers(mapping)
+
+
+def _what(params: Mapping[str, Any]) -> str:
+    message = params.get("message")
+    return repr(clip(message)) if isinstance(message, str) else "no message"
+
+
+def _as_result(method: str, key: str, value: object) -> dict[str, Any]:
+    from ._answers import Accepted, Cancelled, Declined
+
+    if method == ELICIT:
+        if value is Declined or isinstance(value, Declined):
+            return {"action": "decline"}
+        if value is Cancelled or isinstance(value, Cancelled):
+            return {"action": "cancel"}
+        if isinstance(value, Accepted):
+            return {"action": "accept", "content": value.content}
+        if isinstance(value, Mapping):
+            result = dict(cast("Mapping[str, Any]", value))
+            if result.get("action") in ("accept", "decline", "cancel"):
+                return result
+            return {"action": "accept", "content": result}
+    elif method == SAMPLE:
+        if isinstance(value, str):
+            text = {"type": "text", "text": value}
+            return {
+                "role": "assistant",
+                "content": text,
+                "model": "answers",
+                "stopReason": "endTurn",
+            }
+        if isinstance(value, Mapping):
+            return dict(cast("Mapping[str, Any]", value))
+    elif isinstance(value, Mapping):
+        return dict(cast("Mapping[str, Any]", value))
+    raise TypeError(
+        f"answers(): the answer for {key!r} ({method}) cannot be {type(value).__name__}"
+    )
+
+
+# -- the MRTR loop -------------------------------------------------------------------------------
+
+
+def _as_mapping(value: object, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidServerResponse(f"{what} is not an object")
-    return cast("Mapping[str, object]", value)
+    return cast("Mapping[str, Any]", value)
 
 
-def _input_requests(result: Mapping[str, object]) -> dict[str, Mapping[str, object]]:
+def _input_requests(result: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     raw = result.get("inputRequests")
     if raw is None:
         return {}
-    requests: dict[str, Mapping[str, object]] = {}
+    requests: dict[str, Mapping[str, Any]] = {}
     for key, entry in _as_mapping(raw, "inputRequests").items():
         request = _as_mapping(entry, f"inputRequests[{key!r}]")
         if not isinstance(request.get("method"), str):
@@ -158,11 +343,11 @@ def _input_requests(result: Mapping[str, object]) -> dict[str, Mapping[str, obje
 async def request_with_inputs(
     requester: Requester,
     method: str,
-    params: Mapping[str, object],
+    params: Mapping[str, Any],
     input_handler: InputHandler | None,
     *,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Call ``method``; while the result is ``input_required``, answer and retry.
 
     2026-07-28 basic/patterns/mrtr: the retry is the same method with the same params, plus
@@ -206,8 +391,7 @@ async def request_with_inputs(
             logger.debug(
                 "%s round %d: answering %s", method, rounds + 1, ", ".join(sorted(requests))
             )
-            answers = await input_handler(requests)
-            retry["inputResponses"] = dict(answers)  # this round's answers only
+            retry["inputResponses"] = dict(await input_handler(requests))  # this round's only
             backoff = _STATE_ONLY_BACKOFF_START
         else:
             logger.debug("%s round %d: state only, retrying in %.2fs", method, rounds + 1, backoff)
@@ -222,15 +406,108 @@ async def request_with_inputs(
 async def call_tool_with_inputs(
     requester: Requester,
     name: str,
-    arguments: Mapping[str, object] | None = None,
+    arguments: Mapping[str, Any] | None = None,
     input_handler: InputHandler | None = None,
     *,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """``tools/call`` through ``request_with_inputs`` (design notes Q4 CallToolWithInputs)."""
-    params: dict[str, object] = {"name": name}
+    params: dict[str, Any] = {"name": name}
     if arguments is not None:
         params["arguments"] = arguments
     return await request_with_inputs(
         requester, "tools/call", params, input_handler, max_rounds=max_rounds
     )
+
+
+# -- what both clients offer ---------------------------------------------------------------------
+
+
+class RoundsClient:
+    """``call_tool`` / ``get_prompt`` / ``read_resource`` over a client's ``request``.
+
+    Each drives every MRTR round with the client's callbacks and returns the final result.
+    A callback that crashed while answering a legacy server request (the client answered the
+    server with an error) is raised from the call that was running, so a test sees it.
+    """
+
+    callbacks: Callbacks
+    _callback_failures: list[Exception]
+
+    async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def input_handler(self) -> InputHandler:
+        """A ``default_input_handler`` over this client's own callbacks."""
+        return self.callbacks.input_handler()
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        meta: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """``tools/call`` through every round; the final CallToolResult (``isError`` results
+        are returned, not raised). ``meta`` adds to ``params._meta`` (e.g. a progressToken)."""
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        return await self._drive("tools/call", params, max_rounds, meta)
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        meta: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """``prompts/get`` through every round; the final GetPromptResult."""
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        return await self._drive("prompts/get", params, max_rounds, meta)
+
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        meta: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """``resources/read`` through every round; the final ReadResourceResult."""
+        return await self._drive("resources/read", {"uri": uri}, max_rounds, meta)
+
+    def _call_meta(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``_meta`` a call sends for the caller's ``meta`` (clients may add theirs)."""
+        return dict(meta)
+
+    def _record_callback_failure(self, failure: Exception) -> None:
+        self._callback_failures.append(failure)
+
+    async def _drive(
+        self,
+        method: str,
+        params: dict[str, Any],
+        max_rounds: int,
+        meta: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        if meta is not None:
+            params["_meta"] = self._call_meta(meta)
+        seen = len(self._callback_failures)
+        try:
+            result = await request_with_inputs(
+                self, method, params, self.input_handler, max_rounds=max_rounds
+            )
+        except Exception as error:
+            self._raise_new_failure(seen, error)
+            raise
+        self._raise_new_failure(seen, None)
+        return result
+
+    def _raise_new_failure(self, seen: int, cause: Exception | None) -> None:
+        if len(self._callback_failures) > seen:
+            raise self._callback_failures[seen] from cause

@@ -21,7 +21,9 @@ __all__ = (
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "PARSE_ERROR",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "InvalidMessage",
     "JSONObject",
+    "LineSplitter",
     "Message",
     "Notification",
     "Request",
@@ -31,7 +33,10 @@ __all__ = (
     "clip",
     "encode",
     "error_response",
+    "message_problem",
+    "parse_json",
     "parse_line",
+    "parse_message",
     "success_response",
 )
 
@@ -135,13 +140,27 @@ def _finite_float(text: str) -> float:
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
-def parse_line(line: bytes) -> Message:
-    """Parse one newline-free line into a message, or raise `InvalidMessage`."""
+def parse_json(line: bytes) -> object:
+    """Decode one line as strict JSON (UTF-8; no NaN/Infinity, no number out of float range),
+    or raise `InvalidMessage` (-32700)."""
     try:
         text = line.decode("utf-8")
-        raw = _DECODER.decode(text)
+        return _DECODER.decode(text)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise InvalidMessage(PARSE_ERROR, "Parse error: not valid UTF-8 JSON") from None
+
+
+def parse_line(line: bytes) -> Message:
+    """Parse one newline-free line into a message, or raise `InvalidMessage`."""
+    return parse_message(parse_json(line))
+
+
+def parse_message(raw: object) -> Message:
+    """Classify one decoded JSON value as a message, or raise `InvalidMessage`.
+
+    Lenient about responses (a server reads them only as answers to its own legacy requests);
+    `message_problem` is the strict check a client applies to what a server writes.
+    """
     if isinstance(raw, list):
         # JSON-RPC batches were removed from MCP in 2025-06-18 and never came back.
         raise InvalidMessage(INVALID_REQUEST, "Invalid request: batches are not supported")
@@ -186,6 +205,50 @@ def parse_line(line: bytes) -> Message:
     )
 
 
+def message_problem(raw: object) -> str | None:
+    """What makes `raw` not a valid JSON-RPC 2.0 message, strictly; None when it is one.
+
+    The check a client applies to every line a server writes (2026-07-28
+    basic/transports/stdio: the server "MUST NOT write anything to its stdout that is not a
+    valid MCP message"): exactly one of result/error, an integer code and string message, a
+    string-or-integer id (null only on an error), params an object.
+    """
+    if not isinstance(raw, dict):
+        return "not a JSON object"
+    if raw.get("jsonrpc") != "2.0":
+        return 'missing "jsonrpc": "2.0"'
+    if "method" in raw:
+        if not isinstance(raw["method"], str):
+            return "method is not a string"
+        if "params" in raw and not isinstance(raw["params"], dict):
+            return "params is not an object"
+        if "result" in raw or "error" in raw:
+            return "a request with result/error"
+        if "id" in raw and not _valid_id(raw["id"]):
+            return "invalid request id"
+        return None
+    if "id" not in raw:
+        return "neither a request, a notification nor a response"
+    request_id = raw["id"]
+    if request_id is not None and not _valid_id(request_id):
+        return "invalid response id"
+    if ("result" in raw) == ("error" in raw):
+        return "a response needs exactly one of result and error"
+    if "result" in raw:
+        if request_id is None:
+            return "a result with a null id"
+        return None if isinstance(raw["result"], dict) else "result is not an object"
+    error = raw["error"]
+    if not isinstance(error, dict):
+        return "error is not an object"
+    code = error.get("code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        return "error.code is not an integer"
+    if not isinstance(error.get("message"), str):
+        return "error.message is not a string"
+    return None
+
+
 def encode(message: JSONObject) -> bytes:
     """Serialise one message as a single line, newline included.
 
@@ -196,6 +259,60 @@ def encode(message: JSONObject) -> bytes:
     """
     text = json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     return text.encode("ascii") + b"\n"
+
+
+class LineSplitter:
+    """Splits a byte stream into lines, discarding any line over `max_bytes`.
+
+    stdio framing (basic/transports/stdio): one message per line. Both ends use it: the server
+    on its stdin, the client on the server's stdout. By default blank lines are skipped and a
+    trailing CR is dropped (lenient, for the server); `raw=True` returns every line exactly
+    as it came (strict, for a client recording what a server wrote).
+    """
+
+    def __init__(self, max_bytes: int = MAX_LINE_BYTES, *, raw: bool = False) -> None:
+        self._max_bytes = max_bytes
+        self._raw = raw
+        self._buffer = bytearray()
+        self._discarding = False
+
+    def feed(self, chunk: bytes) -> list[bytes | None]:
+        """The complete lines in `chunk` (None marks an oversized one)."""
+        lines: list[bytes | None] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if self._discarding:
+                self._discarding = False
+            else:
+                if self._buffer:
+                    self._buffer += chunk[start:end]
+                    line = bytes(self._buffer)
+                    self._buffer.clear()
+                else:
+                    line = chunk[start:end]
+                if len(line) > self._max_bytes:
+                    lines.append(None)
+                elif self._raw:
+                    lines.append(line)
+                elif line.strip():
+                    lines.append(line.rstrip(b"\r"))
+            start = end + 1
+        if not self._discarding and start < len(chunk):
+            self._buffer += chunk[start:]
+            if len(self._buffer) > self._max_bytes:
+                self._buffer.clear()
+                self._discarding = True
+                lines.append(None)
+        return lines
+
+    def finish(self) -> list[bytes | None]:
+        """At EOF: the last line, when the stream did not end it with a newline."""
+        line = bytes(self._buffer)
+        self._buffer.clear()
+        self._discarding = False
+        if self._raw:
+            return [line] if line else []
+        return [line.rstrip(b"\r")] if line.strip() else []
 
 
 def success_response(request_id: RequestId, result: JSONObject) -> JSONObject:

@@ -1,32 +1,56 @@
-"""An in-process client for tests: a whole server, no subprocess and no pipes."""
+"""An in-process client for tests: a whole server, no subprocess and no pipes.
+
+Requests reach the server as Python objects (so a test can reach paths the wire cannot, like a
+10,000-deep argument); everything the server sends back goes through the stdio encoder and
+the client's strict validator first (`_jsonrpc.encode`, `parse_json`, `message_problem`), so
+a result that could not cross a real pipe fails here as it would there.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+from collections.abc import Mapping
 from itertools import count
-from typing import Any
+from typing import Any, Literal, cast
 
-from ._jsonrpc import JSONObject, Notification, Request, RpcError
+from ._client_rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient
+from ._jsonrpc import (
+    INTERNAL_ERROR,
+    JSONObject,
+    Notification,
+    Request,
+    RpcError,
+    encode,
+    error_response,
+    message_problem,
+    parse_json,
+)
 from ._router import Server, Session
-from ._wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
+from ._wire import (
+    LEGACY_VERSIONS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSIONS,
+)
 
-__all__ = ("DEFAULT_CAPABILITIES", "MemoryClient")
+__all__ = ("MemoryClient",)
 
-DEFAULT_CAPABILITIES: Mapping[str, Any] = {
-    "elicitation": {"form": {}, "url": {}},
-    "sampling": {},
-    "roots": {},
-}
+Era = Literal["modern", "legacy"]
 
-ClientHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+CLIENT_INFO: Mapping[str, str] = {"name": "mrtr-memory-client", "version": "1.0"}
+
+_logger = logging.getLogger("mrtr_runtime")
 
 
-class MemoryClient:
+class MemoryClient(RoundsClient):
     """Speaks to `server` the way a client would, through its public `handle_request`.
 
-    Modern by default: each request gets `_meta` with `protocol_version` and `capabilities`.
-    After `initialize()`, requests go out without `_meta` and are served as 2025-11-25;
-    the server's own requests (elicitation, sampling, roots) go to `client_handlers`.
+    ``MemoryClient(server, elicitation=answers({...}))``. The callbacks (each
+    ``async (params) -> full result``) answer MRTR rounds in the 2026-07-28 era and the
+    server's real requests in the 2025-11-25 era. ``capabilities=None`` declares exactly the
+    callbacks given. ``era="legacy"`` sends ``initialize`` before the first request (or call
+    ``initialize(version)`` yourself).
     """
 
     def __init__(
@@ -34,29 +58,45 @@ class MemoryClient:
         server: Server,
         *,
         capabilities: Mapping[str, Any] | None = None,
-        protocol_version: str = "2026-07-28",
-        client_handlers: Mapping[str, ClientHandler] | None = None,
+        elicitation: Callback | None = None,
+        sampling: Callback | None = None,
+        roots: Callback | None = None,
+        era: Era = "modern",
+        protocol_version: str = MODERN_VERSIONS[0],
     ) -> None:
+        if era not in ("modern", "legacy"):
+            raise ValueError(f"era must be 'modern' or 'legacy', not {era!r}")
         self.server = server
-        self.capabilities = dict(DEFAULT_CAPABILITIES if capabilities is None else capabilities)
+        self.callbacks = Callbacks(elicitation, sampling, roots)
+        self.capabilities: dict[str, Any] = dict(
+            self.callbacks.capabilities() if capabilities is None else capabilities
+        )
+        self.era: Era = era
+        #: Sent in every modern request's `_meta` (a test may pick an unsupported one).
         self.protocol_version = protocol_version
-        self.client_handlers = dict(client_handlers or {})
         self.session = Session()
+        self.initialize_result: dict[str, Any] | None = None
+        #: Notifications the server sent (progress etc.), in order.
         self.notifications: list[JSONObject] = []
+        #: Legacy era: the server's requests to this client ({"method", "params"}), in order.
         self.server_requests: list[JSONObject] = []
-        self._legacy = False
+        self._callback_failures: list[Exception] = []
+        self._initialized = False
         self._ids = count(1)
 
-    async def initialize(self, protocol_version: str = "2025-11-25") -> dict[str, Any]:
+    async def initialize(self, protocol_version: str = LEGACY_VERSIONS[0]) -> dict[str, Any]:
+        """2025-11-25 basic/lifecycle: from now on requests go out without `_meta`."""
+        self._initialized = True
+        self.era = "legacy"
         result = await self.request(
             "initialize",
             {
                 "protocolVersion": protocol_version,
                 "capabilities": self.capabilities,
-                "clientInfo": {"name": "memory-client", "version": "0"},
+                "clientInfo": dict(CLIENT_INFO),
             },
         )
-        self._legacy = True
+        self.initialize_result = result
         return result
 
     async def send(self, message: JSONObject) -> JSONObject | None:
@@ -68,15 +108,21 @@ class MemoryClient:
             )
             return None
         request = Request(message["id"], message["method"], message.get("params", {}))
-        return await self.server.handle_request(request, self.session, _Peer(self))
+        response = await self.server.handle_request(request, self.session, _Peer(self))
+        return _over_the_wire(response, request)
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send a request and return its ``result``; raise RpcError for an error response.
+
+        Modern era: `_meta` (protocolVersion, clientCapabilities, clientInfo) is added unless
+        ``params`` has a `_meta` of its own, which is sent exactly as given.
+        """
+        if self.era == "legacy" and not self._initialized and method != "initialize":
+            await self.initialize()
         payload = dict(params or {})
-        if not self._legacy and method != "initialize" and "_meta" not in payload:
-            payload["_meta"] = {
-                META_PROTOCOL_VERSION: self.protocol_version,
-                META_CLIENT_CAPABILITIES: self.capabilities,
-            }
+        modern = self.era == "modern" and method != "initialize"
+        if modern and "_meta" not in payload:
+            payload["_meta"] = self._meta()
         response = await self.send(
             {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": payload}
         )
@@ -86,7 +132,43 @@ class MemoryClient:
             error = response["error"]
             raise RpcError(error["code"], error["message"], error.get("data"))
         result: dict[str, Any] = response["result"]
+        meta = payload.get("_meta")
+        if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta and "resultType" not in result:
+            # 2026-07-28 basic/index: "The result MUST include a resultType field".
+            raise InvalidServerResponse(f"{method}: a 2026-07-28 result without resultType")
         return result
+
+    def _meta(self) -> dict[str, Any]:
+        return {
+            META_PROTOCOL_VERSION: self.protocol_version,
+            META_CLIENT_CAPABILITIES: self.capabilities,
+            META_CLIENT_INFO: dict(CLIENT_INFO),
+        }
+
+    def _call_meta(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+        # call_tool(meta=...): the caller's keys on top of this client's own (request() sends
+        # a caller's `_meta` exactly as given).
+        return {**self._meta(), **meta} if self.era == "modern" else dict(meta)
+
+
+def _over_the_wire(response: JSONObject, request: Request) -> JSONObject:
+    """`response` as a client reading the server's stdout would get it, or an error."""
+    try:
+        data = encode(response)
+    except (TypeError, ValueError, RecursionError):
+        # What the stdio transport does with a response it cannot encode.
+        _logger.exception("response to %s is not JSON", request.method)
+        data = encode(error_response(request.id, INTERNAL_ERROR, "Internal error"))
+    raw = parse_json(data[:-1])
+    problem = message_problem(raw)
+    if problem is not None:
+        raise InvalidServerResponse(f"{request.method}: invalid response: {problem}")
+    return cast(JSONObject, raw)
+
+
+def _json_copy(value: JSONObject) -> JSONObject:
+    """`value` as it comes out of the other end of a pipe: encoded, then decoded."""
+    return cast(JSONObject, parse_json(encode(value)[:-1]))
 
 
 class _Peer:
@@ -96,15 +178,22 @@ class _Peer:
         self._client = client
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        self._client.notifications.append({"jsonrpc": "2.0", "method": method, "params": params})
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        self._client.notifications.append(_json_copy(message))
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._client.server_requests.append({"method": method, "params": params})
-        handler = self._client.client_handlers.get(method)
-        if handler is None:
-            raise RpcError(-32601, f"Method not found: {method}")
+        client = self._client
+        sent = _json_copy(params)
+        client.server_requests.append({"method": method, "params": sent})
         try:
-            return await handler(params)
+            answer = await client.callbacks.answer(method, sent)
+            answer = _json_copy(answer)  # one a real client could not send: its error reply
         except RpcError as error:
             # What a client on the wire would do: answer our request with a JSON-RPC error.
             raise RpcError(error.code, error.message) from None
+        except Exception as error:
+            client._record_callback_failure(error)
+            raise RpcError(
+                INTERNAL_ERROR, f"client handler failed: {type(error).__name__}"
+            ) from None
+        return answer

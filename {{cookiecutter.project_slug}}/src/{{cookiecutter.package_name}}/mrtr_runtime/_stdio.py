@@ -39,6 +39,7 @@ from ._jsonrpc import (
     MAX_LINE_BYTES,
     InvalidMessage,
     JSONObject,
+    LineSplitter,
     Notification,
     Request,
     RequestId,
@@ -99,48 +100,6 @@ class Write(Protocol):
     def __call__(self, data: bytes, more_coming: bool = False) -> None: ...
 
 
-class _LineSplitter:
-    """Splits the input byte stream into lines, discarding any line over MAX_LINE_BYTES."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._discarding = False
-
-    def feed(self, chunk: bytes) -> list[bytes | None]:
-        """The complete lines in `chunk` (None marks an oversized one)."""
-        lines: list[bytes | None] = []
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            if self._discarding:
-                self._discarding = False
-            else:
-                if self._buffer:
-                    self._buffer += chunk[start:end]
-                    line = bytes(self._buffer)
-                    self._buffer.clear()
-                else:
-                    line = chunk[start:end]
-                if len(line) > MAX_LINE_BYTES:
-                    lines.append(None)
-                elif line.strip():
-                    lines.append(line.rstrip(b"\r"))
-            start = end + 1
-        if not self._discarding and start < len(chunk):
-            self._buffer += chunk[start:]
-            if len(self._buffer) > MAX_LINE_BYTES:
-                self._buffer.clear()
-                self._discarding = True
-                lines.append(None)
-        return lines
-
-    def finish(self) -> list[bytes | None]:
-        """At EOF: the last line, when the client did not end it with a newline."""
-        line = bytes(self._buffer)
-        self._buffer.clear()
-        self._discarding = False
-        return [line.rstrip(b"\r")] if line.strip() else []
-
-
 class _Call(Cancellation):
     """One request being served: its task, and the cancellation flag its handler reads."""
 
@@ -184,7 +143,7 @@ class Connection:
         self._write = write
         self._flow_changed = flow_changed
         self._client_request_timeout = client_request_timeout
-        self._splitter = _LineSplitter()
+        self._splitter = LineSplitter()
         self.in_flight: dict[RequestId, _Call] = {}
         #: Requests read while every slot was busy, served in arrival order as slots free up.
         self.backlog: dict[RequestId, Request] = {}

@@ -1,13 +1,32 @@
-"""Clients that drive a server in tests and scripts: in process, or a real one over stdio."""
+"""Clients that drive a server in tests and scripts: in process, or a real one over stdio.
+
+A tool test needs a server and a client::
+
+    from my_server.app import build_server
+    from my_server.mrtr_runtime.testing import MemoryClient, answers
+
+    async def test_deploy_declined():
+        say_no = answers({"confirm": {"confirmed": False}})
+        client = MemoryClient(build_server(), elicitation=say_no)
+        result = await client.call_tool("deploy_to_aws", {"stack": "prod-api"})
+
+`MemoryClient(server, ...)` and `ClientSession.spawn(command, ...)` take the same callbacks
+(``elicitation=``, ``sampling=``, ``roots=``) and offer the same ``call_tool`` /
+``get_prompt`` / ``read_resource``, which drive every input round; ``request`` sends one raw
+request. `answers` turns a mapping of input keys to answers into a callback.
+"""
 
 from __future__ import annotations
 
+from ._answers import Accepted, Cancelled, Declined
 from ._client import ClientSession, SessionClosed
 from ._client_rounds import (
     InputHandler,
     InvalidServerResponse,
     Requester,
     TooManyRounds,
+    UnexpectedInput,
+    answers,
     call_tool_with_inputs,
     default_input_handler,
     request_with_inputs,
@@ -16,7 +35,10 @@ from ._jsonrpc import RpcError
 from ._memory import MemoryClient
 
 __all__ = (
+    "Accepted",
+    "Cancelled",
     "ClientSession",
+    "Declined",
     "InputHandler",
     "InvalidServerResponse",
     "MemoryClient",
@@ -24,6 +46,8 @@ __all__ = (
     "RpcError",
     "SessionClosed",
     "TooManyRounds",
+    "UnexpectedInput",
+    "answers",
     "call_tool_with_inputs",
     "default_input_handler",
     "request_with_inputs",

@@ -1,7 +1,8 @@
-"""The client side: the MRTR retry loop (in process) and ClientSession (over real pipes).
+"""The client side: the MRTR retry loop, `answers`, MemoryClient and ClientSession.
 
-The session tests run against ``fake_stdio_server.py``, a scripted stdlib server, so the
-client is checked on its own; the project's end-to-end tests drive the real server with it.
+The loop runs against a scripted in-process requester; `MemoryClient` against the suite's own
+server (`support.make_server`); `ClientSession` over real pipes against
+``fake_stdio_server.py``, a scripted stdlib server, so the client is checked on its own.
 """
 
 from __future__ import annotations
@@ -11,26 +12,37 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
+from mrtr_runtime._jsonrpc import LineSplitter
+from mrtr_runtime.server import Server
+from mrtr_runtime.testing import (
+    Accepted,
     ClientSession,
+    Declined,
     InvalidServerResponse,
+    MemoryClient,
     RpcError,
     SessionClosed,
     TooManyRounds,
+    UnexpectedInput,
+    answers,
     call_tool_with_inputs,
     default_input_handler,
     request_with_inputs,
 )
+from support import ARN, make_server, text_of
 
 FAKE_SERVER = Path(__file__).with_name("fake_stdio_server.py")
 BOUND = 10  # seconds; every test that waits on another task or process is bounded
 
 Json = dict[str, Any]
+
+ELICITATION: Json = {"elicitation": {"form": {}, "url": {}}}
+DEPLOY_YES: Json = {"confirm": {"confirmed": True}, "role-arn": {"arn": ARN}}
 
 
 @pytest.fixture
@@ -315,6 +327,271 @@ async def test_result_without_result_type_is_complete_as_on_a_legacy_session() -
     assert await call_tool_with_inputs(requester, "t") == {"content": []}
 
 
+# -- answers ------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_answers_answer_each_question_by_its_key_through_every_round() -> None:
+    client = MemoryClient(make_server(), elicitation=answers(DEPLOY_YES))
+
+    result = await client.call_tool("deploy_stack", {"stack": "prod-api"})
+
+    assert text_of(result) == "Deployed prod-api successfully"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "answer",
+    [Declined, Declined(), {"action": "decline"}, {"action": "cancel"}, {"confirmed": False}],
+    ids=["Declined", "Declined()", "decline dict", "cancel dict", "content"],
+)
+async def test_answers_pass_refusals_through_and_wrap_plain_content(answer: object) -> None:
+    client = MemoryClient(make_server(), elicitation=answers({**DEPLOY_YES, "confirm": answer}))
+
+    result = await client.call_tool("deploy_stack", {"stack": "prod-api"})
+
+    assert text_of(result) == "Deploy cancelled by user."
+
+
+@pytest.mark.anyio
+async def test_answers_value_shapes_are_the_whole_results_the_server_gets() -> None:
+    callback = answers(
+        {
+            "plain": {"name": "Ada"},
+            "wrapped": Accepted({"action": "x"}),
+            "full": {"action": "accept", "content": {"name": "Bo"}},
+            "model": "one line",
+            "roots": {"roots": []},
+        }
+    )
+    handler = default_input_handler(elicitation=callback, sampling=callback, roots=callback)
+    requests: dict[str, Json] = {
+        "plain": elicit(),
+        "wrapped": elicit(),
+        "full": elicit(),
+        "model": {"method": "sampling/createMessage", "params": {}},
+        "roots": {"method": "roots/list"},
+    }
+
+    assert await handler(requests) == {
+        "plain": {"action": "accept", "content": {"name": "Ada"}},
+        "wrapped": {"action": "accept", "content": {"action": "x"}},
+        "full": {"action": "accept", "content": {"name": "Bo"}},
+        "model": {
+            "role": "assistant",
+            "content": {"type": "text", "text": "one line"},
+            "model": "answers",
+            "stopReason": "endTurn",
+        },
+        "roots": {"roots": []},
+    }
+
+
+@pytest.mark.anyio
+async def test_answers_fail_loudly_on_a_key_they_do_not_know_naming_it_and_theirs() -> None:
+    client = MemoryClient(make_server(), elicitation=answers({"confirm": {"confirmed": True}}))
+
+    with pytest.raises(UnexpectedInput) as raised:
+        await client.call_tool("deploy_stack", {"stack": "prod-api"})
+
+    message = str(raised.value)
+    assert "'role-arn'" in message
+    assert "it answers 'confirm'" in message
+    assert "IAM role ARN" in message  # the question, so the test author sees what was asked
+
+
+@pytest.mark.anyio
+async def test_answers_refuse_a_value_they_cannot_send() -> None:
+    client = MemoryClient(make_server(), elicitation=answers({"answer": 42}))
+
+    with pytest.raises(TypeError, match="'answer'"):
+        await client.call_tool("ask", {"topic": "tea"})
+
+
+@pytest.mark.anyio
+async def test_answers_in_the_legacy_era_follow_the_mappings_order() -> None:
+    client = MemoryClient(make_server(), era="legacy", elicitation=answers(DEPLOY_YES))
+
+    result = await client.call_tool("deploy_stack", {"stack": "prod-api"})
+
+    assert text_of(result) == "Deployed prod-api successfully"
+    assert [request["params"]["message"] for request in client.server_requests] == [
+        "Deploy stack 'prod-api' to AWS production?",
+        "Provide the IAM role ARN to assume:",
+    ]
+    assert client.initialize_result is not None
+    assert client.initialize_result["protocolVersion"] == "2025-11-25"
+
+
+@pytest.mark.anyio
+async def test_answers_in_the_legacy_era_fail_loudly_past_the_last_entry() -> None:
+    client = MemoryClient(
+        make_server(), era="legacy", elicitation=answers({"confirm": {"confirmed": True}})
+    )
+
+    with pytest.raises(UnexpectedInput, match=r"number 2 .*holds only 1 answers \('confirm'\)"):
+        await client.call_tool("deploy_stack", {"stack": "prod-api"})
+
+
+# -- MemoryClient ---------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_memory_client_declares_exactly_its_callbacks_unless_told() -> None:
+    async def unused(params: Json) -> Json:
+        raise AssertionError
+
+    server = make_server()
+    assert MemoryClient(server).capabilities == {}
+    assert MemoryClient(server, elicitation=unused).capabilities == ELICITATION
+    assert MemoryClient(server, sampling=unused, roots=unused).capabilities == {
+        "sampling": {},
+        "roots": {},
+    }
+    assert MemoryClient(server, capabilities={"roots": {}}).capabilities == {"roots": {}}
+
+
+@pytest.mark.anyio
+async def test_memory_client_without_callbacks_gets_the_missing_capability_error() -> None:
+    with pytest.raises(RpcError) as raised:
+        await MemoryClient(make_server()).call_tool("ask", {"topic": "tea"})
+
+    assert raised.value.code == -32021
+
+
+@pytest.mark.anyio
+async def test_memory_client_sampling_and_roots_callbacks_answer_their_rounds() -> None:
+    client = MemoryClient(
+        make_server(), sampling=answers({"model": "short"}), roots=answers({"roots": {"roots": []}})
+    )
+
+    assert text_of(await client.call_tool("summarise", {"topic": "MRTR"})) == "model: short"
+    assert text_of(await client.call_tool("roots_count")) == "0 roots"
+
+
+@pytest.mark.anyio
+async def test_memory_client_get_prompt_and_read_resource_drive_their_rounds() -> None:
+    client = MemoryClient(
+        make_server(), elicitation=answers({"answer": {"text": "green"}, "name": {"name": "Ada"}})
+    )
+
+    prompt = await client.get_prompt("ask", {"topic": "tea"})
+    resource = await client.read_resource("memo://greeting")
+
+    assert prompt["messages"][0]["content"]["text"] == "tea: green"
+    assert resource["contents"][0]["text"] == "Hello, Ada!"
+
+
+@pytest.mark.anyio
+async def test_memory_client_stops_at_the_round_cap() -> None:
+    client = MemoryClient(
+        make_server(), elicitation=answers({f"again-{n}": {"text": "x"} for n in range(9)})
+    )
+
+    with pytest.raises(TooManyRounds) as raised:
+        await client.call_tool("always_ask", max_rounds=2)
+
+    assert raised.value.max_rounds == 2
+
+
+@pytest.mark.anyio
+async def test_memory_client_call_meta_adds_to_its_own_and_progress_is_collected() -> None:
+    client = MemoryClient(make_server())
+
+    result = await client.call_tool("progress_steps", meta={"progressToken": "p-1"})
+
+    assert text_of(result) == "done"
+    progress = [n["params"] for n in client.notifications]
+    assert [p["progress"] for p in progress] == [1, 2, 3]
+    assert {p["progressToken"] for p in progress} == {"p-1"}
+
+
+class ScriptedServer:
+    """Stands in for a Server: answers every request with ``response`` (result or error)."""
+
+    def __init__(self, response: Json) -> None:
+        self.response = response
+
+    async def handle_request(self, request: Any, session: Any, peer: Any) -> Json:
+        return {"jsonrpc": "2.0", "id": request.id, **self.response}
+
+
+def scripted(**response: Any) -> MemoryClient:
+    return MemoryClient(cast("Server", ScriptedServer(response)))
+
+
+@pytest.mark.anyio
+async def test_memory_client_gets_what_a_pipe_carries_a_non_json_result_is_an_error() -> None:
+    # What the stdio transport answers when it cannot encode a response.
+    with pytest.raises(RpcError) as raised:
+        await scripted(result={"resultType": "complete", "x": float("nan")}).call_tool("t")
+
+    assert (raised.value.code, raised.value.message) == (-32603, "Internal error")
+
+
+@pytest.mark.anyio
+async def test_memory_client_gets_json_values_not_the_servers_objects() -> None:
+    result = await scripted(result={"resultType": "complete", "pair": (1, 2)}).request("x")
+
+    assert result["pair"] == [1, 2]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("response", "problem"),
+    [
+        ({"result": {"content": []}}, "without resultType"),
+        ({"result": {"resultType": "complete"}, "error": {"code": 1}}, "exactly one of"),
+        ({"error": {"code": "x", "message": "m"}}, "error.code is not an integer"),
+    ],
+    ids=["no resultType", "result and error", "bad error"],
+)
+async def test_memory_client_rejects_a_response_a_client_must_not_accept(
+    response: Json, problem: str
+) -> None:
+    with pytest.raises(InvalidServerResponse, match=problem):
+        await scripted(**response).request("tools/list")
+
+
+@pytest.mark.anyio
+async def test_memory_client_legacy_callback_crash_is_raised_from_the_call() -> None:
+    async def crash(params: Json) -> Json:
+        raise RuntimeError("test bug")
+
+    client = MemoryClient(make_server(), era="legacy", elicitation=crash)
+
+    with pytest.raises(RuntimeError, match="test bug"):
+        await client.call_tool("ask", {"topic": "tea"})
+    # The server got what a wire client answers, and goes on serving.
+    assert text_of(await client.call_tool("echo", {"text": "hi"})) == "hi"
+
+
+@pytest.mark.anyio
+async def test_memory_client_legacy_request_without_a_callback_is_refused_like_a_wire_client() -> (
+    None
+):
+    client = MemoryClient(make_server(), era="legacy", capabilities=ELICITATION)
+
+    result = await client.call_tool("ask", {"topic": "tea"})
+
+    assert result["isError"] is True
+    assert "-32600" in text_of(result)
+
+
+# -- the client's framing -------------------------------------------------------------------------
+
+
+def test_raw_line_splitter_keeps_every_line_as_written_and_flags_long_ones() -> None:
+    splitter = LineSplitter(8, raw=True)
+
+    lines = splitter.feed(b'{"a":1}\r\n\n123456789\nab')
+    lines += splitter.feed(b"c\n" + b"x" * 20)
+    lines += splitter.feed(b"yy\nlast")
+
+    assert lines == [b'{"a":1}\r', b"", None, b"abc", None]
+    assert splitter.finish() == [b"last"]
+
+
 # -- ClientSession over real pipes, against the scripted fake server -----------------------------
 
 
@@ -322,14 +599,9 @@ async def test_result_without_result_type_is_complete_as_on_a_legacy_session() -
 async def test_three_round_tool_completes_over_pipes_sending_only_each_rounds_answer() -> None:
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            fake(),
-            elicitation_handler=accept_ada,
-            sampling_handler=sample_hi,
-            roots_handler=no_roots,
+            fake(), elicitation=accept_ada, sampling=sample_hi, roots=no_roots
         ) as session:
-            result = await call_tool_with_inputs(
-                session, "three_round", {"x": 1}, session.input_handler
-            )
+            result = await session.call_tool("three_round", {"x": 1})
             messages = await received(session)
             sent_states = (await session.request("fake/received", {}))["sentStates"]
 
@@ -344,11 +616,27 @@ async def test_three_round_tool_completes_over_pipes_sending_only_each_rounds_an
 
 
 @pytest.mark.anyio
+async def test_session_answers_by_key_with_answers() -> None:
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            fake(), elicitation=answers({"confirm": {"ok": "y"}, "name": Declined})
+        ) as session:
+            result = await session.call_tool("pair")
+
+    assert result["structuredContent"] == {
+        "inputResponses": {
+            "confirm": {"action": "accept", "content": {"ok": "y"}},
+            "name": {"action": "decline"},
+        }
+    }
+
+
+@pytest.mark.anyio
 async def test_every_modern_request_carries_meta_and_ids_increase() -> None:
     with anyio.fail_after(BOUND):
-        async with ClientSession.spawn(fake(), elicitation_handler=accept_ada) as session:
+        async with ClientSession.spawn(fake(), elicitation=accept_ada) as session:
             await session.request("tools/list")
-            await call_tool_with_inputs(session, "pair", {}, session.input_handler)
+            await session.call_tool("pair", {})
             messages = await received(session)
 
     requests = [m for m in messages if "id" in m and "method" in m]
@@ -356,9 +644,7 @@ async def test_every_modern_request_carries_meta_and_ids_increase() -> None:
     for message in requests:
         meta = message["params"]["_meta"]
         assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
-        assert meta["io.modelcontextprotocol/clientCapabilities"] == {
-            "elicitation": {"form": {}, "url": {}}
-        }
+        assert meta["io.modelcontextprotocol/clientCapabilities"] == ELICITATION
         assert meta["io.modelcontextprotocol/clientInfo"]["name"]
     ids = [message["id"] for message in requests]
     assert ids == sorted(ids)
@@ -378,9 +664,7 @@ async def test_caller_meta_keys_win_and_progress_notifications_are_collected() -
 
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(fake(), notification_handler=on_notification) as session:
-            await session.request(
-                "tools/call", {"name": "progress", "_meta": {"progressToken": "p-1"}}
-            )
+            await session.call_tool("progress", meta={"progressToken": "p-1"})
             await both_arrived.wait()
             messages = await received(session)
 
@@ -395,7 +679,7 @@ async def test_caller_meta_keys_win_and_progress_notifications_are_collected() -
 async def test_state_only_tool_completes_over_pipes_with_tokens_echoed_byte_exact() -> None:
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(fake()) as session:
-            result = await call_tool_with_inputs(session, "state_only", {})
+            result = await session.call_tool("state_only", {})
             sent_states = (await session.request("fake/received", {}))["sentStates"]
 
     # The fake server completes only if each token came back exactly as it sent it.
@@ -408,11 +692,9 @@ async def test_state_only_tool_completes_over_pipes_with_tokens_echoed_byte_exac
 @pytest.mark.anyio
 async def test_always_input_required_tool_stops_at_the_round_cap_over_pipes() -> None:
     with anyio.fail_after(BOUND):
-        async with ClientSession.spawn(fake(), elicitation_handler=accept_ada) as session:
+        async with ClientSession.spawn(fake(), elicitation=accept_ada) as session:
             with pytest.raises(TooManyRounds) as raised:
-                await call_tool_with_inputs(
-                    session, "always", {}, session.input_handler, max_rounds=3
-                )
+                await session.call_tool("always", {}, max_rounds=3)
             messages = await received(session)
 
     assert len(tool_calls(messages)) == 4
@@ -420,27 +702,32 @@ async def test_always_input_required_tool_stops_at_the_round_cap_over_pipes() ->
 
 
 @pytest.mark.anyio
-async def test_legacy_session_initializes_and_answers_server_requests_with_its_handlers() -> None:
+async def test_unrecognised_result_type_over_pipes_is_invalid() -> None:
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(fake()) as session:
+            with pytest.raises(InvalidServerResponse, match="weird"):
+                await session.call_tool("bad_result_type")
+
+
+@pytest.mark.anyio
+async def test_legacy_session_initializes_and_answers_server_requests_with_its_callbacks() -> None:
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            fake("legacy"), era="legacy", elicitation_handler=accept_ada, sampling_handler=sample_hi
+            fake("legacy"), era="legacy", elicitation=accept_ada, sampling=sample_hi
         ) as session:
-            result: Json = await session.request("tools/call", {"name": "ask", "arguments": {}})
+            result: Json = await session.call_tool("ask", {})
             messages = await received(session)
 
     responses = result["structuredContent"]["responses"]
     assert responses["s-ping"] == {"id": "s-ping", "result": {}}
     assert responses["s-elicit"]["result"] == await accept_ada({})
     assert responses["s-sample"]["result"] == await sample_hi({})
-    assert responses["s-roots"]["error"]["code"] == -32600  # no roots handler
+    assert responses["s-roots"]["error"]["code"] == -32600  # no roots callback
     assert responses["s-bogus"]["error"]["code"] == -32601
     initialize, initialized = messages[0], messages[1]
     assert initialize["method"] == "initialize"
     assert initialize["params"]["protocolVersion"] == "2025-11-25"
-    assert initialize["params"]["capabilities"] == {
-        "elicitation": {"form": {}, "url": {}},
-        "sampling": {},
-    }
+    assert initialize["params"]["capabilities"] == {**ELICITATION, "sampling": {}}
     assert initialized == {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert all("_meta" not in m.get("params", {}) for m in messages)
     assert session.protocol_version == "2025-11-25"
@@ -448,9 +735,9 @@ async def test_legacy_session_initializes_and_answers_server_requests_with_its_h
 
 
 @pytest.mark.anyio
-async def test_legacy_handler_failures_become_error_replies_and_the_session_goes_on() -> None:
+async def test_legacy_callback_failures_become_error_replies_and_the_session_goes_on() -> None:
     async def crash(params: Json) -> Json:
-        raise RuntimeError("handler bug")
+        raise RuntimeError("callback bug")
 
     async def refuse(params: Json) -> Json:
         raise RpcError(-1, "the user refused", {"why": "no"})
@@ -460,13 +747,12 @@ async def test_legacy_handler_failures_become_error_replies_and_the_session_goes
 
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            fake("legacy"),
-            era="legacy",
-            elicitation_handler=crash,
-            sampling_handler=refuse,
-            roots_handler=unserialisable,
+            fake("legacy"), era="legacy", elicitation=crash, sampling=refuse, roots=unserialisable
         ) as session:
+            # The raw request sees the server's answer; call_tool raises the callback's bug.
             result: Json = await session.request("tools/call", {"name": "ask", "arguments": {}})
+            with pytest.raises(RuntimeError, match="callback bug"):
+                await session.call_tool("ask", {})
             still_serving = await received(session)
 
     responses = result["structuredContent"]["responses"]
@@ -498,7 +784,7 @@ async def test_junk_on_stdout_is_recorded_as_a_protocol_violation() -> None:
 @pytest.mark.anyio
 async def test_server_request_on_a_modern_session_is_a_violation_and_is_refused() -> None:
     with anyio.fail_after(BOUND):
-        async with ClientSession.spawn(fake(), elicitation_handler=must_not_be_called) as session:
+        async with ClientSession.spawn(fake(), elicitation=must_not_be_called) as session:
             result: Json = await session.request("tools/call", {"name": "ask_anyway"})
 
     refusal = result["structuredContent"]["responses"]["srv-1"]
@@ -555,7 +841,7 @@ async def test_pending_request_fails_with_session_closed_when_the_server_exits()
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(fake()) as session:
             with pytest.raises(SessionClosed):
-                await session.request("tools/call", {"name": "exit"})
+                await session.call_tool("exit")
             with pytest.raises(SessionClosed):
                 await session.request("tools/list")
 
@@ -568,7 +854,7 @@ async def test_error_response_raises_rpc_error_with_code_message_and_data() -> N
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(fake()) as session:
             with pytest.raises(RpcError) as raised:
-                await session.request("tools/call", {"name": "nope"})
+                await session.call_tool("nope")
 
     assert raised.value.code == -32602
     assert raised.value.message == "Unknown tool: nope"
