@@ -45,11 +45,6 @@ ELICITATION: Json = {"elicitation": {"form": {}, "url": {}}}
 DEPLOY_YES: Json = {"confirm": {"confirmed": True}, "role-arn": {"arn": ARN}}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def fake(mode: str = "modern") -> list[str]:
     return [sys.executable, str(FAKE_SERVER), mode]
 

@@ -454,8 +454,6 @@ class ClientSession(RoundsClient):
             reply = error_response(
                 request_id, METHOD_NOT_FOUND, "2026-07-28 servers must not send requests"
             )
-        elif message.method == "ping":
-            reply = success_response(request_id, {})
         else:
             try:
                 result = await self.callbacks.answer(message.method, message.params)

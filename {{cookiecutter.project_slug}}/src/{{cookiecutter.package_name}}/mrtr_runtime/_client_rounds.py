@@ -154,7 +154,10 @@ class Callbacks:
     async def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Legacy era: the result for a server's request. RpcError -32601 for a method this
         client does not know, -32600 for one it has no callback for (what the Python SDK
-        answers, e.g. "Elicitation not supported"); a callback's own exception propagates."""
+        answers, e.g. "Elicitation not supported"); a callback's own exception propagates.
+        ``ping`` is answered here (2025-11-25 basic/utilities/ping: an empty result)."""
+        if method == "ping":
+            return {}
         callbacks = self.by_method()
         if method not in callbacks:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {clip(method)}")
