@@ -564,3 +564,16 @@ def request(request_id: int | str, method: str, params: Json | None = None, **me
         **meta,
     }
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
+
+
+async def next_round(
+    client: MemoryClient,
+    method: str,
+    params: Mapping[str, Any],
+    previous: Mapping[str, Any],
+    answers: Mapping[str, Any],
+) -> Json:
+    """The retry after ``previous`` (an input_required result): ``params`` plus ``answers`` as
+    ``inputResponses`` and ``previous``'s ``requestState``."""
+    retry = {**params, "inputResponses": answers, "requestState": previous["requestState"]}
+    return await client.request(method, retry)

@@ -26,6 +26,7 @@ from support import (
     accept,
     canonical,
     make_server,
+    next_round,
     text_of,
 )
 
@@ -69,13 +70,12 @@ async def test_junk_keys_are_never_signed_into_a_token() -> None:
     client = MemoryClient(make_server())
     first = await client.request("tools/call", {"name": "wizard"})
     junk = {f"junk-{n}": accept(x="y" * 100) for n in range(20)}
-    second = await client.request(
+    second = await next_round(
+        client,
         "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {**junk, "name": accept(name="Ada"), "colour": accept(colour="red")},
-            "requestState": first["requestState"],
-        },
+        {"name": "wizard"},
+        first,
+        {**junk, "name": accept(name="Ada"), "colour": accept(colour="red")},
     )
     # Only "name" was asked in round 1; "colour" is asked next, not taken ahead of its turn.
     assert list(second["inputRequests"]) == ["colour"]
@@ -86,21 +86,15 @@ async def test_a_second_round_cannot_add_answers_the_handler_did_not_ask_for() -
     calls: Counter[str] = Counter()
     client = MemoryClient(make_server(calls=calls))
     first = await client.request("tools/call", {"name": "wizard"})
-    second = await client.request(
+    second = await next_round(
+        client,
         "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"name": accept(name="Ada"), "size": accept(size=3)},
-            "requestState": first["requestState"],
-        },
+        {"name": "wizard"},
+        first,
+        {"name": accept(name="Ada"), "size": accept(size=3)},
     )
-    third = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"colour": accept(colour="red")},
-            "requestState": second["requestState"],
-        },
+    third = await next_round(
+        client, "tools/call", {"name": "wizard"}, second, {"colour": accept(colour="red")}
     )
     assert list(third["inputRequests"]) == ["size"]
 

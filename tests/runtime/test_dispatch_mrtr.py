@@ -44,6 +44,7 @@ from support import (
     make_codec,
     make_server,
     meta,
+    next_round,
     rpc_error,
     text_of,
 )
@@ -171,31 +172,16 @@ async def test_three_rounds_accumulate_answers_when_each_round_sends_only_its_ne
 ) -> None:
     first = await client.request("tools/call", {"name": "wizard"})
     assert list(first["inputRequests"]) == ["name"]
-    second = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"name": accept(name="Ada")},
-            "requestState": first["requestState"],
-        },
+    second = await next_round(
+        client, "tools/call", {"name": "wizard"}, first, {"name": accept(name="Ada")}
     )
     assert list(second["inputRequests"]) == ["colour"]
-    third = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"colour": accept(colour="red")},
-            "requestState": second["requestState"],
-        },
+    third = await next_round(
+        client, "tools/call", {"name": "wizard"}, second, {"colour": accept(colour="red")}
     )
     assert list(third["inputRequests"]) == ["size"]
-    final = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"size": accept(size=3)},
-            "requestState": third["requestState"],
-        },
+    final = await next_round(
+        client, "tools/call", {"name": "wizard"}, third, {"size": accept(size=3)}
     )
     assert final["structuredContent"] == {
         "name": "Ada",
@@ -214,29 +200,18 @@ async def test_an_earlier_answer_cannot_be_replaced_by_sending_it_again(
     # Round 3's token asked only "colour": a new "name" is information nobody asked for, so
     # it is ignored (mrtr: unexpected answers SHOULD be ignored) and round 2's answer stands.
     first = await client.request("tools/call", {"name": "wizard"})
-    second = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"name": accept(name="Ada")},
-            "requestState": first["requestState"],
-        },
+    second = await next_round(
+        client, "tools/call", {"name": "wizard"}, first, {"name": accept(name="Ada")}
     )
-    third = await client.request(
+    third = await next_round(
+        client,
         "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"colour": accept(colour="red"), "name": accept(name="Grace")},
-            "requestState": second["requestState"],
-        },
+        {"name": "wizard"},
+        second,
+        {"colour": accept(colour="red"), "name": accept(name="Grace")},
     )
-    final = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"size": accept(size=1)},
-            "requestState": third["requestState"],
-        },
+    final = await next_round(
+        client, "tools/call", {"name": "wizard"}, third, {"size": accept(size=1)}
     )
     assert final["structuredContent"]["name"] == "Ada"
 
@@ -256,21 +231,11 @@ async def test_unknown_extra_answers_are_ignored(client: MemoryClient) -> None:
         },
     )
     assert list(second["inputRequests"]) == ["colour"]
-    third = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"colour": accept(colour="blue")},
-            "requestState": second["requestState"],
-        },
+    third = await next_round(
+        client, "tools/call", {"name": "wizard"}, second, {"colour": accept(colour="blue")}
     )
-    final = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"size": accept(size=2)},
-            "requestState": third["requestState"],
-        },
+    final = await next_round(
+        client, "tools/call", {"name": "wizard"}, third, {"size": accept(size=2)}
     )
     assert final["structuredContent"]["seen"] == ["colour", "name", "size"]
 
@@ -311,14 +276,12 @@ async def test_absent_arguments_and_empty_arguments_are_the_same_call(
     client: MemoryClient,
 ) -> None:
     first = await client.request("tools/call", {"name": "wizard"})
-    second = await client.request(
+    second = await next_round(
+        client,
         "tools/call",
-        {
-            "name": "wizard",
-            "arguments": {},
-            "inputResponses": {"name": accept(name="Ada")},
-            "requestState": first["requestState"],
-        },
+        {"name": "wizard", "arguments": {}},
+        first,
+        {"name": accept(name="Ada")},
     )
     assert list(second["inputRequests"]) == ["colour"]
 
@@ -445,21 +408,15 @@ async def test_a_malformed_answer_to_a_question_not_asked_is_ignored_too(
     # "name" was asked in round 1, not in the round this token closes: whatever comes under
     # that key now, well-formed or not, is ignored rather than merged or judged.
     first = await client.request("tools/call", {"name": "wizard"})
-    second = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"name": accept(name="Ada")},
-            "requestState": first["requestState"],
-        },
+    second = await next_round(
+        client, "tools/call", {"name": "wizard"}, first, {"name": accept(name="Ada")}
     )
-    third = await client.request(
+    third = await next_round(
+        client,
         "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"colour": accept(colour="red"), "name": {"action": "shrug"}},
-            "requestState": second["requestState"],
-        },
+        {"name": "wizard"},
+        second,
+        {"colour": accept(colour="red"), "name": {"action": "shrug"}},
     )
     assert list(third["inputRequests"]) == ["size"]
 
@@ -524,13 +481,8 @@ async def test_answers_that_together_outgrow_a_token_are_invalid_params_not_a_cr
 ) -> None:
     big = "x" * 30_000
     first = await client.request("tools/call", {"name": "wizard"})
-    second = await client.request(
-        "tools/call",
-        {
-            "name": "wizard",
-            "inputResponses": {"name": accept(name=big)},
-            "requestState": first["requestState"],
-        },
+    second = await next_round(
+        client, "tools/call", {"name": "wizard"}, first, {"name": accept(name=big)}
     )
     assert second["resultType"] == "input_required"
     error = await rpc_error(
@@ -933,13 +885,8 @@ async def test_url_mode_elicitation_has_no_elicitation_id_in_the_modern_era(
             },
         }
     }
-    final = await client.request(
-        "tools/call",
-        {
-            "name": "sign_in",
-            "inputResponses": {"login": {"action": "accept"}},
-            "requestState": first["requestState"],
-        },
+    final = await next_round(
+        client, "tools/call", {"name": "sign_in"}, first, {"login": {"action": "accept"}}
     )
     assert text_of(final) == "sign-in: accept"
 

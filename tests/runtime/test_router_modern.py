@@ -25,6 +25,7 @@ from support import (
     accept,
     make_server,
     meta,
+    next_round,
     rpc_error,
     text_of,
 )
@@ -125,13 +126,8 @@ async def test_an_input_required_result_carries_no_caching_hints(client: MemoryC
 
 async def test_a_resource_read_that_carried_answers_is_not_cacheable(client: MemoryClient) -> None:
     first = await client.request("resources/read", {"uri": "memo://greeting"})
-    final = await client.request(
-        "resources/read",
-        {
-            "uri": "memo://greeting",
-            "inputResponses": {"name": accept(name="Ada")},
-            "requestState": first["requestState"],
-        },
+    final = await next_round(
+        client, "resources/read", {"uri": "memo://greeting"}, first, {"name": accept(name="Ada")}
     )
     assert final["contents"][0]["text"] == "Hello, Ada!"
     # caching: retries carrying inputResponses or requestState MUST NOT be cached.
