@@ -33,7 +33,7 @@ def calls() -> Counter[str]:
 @pytest.fixture
 def client(calls: Counter[str]) -> MemoryClient:
     """A modern in-process client of `support.make_server(calls=calls)`."""
-    return MemoryClient(support.make_server(calls=calls))
+    return MemoryClient(support.make_server(calls=calls), capabilities=support.ALL_CAPABILITIES)
 
 
 @pytest.fixture

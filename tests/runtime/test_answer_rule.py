@@ -19,6 +19,7 @@ from mrtr_runtime import Context, ElicitResult, InputRequired, Registry, elicit_
 from mrtr_runtime.testing import MemoryClient, RpcError
 from pydantic import BaseModel
 from support import (
+    ALL_CAPABILITIES,
     ARN,
     BOTH_ANSWERS,
     DEPLOY,
@@ -43,7 +44,7 @@ def signed_answers(token: str) -> dict[str, Any]:
 
 async def test_answers_sent_with_the_first_call_are_ignored() -> None:
     calls: Counter[str] = Counter()
-    client = MemoryClient(make_server(calls=calls))
+    client = MemoryClient(make_server(calls=calls), capabilities=ALL_CAPABILITIES)
     result = await client.request("tools/call", {**DEPLOY, "inputResponses": BOTH_ANSWERS})
     assert result["resultType"] == "input_required"
     assert canonical(result["inputRequests"]) == canonical(DEPLOY_INPUT_REQUESTS)
@@ -58,7 +59,7 @@ async def test_a_client_without_elicitation_cannot_deploy_by_pre_answering() -> 
 
 
 async def test_a_pre_answered_confirmation_is_never_signed_into_the_next_token() -> None:
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     result = await client.request(
         "tools/call", {**DEPLOY, "inputResponses": {"confirm": BOTH_ANSWERS["confirm"]}}
     )
@@ -67,7 +68,7 @@ async def test_a_pre_answered_confirmation_is_never_signed_into_the_next_token()
 
 
 async def test_junk_keys_are_never_signed_into_a_token() -> None:
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     first = await client.request("tools/call", {"name": "wizard"})
     junk = {f"junk-{n}": accept(x="y" * 100) for n in range(20)}
     second = await next_round(
@@ -84,7 +85,7 @@ async def test_junk_keys_are_never_signed_into_a_token() -> None:
 
 async def test_a_second_round_cannot_add_answers_the_handler_did_not_ask_for() -> None:
     calls: Counter[str] = Counter()
-    client = MemoryClient(make_server(calls=calls))
+    client = MemoryClient(make_server(calls=calls), capabilities=ALL_CAPABILITIES)
     first = await client.request("tools/call", {"name": "wizard"})
     second = await next_round(
         client,
@@ -118,7 +119,7 @@ def opted_in_registry() -> Registry:
 
 
 async def test_a_tool_may_opt_in_to_named_unasked_answers_and_only_those() -> None:
-    client = MemoryClient(make_server(registry=opted_in_registry()))
+    client = MemoryClient(make_server(registry=opted_in_registry()), capabilities=ALL_CAPABILITIES)
     result = await client.request(
         "tools/call",
         {
@@ -130,7 +131,7 @@ async def test_a_tool_may_opt_in_to_named_unasked_answers_and_only_those() -> No
 
 
 async def test_an_opted_in_unasked_answer_is_still_validated_strictly() -> None:
-    client = MemoryClient(make_server(registry=opted_in_registry()))
+    client = MemoryClient(make_server(registry=opted_in_registry()), capabilities=ALL_CAPABILITIES)
     result = await client.request(
         "tools/call", {"name": "greet", "inputResponses": {"user_name": accept(name=12345)}}
     )
@@ -153,7 +154,7 @@ async def test_legacy_pre_answers_are_ignored_and_the_user_is_asked() -> None:
             return accept(arn=ARN)
         return {"action": "decline"}
 
-    client = MemoryClient(make_server(), client_handlers={"elicitation/create": elicit})
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES, elicitation=elicit)
     await client.initialize()
     result = await client.request("tools/call", {**DEPLOY, "inputResponses": BOTH_ANSWERS})
     assert text_of(result) == "Deploy cancelled by user."
@@ -169,7 +170,7 @@ async def test_legacy_content_that_does_not_fit_is_asked_again_with_the_reason()
         asked.append(params["message"])
         return replies[len(asked) - 1]
 
-    client = MemoryClient(make_server(), client_handlers={"elicitation/create": elicit})
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES, elicitation=elicit)
     await client.initialize()
     result = await client.request("tools/call", DEPLOY)
     assert text_of(result) == "Deployed prod-api successfully"

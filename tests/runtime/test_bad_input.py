@@ -41,7 +41,7 @@ from mrtr_runtime._tokens import MAX_TOKEN_CHARS, KeyRing, RequestStateCodec, Si
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import MemoryClient, RpcError
 from pydantic import BaseModel
-from support import PACKAGE, PROJECT
+from support import ALL_CAPABILITIES, PACKAGE, PROJECT
 
 BOUND = 20  # seconds; every wait on the server subprocess is bounded
 MODERN = "2026-07-28"
@@ -605,7 +605,7 @@ async def test_bad_tool_arguments_are_an_is_error_result_naming_the_field(
 ) -> None:
     # server/tools: input validation errors are tool results the model can act on.
     TRIED.append(f"arguments: {named}")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     with anyio.fail_after(BOUND):
         result = await call(client, "count_words", arguments)
         assert result["resultType"] == "complete"
@@ -621,7 +621,7 @@ async def test_bad_tool_arguments_are_an_is_error_result_naming_the_field(
 )
 async def test_arguments_that_are_not_an_object_are_invalid_params(arguments: Any) -> None:
     TRIED.append("arguments not an object")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     with pytest.raises(RpcError) as info:
         await call(client, "count_words", arguments)
     assert info.value.code == INVALID_PARAMS
@@ -636,7 +636,7 @@ async def test_arguments_that_are_not_an_object_are_invalid_params(arguments: An
 )
 async def test_a_bad_tool_name_is_invalid_params(name: Any) -> None:
     TRIED.append("bad tool name")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     with pytest.raises(RpcError) as info:
         await client.request("tools/call", {"name": name, "arguments": {}})
     assert info.value.code == INVALID_PARAMS
@@ -646,7 +646,7 @@ async def test_a_bad_tool_name_is_invalid_params(name: Any) -> None:
 @pytest.mark.anyio
 async def test_a_huge_argument_is_served() -> None:
     TRIED.append("3 MB argument")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     text = "word " * 600_000
     result = await call(client, "count_words", {"text": text, "limit": 10**9})
     assert result["structuredContent"] == {"words": 600_000}
@@ -669,7 +669,7 @@ async def test_a_deeply_nested_argument_never_crashes_the_server() -> None:
     assert ("result" in response) != ("error" in response)
     if "error" in response:
         assert response["error"]["code"] in (INVALID_PARAMS, -32603)
-    await assert_still_serving(MemoryClient(server))
+    await assert_still_serving(MemoryClient(server, capabilities=ALL_CAPABILITIES))
 
 
 @pytest.mark.anyio
@@ -677,7 +677,7 @@ async def test_deeply_nested_arguments_with_a_request_state_are_invalid_params()
     # The arguments digest (binding) of a 10k-deep value cannot be computed; that is the
     # client's fault (-32602), not an internal error with a traceback.
     TRIED.append("10k-deep argument with requestState")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     with pytest.raises(RpcError) as info:
         await call(
@@ -706,7 +706,7 @@ async def test_input_responses_that_are_not_an_object_are_invalid_params(
     responses: Any, with_state: bool
 ) -> None:
     TRIED.append("inputResponses not an object")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     extra: dict[str, Any] = {"inputResponses": responses}
     if with_state:
         extra["requestState"] = await round_one(client)
@@ -726,7 +726,7 @@ async def test_an_answer_that_is_not_an_object_is_invalid_params(
     answer: Any, with_state: bool
 ) -> None:
     TRIED.append("inputResponses entry not an object")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     extra: dict[str, Any] = {"inputResponses": {"name": answer}}
     if with_state:
         extra["requestState"] = await round_one(client)
@@ -753,7 +753,7 @@ async def test_an_answer_of_the_wrong_shape_for_the_asked_method_is_invalid_para
     answer: dict[str, Any],
 ) -> None:
     TRIED.append("inputResponses wrong shape for method")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     with pytest.raises(RpcError) as info:
         await call(client, "greet", {}, requestState=token, inputResponses={"name": answer})
@@ -772,7 +772,7 @@ async def test_form_content_that_does_not_fit_the_form_is_asked_again(
     content: dict[str, Any],
 ) -> None:
     TRIED.append("inputResponses content does not fit the form")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     again = await call(
         client,
@@ -791,7 +791,7 @@ async def test_form_content_that_does_not_fit_the_form_is_asked_again(
 @pytest.mark.anyio
 async def test_too_many_answers_are_invalid_params() -> None:
     TRIED.append("inputResponses with 65 keys")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     responses = {f"k{i}": dict(ACCEPT_ADA) for i in range(65)}
     with pytest.raises(RpcError) as info:
@@ -803,7 +803,7 @@ async def test_too_many_answers_are_invalid_params() -> None:
 @pytest.mark.anyio
 async def test_an_oversized_answer_is_invalid_params() -> None:
     TRIED.append("inputResponses over 32 KiB")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     huge = {"name": {"action": "accept", "content": {"name": "A" * 40_000}}}
     with pytest.raises(RpcError) as info:
@@ -815,7 +815,7 @@ async def test_an_oversized_answer_is_invalid_params() -> None:
 @pytest.mark.anyio
 async def test_a_deeply_nested_answer_is_invalid_params_not_an_internal_error() -> None:
     TRIED.append("10k-deep inputResponses")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     with pytest.raises(RpcError) as info:
         await call(client, "greet", {}, inputResponses={"name": {"a": deeply_nested(10_000)}})
     assert info.value.code == INVALID_PARAMS
@@ -826,7 +826,7 @@ async def test_a_deeply_nested_answer_is_invalid_params_not_an_internal_error() 
 async def test_unexpected_answers_are_ignored_and_the_asked_one_is_used() -> None:
     # mrtr "Error Handling": unexpected parameters in InputResponses SHOULD be ignored.
     TRIED.append("inputResponses with unexpected keys")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     responses = {"name": ACCEPT_ADA, "bogus": {"action": "accept", "content": {"x": 1}}}
     done = await call(client, "greet", {}, requestState=token, inputResponses=responses)
@@ -837,7 +837,7 @@ async def test_unexpected_answers_are_ignored_and_the_asked_one_is_used() -> Non
 async def test_only_unexpected_answers_get_the_question_asked_again() -> None:
     # mrtr: missing information SHOULD get a new InputRequiredResult, not an error.
     TRIED.append("inputResponses with only unexpected keys")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     again = await call(
         client, "greet", {}, requestState=token, inputResponses={"bogus": dict(ACCEPT_ADA)}
@@ -848,7 +848,7 @@ async def test_only_unexpected_answers_get_the_question_asked_again() -> None:
 
 @pytest.mark.anyio
 async def test_a_decline_is_an_answer_not_an_error() -> None:
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     done = await call(
         client, "greet", {}, requestState=token, inputResponses={"name": {"action": "decline"}}
@@ -936,12 +936,14 @@ async def test_request_state_of_a_wrong_shape_is_rejected_with_invalid_params(
     state: Any, reason: str
 ) -> None:
     TRIED.append(f"requestState: {reason}")
-    await assert_state_rejected(MemoryClient(make_server()), state, reason)
+    await assert_state_rejected(
+        MemoryClient(make_server(), capabilities=ALL_CAPABILITIES), state, reason
+    )
 
 
 @pytest.mark.anyio
 async def test_the_servers_own_token_completes_the_round() -> None:
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client, arguments={"greeting": "Hi"})
     done = await call(
         client,
@@ -957,7 +959,7 @@ async def test_the_servers_own_token_completes_the_round() -> None:
 @pytest.mark.parametrize("cut", [1, 10, 40])
 async def test_a_truncated_or_extended_token_is_rejected(cut: int) -> None:
     TRIED.extend(["requestState truncated", "requestState extended"])
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     with pytest.raises(RpcError) as info:
         await call(
@@ -975,7 +977,7 @@ async def test_a_truncated_or_extended_token_is_rejected(cut: int) -> None:
 @pytest.mark.anyio
 async def test_a_token_with_surrounding_whitespace_is_rejected() -> None:
     TRIED.append("requestState with whitespace")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     await assert_state_rejected(client, f" {token}\n", "malformed")
 
@@ -983,7 +985,7 @@ async def test_a_token_with_surrounding_whitespace_is_rejected() -> None:
 @pytest.mark.anyio
 async def test_another_tools_token_is_rejected_as_a_binding_mismatch() -> None:
     TRIED.append("requestState of another tool")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client, "farewell")
     await assert_state_rejected(client, token, "binding")
 
@@ -991,7 +993,7 @@ async def test_another_tools_token_is_rejected_as_a_binding_mismatch() -> None:
 @pytest.mark.anyio
 async def test_a_token_for_other_arguments_is_rejected_as_a_binding_mismatch() -> None:
     TRIED.append("requestState of another argument set")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client, arguments={"greeting": "Hi"})
     await assert_state_rejected(client, token, "binding", arguments={"greeting": "Bye"})
 
@@ -1001,7 +1003,7 @@ async def test_a_tools_token_on_a_prompt_of_the_same_name_is_rejected_as_a_bindi
     None
 ):
     TRIED.append("requestState on another method")
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     params = {"name": "greet", "requestState": token, "inputResponses": {"name": ACCEPT_ADA}}
     with pytest.raises(RpcError) as info:
@@ -1015,7 +1017,7 @@ async def test_a_tools_token_on_a_prompt_of_the_same_name_is_rejected_as_a_bindi
 async def test_an_expired_token_starts_the_questions_over() -> None:
     TRIED.append("requestState expired")
     clock = Clock()
-    client = MemoryClient(make_server(clock=clock))
+    client = MemoryClient(make_server(clock=clock), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     clock.now += TTL
     again = await call(
@@ -1029,9 +1031,11 @@ async def test_an_expired_token_starts_the_questions_over() -> None:
 
 @pytest.mark.anyio
 async def test_a_token_from_a_key_kept_for_rotation_is_accepted() -> None:
-    old = MemoryClient(make_server(current=OTHER_KEY))
+    old = MemoryClient(make_server(current=OTHER_KEY), capabilities=ALL_CAPABILITIES)
     token = await round_one(old)
-    rotated = MemoryClient(make_server(current=KEY, previous=(OTHER_KEY,)))
+    rotated = MemoryClient(
+        make_server(current=KEY, previous=(OTHER_KEY,)), capabilities=ALL_CAPABILITIES
+    )
     done = await call(rotated, "greet", {}, requestState=token, inputResponses={"name": ACCEPT_ADA})
     assert done["content"][0]["text"] == "Hello, Ada!"
 
@@ -1039,15 +1043,17 @@ async def test_a_token_from_a_key_kept_for_rotation_is_accepted() -> None:
 @pytest.mark.anyio
 async def test_a_token_from_a_dropped_old_key_is_rejected_as_unknown_key() -> None:
     TRIED.append("requestState signed by a dropped key")
-    old = MemoryClient(make_server(current=OTHER_KEY))
+    old = MemoryClient(make_server(current=OTHER_KEY), capabilities=ALL_CAPABILITIES)
     token = await round_one(old)
-    await assert_state_rejected(MemoryClient(make_server(current=KEY)), token, "unknown key")
+    await assert_state_rejected(
+        MemoryClient(make_server(current=KEY), capabilities=ALL_CAPABILITIES), token, "unknown key"
+    )
 
 
 @pytest.mark.anyio
 async def test_requests_after_a_rejected_token_are_unaffected() -> None:
     # Fail closed, remember nothing: a rejection leaves no state behind for the next round.
-    client = MemoryClient(make_server())
+    client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     token = await round_one(client)
     for bad in (token[:-2], "", 7, JWT):
         with pytest.raises(RpcError):

@@ -31,6 +31,7 @@ from mrtr_runtime.testing import (
     request_with_inputs,
 )
 from support import (
+    ALL_CAPABILITIES,
     ARN,
     BOTH_ANSWERS,
     DEPLOY,
@@ -658,7 +659,8 @@ async def test_an_expired_request_state_starts_the_questions_over(calls: Counter
     # to act on, so the handler runs with none and asks again, with a fresh token.
     now = [1_900_000_000.0]
     client = MemoryClient(
-        make_server(codec=make_codec(ttl_seconds=60, clock=lambda: now[0]), calls=calls)
+        make_server(codec=make_codec(ttl_seconds=60, clock=lambda: now[0]), calls=calls),
+        capabilities=ALL_CAPABILITIES,
     )
     state = await round_one(client)
     now[0] += 59
@@ -682,10 +684,10 @@ async def test_an_expired_request_state_starts_the_questions_over(calls: Counter
 async def test_a_token_minted_before_a_restart_completes_on_a_new_server_with_the_same_key() -> (
     None
 ):
-    before = MemoryClient(make_server())
+    before = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
     state = await round_one(before)
     calls_after: Counter[str] = Counter()
-    after = MemoryClient(make_server(calls=calls_after))
+    after = MemoryClient(make_server(calls=calls_after), capabilities=ALL_CAPABILITIES)
     result = await after.request(
         "tools/call", {**DEPLOY, "inputResponses": BOTH_ANSWERS, "requestState": state}
     )
@@ -694,8 +696,11 @@ async def test_a_token_minted_before_a_restart_completes_on_a_new_server_with_th
 
 
 async def test_a_token_signed_with_a_previous_key_is_accepted_after_rotation() -> None:
-    state = await round_one(MemoryClient(make_server()))
-    rotated = MemoryClient(make_server(codec=make_codec(OTHER_KEY_HEX, previous=(make_key_hex(),))))
+    state = await round_one(MemoryClient(make_server(), capabilities=ALL_CAPABILITIES))
+    rotated = MemoryClient(
+        make_server(codec=make_codec(OTHER_KEY_HEX, previous=(make_key_hex(),))),
+        capabilities=ALL_CAPABILITIES,
+    )
     again = await rotated.request(
         "tools/call",
         {**DEPLOY, "inputResponses": {"confirm": accept(confirmed=True)}, "requestState": state},
@@ -703,7 +708,9 @@ async def test_a_token_signed_with_a_previous_key_is_accepted_after_rotation() -
     # The next round is signed with the new current key.
     new_kid = again["requestState"].split(".")[1]
     assert new_kid != state.split(".")[1]
-    final = await MemoryClient(make_server(codec=make_codec(OTHER_KEY_HEX))).request(
+    final = await MemoryClient(
+        make_server(codec=make_codec(OTHER_KEY_HEX)), capabilities=ALL_CAPABILITIES
+    ).request(
         "tools/call",
         {
             **DEPLOY,
@@ -721,10 +728,11 @@ def make_key_hex() -> str:
 
 
 async def test_a_token_signed_with_a_key_the_server_does_not_hold_is_refused() -> None:
-    state = await round_one(MemoryClient(make_server()))
+    state = await round_one(MemoryClient(make_server(), capabilities=ALL_CAPABILITIES))
     calls: Counter[str] = Counter()
     stranger = MemoryClient(
-        make_server(codec=make_codec(OTHER_KEY_HEX, previous=(THIRD_KEY_HEX,)), calls=calls)
+        make_server(codec=make_codec(OTHER_KEY_HEX, previous=(THIRD_KEY_HEX,)), calls=calls),
+        capabilities=ALL_CAPABILITIES,
     )
     error = await rpc_error(
         stranger, "tools/call", {**DEPLOY, "inputResponses": BOTH_ANSWERS, "requestState": state}
@@ -747,7 +755,7 @@ def forged_plaintext_token(arguments: Json, answers: Json) -> str:
 
 
 async def test_a_forged_plaintext_token_is_refused_by_a_signing_server(calls: Counter[str]) -> None:
-    client = MemoryClient(make_server(calls=calls))
+    client = MemoryClient(make_server(calls=calls), capabilities=ALL_CAPABILITIES)
     forged = forged_plaintext_token(DEPLOY["arguments"], BOTH_ANSWERS)
     error = await rpc_error(client, "tools/call", {**DEPLOY, "requestState": forged})
     assert (error.code, error.message) == (-32602, "Invalid requestState: signature")
@@ -755,7 +763,10 @@ async def test_a_forged_plaintext_token_is_refused_by_a_signing_server(calls: Co
 
 
 async def test_plaintext_tokens_work_only_when_the_server_is_insecure_on_purpose() -> None:
-    insecure = MemoryClient(make_server(codec=RequestStateCodec(None, insecure_plaintext=True)))
+    insecure = MemoryClient(
+        make_server(codec=RequestStateCodec(None, insecure_plaintext=True)),
+        capabilities=ALL_CAPABILITIES,
+    )
     state = await round_one(insecure)
     assert state.startswith("p1.")
     # ...which is exactly why it is off by default: anyone can forge the answers.
@@ -764,7 +775,9 @@ async def test_plaintext_tokens_work_only_when_the_server_is_insecure_on_purpose
     assert text_of(result) == "Deployed prod-api successfully"
     # A plaintext token from the insecure server means nothing to a signing one.
     error = await rpc_error(
-        MemoryClient(make_server()), "tools/call", {**DEPLOY, "requestState": state}
+        MemoryClient(make_server(), capabilities=ALL_CAPABILITIES),
+        "tools/call",
+        {**DEPLOY, "requestState": state},
     )
     assert error.message == "Invalid requestState: signature"
 
@@ -773,7 +786,7 @@ def test_any_single_character_change_to_a_valid_token_is_rejected() -> None:
     server = make_server()
 
     async def mint() -> str:
-        return await round_one(MemoryClient(server))
+        return await round_one(MemoryClient(server, capabilities=ALL_CAPABILITIES))
 
     token = anyio.run(mint)
 
@@ -787,7 +800,7 @@ def test_any_single_character_change_to_a_valid_token_is_rejected() -> None:
         if mutated == token:
             return
         calls: Counter[str] = Counter()
-        client = MemoryClient(make_server(calls=calls))
+        client = MemoryClient(make_server(calls=calls), capabilities=ALL_CAPABILITIES)
 
         async def attempt() -> RpcError:
             return await rpc_error(
@@ -1014,14 +1027,16 @@ async def test_a_progress_token_of_another_type_is_ignored(
 async def test_a_server_instance_holds_no_round_state(calls: Counter[str]) -> None:
     # Two servers, one key: rounds may alternate between them freely.
     servers: list[Server] = [make_server(calls=calls), make_server(calls=calls)]
-    result = await MemoryClient(servers[0]).request("tools/call", {"name": "wizard"})
+    result = await MemoryClient(servers[0], capabilities=ALL_CAPABILITIES).request(
+        "tools/call", {"name": "wizard"}
+    )
     answers = [
         {"name": accept(name="Ada")},
         {"colour": accept(colour="green")},
         {"size": accept(size=9)},
     ]
     for turn, answer in enumerate(answers, start=1):
-        result = await MemoryClient(servers[turn % 2]).request(
+        result = await MemoryClient(servers[turn % 2], capabilities=ALL_CAPABILITIES).request(
             "tools/call",
             {"name": "wizard", "inputResponses": answer, "requestState": result["requestState"]},
         )

@@ -27,7 +27,7 @@ from mrtr_runtime import (
 from mrtr_runtime._capabilities import ClientCapabilities
 from mrtr_runtime.testing import MemoryClient
 from pydantic import BaseModel, ValidationError
-from support import Json, accept, make_server, meta
+from support import ALL_CAPABILITIES, Json, accept, make_server, meta
 
 pytestmark = pytest.mark.anyio
 
@@ -390,7 +390,9 @@ def introspecting_registry(seen: list[Json]) -> Registry:
 
 async def test_a_modern_handler_sees_its_era_version_capabilities_and_token() -> None:
     seen: list[Json] = []
-    client = MemoryClient(make_server(registry=introspecting_registry(seen)))
+    client = MemoryClient(
+        make_server(registry=introspecting_registry(seen)), capabilities=ALL_CAPABILITIES
+    )
     declared: Json = {"elicitation": {"form": {}}, "experimental": {"x": {}}}
     first = await client.request("tools/call", {"name": "introspect", "_meta": meta(declared)})
     await client.request(
@@ -422,7 +424,7 @@ async def test_a_legacy_handler_sees_the_negotiated_version_and_initialize_capab
     client = MemoryClient(
         make_server(registry=introspecting_registry(seen)),
         capabilities={"elicitation": {}},
-        client_handlers={"elicitation/create": answer},
+        elicitation=answer,
     )
     await client.initialize("2025-06-18")
     assert await client.request("tools/call", {"name": "introspect"}) == {

@@ -20,7 +20,7 @@ import pytest
 from mrtr_runtime import Context, Registry, ToolAnnotations, ToolError, ToolResult, elicit_form
 from mrtr_runtime.testing import MemoryClient
 from pydantic import BaseModel, ConfigDict, Field
-from support import Json, make_server, text_of
+from support import ALL_CAPABILITIES, Json, make_server, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +72,7 @@ class Aliased(BaseModel):
 
 
 async def call(registry: Registry, name: str, arguments: Json | None = None) -> Json:
-    client = MemoryClient(make_server(registry=registry))
+    client = MemoryClient(make_server(registry=registry), capabilities=ALL_CAPABILITIES)
     params: Json = {"name": name}
     if arguments is not None:
         params["arguments"] = arguments
@@ -81,7 +81,9 @@ async def call(registry: Registry, name: str, arguments: Json | None = None) -> 
 
 async def listed(registry: Registry) -> list[Json]:
     tools: list[Json] = (
-        await MemoryClient(make_server(registry=registry)).request("tools/list", {})
+        await MemoryClient(make_server(registry=registry), capabilities=ALL_CAPABILITIES).request(
+            "tools/list", {}
+        )
     )["tools"]
     return tools
 
@@ -200,9 +202,11 @@ async def test_field_descriptions_reach_the_schema_and_prompt_arguments() -> Non
 
     (tool,) = await listed(registry)
     assert tool["inputSchema"]["properties"]["query"]["description"] == "What to look for"
-    prompts = (await MemoryClient(make_server(registry=registry)).request("prompts/list", {}))[
-        "prompts"
-    ]
+    prompts = (
+        await MemoryClient(make_server(registry=registry), capabilities=ALL_CAPABILITIES).request(
+            "prompts/list", {}
+        )
+    )["prompts"]
     assert prompts[0]["arguments"] == [
         {"name": "topic", "required": True, "description": "The topic"},
         {"name": "style", "required": False},
@@ -401,7 +405,7 @@ async def test_the_server_keeps_serving_after_a_tool_raises() -> None:
     def fine() -> str:
         return "fine"
 
-    client = MemoryClient(make_server(registry=registry))
+    client = MemoryClient(make_server(registry=registry), capabilities=ALL_CAPABILITIES)
     assert (await client.request("tools/call", {"name": "boom"}))["isError"] is True
     assert text_of(await client.request("tools/call", {"name": "fine"})) == "fine"
 
@@ -537,7 +541,7 @@ async def test_prompts_may_return_message_lists_and_resources_bytes() -> None:
     async def blob() -> bytes:
         return b"\x00\x01\xff"
 
-    client = MemoryClient(make_server(registry=registry))
+    client = MemoryClient(make_server(registry=registry), capabilities=ALL_CAPABILITIES)
     prompt = await client.request("prompts/get", {"name": "chat"})
     assert [message["role"] for message in prompt["messages"]] == ["user", "assistant"]
     resource = await client.request("resources/read", {"uri": "memo://blob"})

@@ -18,6 +18,7 @@ from mrtr_runtime._router import Session
 from mrtr_runtime.server import MODERN_VERSIONS
 from mrtr_runtime.testing import MemoryClient
 from support import (
+    ALL_CAPABILITIES,
     META_SERVER_INFO,
     SERVER_NAME,
     SERVER_VERSION,
@@ -62,7 +63,9 @@ async def test_discover_is_answered_without_any_initialize(client: MemoryClient)
 
 
 async def test_discover_carries_the_instructions_when_the_server_has_them() -> None:
-    client = MemoryClient(make_server(instructions="Ask before deploying."))
+    client = MemoryClient(
+        make_server(instructions="Ask before deploying."), capabilities=ALL_CAPABILITIES
+    )
     result = await client.request("server/discover", {})
     assert result["instructions"] == "Ask before deploying."
 
@@ -432,10 +435,10 @@ async def test_capabilities_are_never_inferred_from_an_earlier_request(
 async def test_a_request_needs_no_earlier_request_on_any_connection() -> None:
     # Stateless: a fresh session (a new connection) serves a round-2 retry all the same.
     server = make_server()
-    first = await MemoryClient(server).request(
+    first = await MemoryClient(server, capabilities=ALL_CAPABILITIES).request(
         "tools/call", {"name": "ask", "arguments": {"topic": "x"}}
     )
-    second = await MemoryClient(server).request(
+    second = await MemoryClient(server, capabilities=ALL_CAPABILITIES).request(
         "tools/call",
         {
             "name": "ask",

@@ -20,7 +20,7 @@ import anyio
 import pytest
 from mrtr_runtime._jsonrpc import MAX_LINE_BYTES
 from mrtr_runtime._stdio import MAX_CONCURRENT_REQUESTS
-from mrtr_runtime.testing import ClientSession, RpcError, call_tool_with_inputs
+from mrtr_runtime.testing import ClientSession, RpcError
 from support import (
     ARN,
     BOUND,
@@ -277,7 +277,7 @@ async def test_more_legacy_calls_than_slots_all_complete_through_the_bridge(
     answered: list[str] = []
     with anyio.fail_after(10):
         async with ClientSession.spawn(
-            command, env=server_env(), era="legacy", elicitation_handler=elicitation
+            command, env=server_env(), era="legacy", elicitation=elicitation
         ) as session:
 
             async def ask(topic: str) -> None:
@@ -519,9 +519,9 @@ async def test_the_client_loop_runs_three_rounds_over_real_pipes(command: list[s
 
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            command, env=server_env(), elicitation_handler=elicitation
+            command, env=server_env(), elicitation=elicitation
         ) as session:
-            result = await call_tool_with_inputs(session, "wizard", None, session.input_handler)
+            result = await session.call_tool("wizard")
             assert result["structuredContent"] == {
                 "name": "Ada",
                 "colour": "blue",
@@ -543,7 +543,7 @@ async def test_a_legacy_client_completes_the_deploy_with_real_elicitation_reques
 
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            command, env=server_env(), era="legacy", elicitation_handler=elicitation
+            command, env=server_env(), era="legacy", elicitation=elicitation
         ) as session:
             assert session.initialize_result is not None
             assert session.initialize_result["protocolVersion"] == "2025-11-25"
