@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
+
 import support
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import MemoryClient

@@ -56,6 +56,8 @@ HERE = Path(__file__).resolve().parent
 import anyio  # noqa: E402 - after the alias, like everything below
 from anyio.abc import Process  # noqa: E402
 from anyio.streams.buffered import BufferedByteReceiveStream  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
+
 from mrtr_runtime import (  # noqa: E402
     Context,
     ElicitResult,
@@ -73,7 +75,6 @@ from mrtr_runtime import (  # noqa: E402
 from mrtr_runtime._tokens import KeyRing, RequestStateCodec, parse_signing_key  # noqa: E402
 from mrtr_runtime.server import Server  # noqa: E402
 from mrtr_runtime.testing import ClientSession, MemoryClient, RpcError  # noqa: E402
-from pydantic import BaseModel, Field  # noqa: E402
 
 Json = dict[str, Any]
 

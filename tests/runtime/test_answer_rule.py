@@ -15,9 +15,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
+
 from mrtr_runtime import Context, ElicitResult, InputRequired, Registry, elicit_form
 from mrtr_runtime.testing import MemoryClient, RpcError
-from pydantic import BaseModel
 from support import (
     ALL_CAPABILITIES,
     ARN,

@@ -24,6 +24,8 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
+
 from mrtr_runtime import Context, ElicitResult, InputRequired, Registry, elicit_form
 from mrtr_runtime._jsonrpc import (
     INVALID_PARAMS,
@@ -40,7 +42,6 @@ from mrtr_runtime._router import Session
 from mrtr_runtime._tokens import MAX_TOKEN_CHARS, KeyRing, RequestStateCodec, SigningKey
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import MemoryClient, RpcError
-from pydantic import BaseModel
 from support import ALL_CAPABILITIES, PACKAGE, PROJECT
 
 BOUND = 20  # seconds; every wait on the server subprocess is bounded

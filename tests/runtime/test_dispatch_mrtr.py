@@ -19,6 +19,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from mrtr_runtime._capabilities import ClientCapabilities
 from mrtr_runtime._tokens import RequestStateCodec, digest_arguments
 from mrtr_runtime.server import Server

@@ -17,6 +17,8 @@ from typing import Any
 import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
+
 from mrtr_runtime import (
     Context,
     ElicitResult,
@@ -46,7 +48,6 @@ from mrtr_runtime._tokens import (
 )
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import RpcError
-from pydantic import BaseModel
 
 MODERN = "2026-07-28"
 KEY = SigningKey(bytes(range(32)))

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
+
 from mrtr_runtime import (
     Context,
     ElicitResult,
@@ -26,7 +28,6 @@ from mrtr_runtime import (
 )
 from mrtr_runtime._capabilities import ClientCapabilities
 from mrtr_runtime.testing import MemoryClient
-from pydantic import BaseModel, ValidationError
 from support import ALL_CAPABILITIES, Json, accept, make_server, meta
 
 pytestmark = pytest.mark.anyio

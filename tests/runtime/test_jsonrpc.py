@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from mrtr_runtime._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,

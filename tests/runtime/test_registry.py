@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
 from mrtr_runtime import Context, Registry, ToolAnnotations, ToolError, ToolResult, elicit_form
 from mrtr_runtime.testing import MemoryClient
-from pydantic import BaseModel, ConfigDict, Field
 from support import ALL_CAPABILITIES, Json, make_server, text_of
 
 pytestmark = pytest.mark.anyio

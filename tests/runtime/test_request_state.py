@@ -13,6 +13,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from mrtr_runtime._tokens import (
     MAX_TOKEN_CHARS,
     Binding,

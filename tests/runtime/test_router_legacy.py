@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
+
 from mrtr_runtime._legacy import MAX_LEGACY_ROUNDS
 from mrtr_runtime.server import LEGACY_VERSIONS
 from mrtr_runtime.testing import MemoryClient, RpcError

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from mrtr_runtime._jsonrpc import Request
 from mrtr_runtime._router import Session
 from mrtr_runtime.server import MODERN_VERSIONS

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support import PACKAGE, PROJECT
 
 BOUND = 30  # seconds for any one server run

@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from mrtr_runtime._config import MAX_PREVIOUS_KEYS
 from mrtr_runtime._tokens import (
     Binding,

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from mrtr_runtime._jsonrpc import MAX_LINE_BYTES
 from mrtr_runtime._stdio import MAX_CONCURRENT_REQUESTS
 from mrtr_runtime.testing import ClientSession, RpcError

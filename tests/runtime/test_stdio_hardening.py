@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+
 from mrtr_runtime._stdio import (
     CLIENT_REQUEST_TIMEOUT_SECONDS,
     DRAIN_SECONDS,
