@@ -490,6 +490,18 @@ def server_env(key_hex: str | None = KEY_HEX, **extra: str) -> dict[str, str]:
     return env
 
 
+#: A raw 2025-11-25 `initialize` (for the tests that speak to the pipes themselves).
+LEGACY_INITIALIZE: Json = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
 #: What a modern client without handlers declares when it will answer forms itself.
 FORMS: Json = {"elicitation": {}}
 

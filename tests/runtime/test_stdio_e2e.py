@@ -28,6 +28,7 @@ from support import (
     DEPLOY,
     FORMS,
     KEY_HEX,
+    LEGACY_INITIALIZE,
     OTHER_KEY_HEX,
     Json,
     accept,
@@ -299,19 +300,7 @@ async def test_a_legacy_call_cancelled_while_it_waits_for_the_client_is_never_an
     with anyio.fail_after(BOUND):
         async with raw_server(command, server_env()) as process:
             stdout = reader(process)
-            await send(
-                process,
-                {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {"elicitation": {}},
-                        "clientInfo": {"name": "raw", "version": "0"},
-                    },
-                },
-            )
+            await send(process, LEGACY_INITIALIZE)
             assert (await read_message(stdout))["result"]["protocolVersion"] == "2025-11-25"
             await send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"})
             call = {"name": "ask", "arguments": {"topic": "tea"}}

@@ -27,6 +27,7 @@ from mrtr_runtime._stdio import (
 )
 from support import (
     BOUND,
+    LEGACY_INITIALIZE,
     PACKAGE,
     Json,
     assert_clean_exit,
@@ -43,17 +44,6 @@ from support import (
 
 #: Start-up plus DRAIN_SECONDS plus WRITE_GRACE_SECONDS, with room for a loaded machine.
 EXIT_BOUND = DRAIN_SECONDS + WRITE_GRACE_SECONDS + 10
-
-LEGACY_INITIALIZE: Json = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {"elicitation": {}},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 
 
 def line(message: Json) -> bytes:
