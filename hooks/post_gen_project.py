@@ -38,6 +38,7 @@ WINDOWS = os.name == "nt"
 # module leaves no import behind.
 AWS_PATTERNS = (
     f"src/{PACKAGE}/tools/deploy_to_aws*.py",
+    f"src/{PACKAGE}/tools/_cloudformation.py",
     f"src/{PACKAGE}/tools/cloudformation",
     "tests/test_deploy_to_aws*.py",
     "tests/aws_*.py",

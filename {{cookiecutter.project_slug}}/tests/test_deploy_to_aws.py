@@ -1,8 +1,9 @@
 """deploy_to_aws in process: the MRTR rounds through MemoryClient, the AWS part against moto.
 
 moto (``mock_aws``) stands in for AWS. Where moto cannot reach a state (a busy stack, a
-change set AWS marks FAILED, outputs of a change-set deploy) the AWS half is driven with
-botocore's Stubber, which checks every call and response against the real API model.
+change set AWS marks FAILED, outputs of a change-set deploy) the change-set engine
+(`tools/_cloudformation.py`) is driven with botocore's Stubber, which checks every call and
+response against the real API model.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -27,22 +29,16 @@ from botocore.stub import Stubber
 from moto import mock_aws
 from moto.cloudformation.models import cloudformation_backends
 
-from {{ cookiecutter.package_name }}.app import (
-    build_server,
-)
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    Cancelled,
+from {{ cookiecutter.package_name }}.app import build_server
+from {{ cookiecutter.package_name }}.mrtr_runtime import RequestCancelled, ToolError
+from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     MemoryClient,
     RpcError,
-    ToolError,
     call_tool_with_inputs,
     default_input_handler,
-    new_signing_key_hex,
 )
-from {{ cookiecutter.package_name }}.tools import (
-    deploy_to_aws as tool,
-)
-from support import DEPLOY_INPUT_REQUESTS
+from {{ cookiecutter.package_name }}.tools import _cloudformation as engine
+from {{ cookiecutter.package_name }}.tools import deploy_to_aws as tool
 
 BOUND = 10  # seconds; every test that waits on a task or a thread is bounded
 REGION = "us-east-1"
@@ -51,13 +47,42 @@ ROLE = f"arn:aws:iam::{ACCOUNT}:role/Deployer"
 # The distribution whose `aws` extra has boto3.
 PROJECT = "{{ cookiecutter.project_slug }}"
 STACK = "prod-api"
-TEMPLATE = tool.load_template("stack.yaml")
+TEMPLATE = engine.load_template("stack.yaml")
 
 Json = dict[str, Any]
 Elicit = Callable[[Json], Awaitable[Json]]
 
-# Design notes Q2, round 1, as printed there.
-ROUND_ONE_REQUESTS: Json = DEPLOY_INPUT_REQUESTS
+FORMS: Json = {"elicitation": {"form": {}}}
+
+# Round 1: both questions at once, key for key and field for field.
+ROUND_ONE_REQUESTS: Json = {
+    "confirm": {
+        "method": "elicitation/create",
+        "params": {
+            "message": "Deploy stack 'prod-api' to AWS production?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"confirmed": {"type": "boolean"}},
+                "required": ["confirmed"],
+            },
+        },
+    },
+    "role-arn": {
+        "method": "elicitation/create",
+        "params": {
+            "message": "Provide the IAM role ARN to assume:",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
+                "required": ["arn"],
+            },
+        },
+    },
+}
+
+
+def new_server() -> Any:
+    return build_server({"MRTR_SIGNING_KEY": secrets.token_hex(32)})
 
 
 @pytest.fixture
@@ -82,7 +107,7 @@ def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 @pytest.fixture
 def client(aws: None) -> MemoryClient:
-    return MemoryClient(build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}))
+    return MemoryClient(new_server(), capabilities=FORMS)
 
 
 def answering(*, confirm: Json | None = None, arn: str = ROLE) -> Elicit:
@@ -115,6 +140,10 @@ def moto_stack(name: str = STACK) -> Any:
     return next(stack for stack in stacks if stack.name == name)
 
 
+def no_stacks() -> bool:
+    return not cfn().list_stacks()["StackSummaries"]
+
+
 def text_of(result: Json) -> str:
     return "".join(block["text"] for block in result["content"])
 
@@ -145,7 +174,7 @@ def progress_meta(client: MemoryClient, token: str | int) -> Json:
 
 
 @pytest.mark.anyio
-async def test_first_round_asks_the_design_notes_two_questions_and_touches_nothing(
+async def test_first_round_asks_both_questions_at_once_and_touches_nothing(
     client: MemoryClient,
 ) -> None:
     result = await client.request(
@@ -161,7 +190,7 @@ async def test_first_round_asks_the_design_notes_two_questions_and_touches_nothi
 
 @pytest.mark.anyio
 async def test_a_client_without_elicitation_gets_missing_capability_error(aws: None) -> None:
-    bare = MemoryClient(build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}), capabilities={})
+    bare = MemoryClient(new_server(), capabilities={})
 
     with pytest.raises(RpcError) as raised:
         await bare.request("tools/call", {"name": "deploy_to_aws", "arguments": {"stack": STACK}})
@@ -173,10 +202,7 @@ async def test_a_client_without_elicitation_gets_missing_capability_error(aws: N
 
 @pytest.mark.anyio
 async def test_a_legacy_client_is_asked_with_real_elicitation_requests(aws: None) -> None:
-    legacy = MemoryClient(
-        build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}),
-        client_handlers={"elicitation/create": answering()},
-    )
+    legacy = MemoryClient(new_server(), elicitation=answering())
     await legacy.initialize()  # 2025-11-25: the server bridges input rounds to real requests
 
     result = await legacy.request(
@@ -192,9 +218,7 @@ async def test_a_legacy_client_is_asked_with_real_elicitation_requests(aws: None
 
 @pytest.mark.anyio
 async def test_a_legacy_client_without_elicitation_gets_an_error_result(aws: None) -> None:
-    legacy = MemoryClient(
-        build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}), capabilities={}
-    )
+    legacy = MemoryClient(new_server(), capabilities={})
     await legacy.initialize()
 
     result = await legacy.request(
@@ -354,7 +378,7 @@ async def test_other_requests_are_served_while_a_deploy_runs(
     client: MemoryClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started, release = anyio.Event(), threading.Event()
-    real_run_deploy = tool.run_deploy
+    real_run_deploy = engine.run_deploy
 
     def slow_run_deploy(*args: Any, **kwargs: Any) -> Any:
         anyio.from_thread.run_sync(started.set)
@@ -475,6 +499,62 @@ async def test_an_invalid_arn_is_asked_again_alone_with_the_reason(client: Memor
     assert third["structuredContent"]["action"] == "created"
 
 
+@pytest.mark.anyio
+async def test_a_template_changed_after_the_yes_is_confirmed_again_before_deploying(
+    client: MemoryClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Deploy exactly what the user confirmed: the yes is bound to a digest of the plan.
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    first = await client.request("tools/call", call)
+    edited = TEMPLATE.replace("Default: dev\n", "Default: staging\n")
+    (tmp_path / "stack.yaml").write_text(edited, encoding="utf-8")
+    monkeypatch.setattr(engine, "TEMPLATE_DIR", tmp_path)  # the file changes between rounds
+
+    second = await client.request(
+        "tools/call",
+        {**call, "inputResponses": YES, "requestState": first["requestState"]},
+    )
+
+    assert second["resultType"] == "input_required"
+    assert list(second["inputRequests"]) == ["confirm"]  # the role answer still stands
+    assert second["inputRequests"]["confirm"]["params"]["message"] == (
+        f"The stack's template changed after you confirmed. Deploy stack '{STACK}' to AWS "
+        "production?"
+    )
+    assert no_stacks()
+    # A retry without a new answer deploys nothing: the old yes was dropped with the re-ask.
+    bare = await client.request("tools/call", {**call, "requestState": second["requestState"]})
+    assert list(bare["inputRequests"]) == ["confirm"]
+    assert no_stacks()
+
+    third = await client.request(
+        "tools/call",
+        {
+            **call,
+            "inputResponses": {"confirm": YES["confirm"]},
+            "requestState": second["requestState"],
+        },
+    )
+
+    assert third["structuredContent"]["action"] == "created"
+    stack = cfn().describe_stacks(StackName=STACK)["Stacks"][0]
+    environment = {item["ParameterKey"]: item["ParameterValue"] for item in stack["Parameters"]}
+    assert environment["Environment"] == "staging"  # the plan confirmed the second time
+
+
+def test_the_digest_covers_everything_the_deploy_would_do() -> None:
+    plan = engine.StackPlan(STACK, TEMPLATE, {"Environment": "dev"})
+    same = engine.StackPlan(STACK, TEMPLATE, {"Environment": "dev"})
+    others = [
+        engine.StackPlan("other", TEMPLATE, {"Environment": "dev"}),
+        engine.StackPlan(STACK, TEMPLATE + "\n", {"Environment": "dev"}),
+        engine.StackPlan(STACK, TEMPLATE, {"Environment": "prod"}),
+        engine.StackPlan(STACK, TEMPLATE, {"Environment": "dev"}, ("CAPABILITY_IAM",)),
+    ]
+    assert tool.digest(plan) == tool.digest(same)
+    assert len({tool.digest(plan), *map(tool.digest, others)}) == 1 + len(others)
+
+
 @pytest.mark.parametrize(
     ("arn", "reason"),
     [
@@ -491,7 +571,7 @@ async def test_an_invalid_arn_is_asked_again_alone_with_the_reason(client: Memor
     ],
 )
 def test_role_arn_problem_says_what_is_wrong(arn: str, reason: str) -> None:
-    problem = tool.role_arn_problem(arn)
+    problem = engine.role_arn_problem(arn)
 
     assert problem is not None
     assert reason in problem
@@ -508,7 +588,7 @@ def test_role_arn_problem_says_what_is_wrong(arn: str, reason: str) -> None:
     ],
 )
 def test_role_arns_of_every_partition_and_with_paths_are_accepted(arn: str) -> None:
-    assert tool.role_arn_problem(arn) is None
+    assert engine.role_arn_problem(arn) is None
 
 
 # -- errors --------------------------------------------------------------------------------------
@@ -567,7 +647,7 @@ async def test_a_template_cloudformation_rejects_is_an_error_result(
         ),
         encoding="utf-8",
     )
-    monkeypatch.setattr(tool, "TEMPLATE_DIR", tmp_path)
+    monkeypatch.setattr(engine, "TEMPLATE_DIR", tmp_path)
 
     result = await deploy(client, template="broken.yaml")
 
@@ -605,7 +685,7 @@ async def test_a_template_parameter_without_default_must_be_given(
     (tmp_path / "strict.yaml").write_text(
         TEMPLATE.replace("    Default: dev\n", ""), encoding="utf-8"
     )
-    monkeypatch.setattr(tool, "TEMPLATE_DIR", tmp_path)
+    monkeypatch.setattr(engine, "TEMPLATE_DIR", tmp_path)
 
     missing = await deploy(client, template="strict.yaml")
     given = await deploy(client, template="strict.yaml", parameters={"Environment": "prod"})
@@ -669,7 +749,7 @@ def test_the_server_starts_without_importing_boto3(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         f"from {package.__name__}.app import build_server\n"
-        f"server = build_server(dict(MRTR_SIGNING_KEY={new_signing_key_hex()!r}))\n"
+        f"server = build_server(dict(MRTR_SIGNING_KEY={secrets.token_hex(32)!r}))\n"
         "server.warm_up()\n"
         "assert 'deploy_to_aws' in server.registry.tools\n"
         "assert 'boto3' not in sys.modules and 'botocore' not in sys.modules, 'imported early'\n"
@@ -693,11 +773,11 @@ async def test_credentials_never_reach_results_progress_or_logs(
     client: MemoryClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level("DEBUG")
-    issued: list[tool.AwsCredentials] = []
+    issued: list[engine.AwsCredentials] = []
     leak = threading.Event()
-    real_assume_role = tool.assume_role
+    real_assume_role = engine.assume_role
 
-    def spy(*args: Any, **kwargs: Any) -> tool.AwsCredentials:
+    def spy(*args: Any, **kwargs: Any) -> engine.AwsCredentials:
         credentials = real_assume_role(*args, **kwargs)
         issued.append(credentials)
         if leak.is_set():  # an AWS error quoting the signed request, as SignatureDoesNotMatch does
@@ -705,7 +785,7 @@ async def test_credentials_never_reach_results_progress_or_logs(
             failing(monkeypatch, "CreateChangeSet", "SignatureDoesNotMatch", quoted)
         return credentials
 
-    monkeypatch.setattr(tool, "assume_role", spy)
+    monkeypatch.setattr(engine, "assume_role", spy)
     call: Json = {"name": "deploy_to_aws", "_meta": progress_meta(client, 7)}
 
     deployed = await two_rounds(client, {**call, "arguments": {"stack": STACK}})
@@ -736,9 +816,9 @@ SUMMARY: Json = {
         {"ParameterKey": "Password", "NoEcho": True},
     ]
 }
-PLAN = tool.StackPlan(STACK, TEMPLATE, {"Password": "hunter2"})
+PLAN = engine.StackPlan(STACK, TEMPLATE, {"Password": "hunter2"})
 RESOLVED = {"Environment": "dev", "Password": "hunter2"}
-NAME = tool.change_set_name(TEMPLATE, RESOLVED, secret_keys=frozenset({"Password"}))
+NAME = engine.change_set_name(TEMPLATE, RESOLVED, secret_keys=frozenset({"Password"}))
 CHANGE_SET_ID = f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:changeSet/{NAME}/33333333"
 
 
@@ -782,8 +862,8 @@ class Recorder:
     def progress(self, message: str) -> None:
         self.messages.append(message)
 
-    def policy(self, budget: float = 100.0) -> tool.WaitPolicy:
-        return tool.WaitPolicy(delay_seconds=5.0, budget_seconds=budget, sleep=self.sleeps.append)
+    def policy(self, budget: float = 100.0) -> engine.WaitPolicy:
+        return engine.WaitPolicy(delay_seconds=5.0, budget_seconds=budget, sleep=self.sleeps.append)
 
 
 @pytest.fixture
@@ -820,7 +900,7 @@ def test_a_create_waits_relays_events_and_collects_outputs(
             ],
             "Capabilities": [],
             "Description": "deploy_to_aws (MCP tool)",
-            "ClientToken": tool._token("mrtr-cs", NAME, STACK, "", ""),
+            "ClientToken": engine._token("mrtr-cs", NAME, STACK, "", ""),
             "OnStackFailure": "DELETE",
         },
     )
@@ -835,7 +915,7 @@ def test_a_create_waits_relays_events_and_collects_outputs(
         {},
         {
             "ChangeSetName": CHANGE_SET_ID,
-            "ClientRequestToken": tool._token("mrtr-exec", CHANGE_SET_ID),
+            "ClientRequestToken": engine._token("mrtr-exec", CHANGE_SET_ID),
         },
     )
     stubber.add_response(
@@ -857,9 +937,9 @@ def test_a_create_waits_relays_events_and_collects_outputs(
         ),
     )
 
-    outcome = tool.deploy_stack(client, PLAN, progress=record.progress, waits=record.policy())
+    outcome = engine.deploy_stack(client, PLAN, progress=record.progress, waits=record.policy())
 
-    assert outcome == tool.DeployOutcome(
+    assert outcome == engine.DeployOutcome(
         "created", STACK_ID, "CREATE_COMPLETE", NAME, {"QueueUrl": "https://q"}
     )
     assert record.messages == [
@@ -874,16 +954,16 @@ def test_a_create_waits_relays_events_and_collects_outputs(
 def test_noecho_values_stay_out_of_the_change_set_name() -> None:
     secret = frozenset({"Password"})
 
-    assert tool.change_set_name(TEMPLATE, {"Password": "a"}, secret_keys=secret) == (
-        tool.change_set_name(TEMPLATE, {"Password": "b"}, secret_keys=secret)
+    assert engine.change_set_name(TEMPLATE, {"Password": "a"}, secret_keys=secret) == (
+        engine.change_set_name(TEMPLATE, {"Password": "b"}, secret_keys=secret)
     )
-    assert tool.change_set_name(TEMPLATE, {"Password": "a"}) != (
-        tool.change_set_name(TEMPLATE, {"Password": "b"})
+    assert engine.change_set_name(TEMPLATE, {"Password": "a"}) != (
+        engine.change_set_name(TEMPLATE, {"Password": "b"})
     )
-    assert tool.change_set_name(TEMPLATE, {"A": "1", "B": "2"}) == (
-        tool.change_set_name(TEMPLATE, {"B": "2", "A": "1"})
+    assert engine.change_set_name(TEMPLATE, {"A": "1", "B": "2"}) == (
+        engine.change_set_name(TEMPLATE, {"B": "2", "A": "1"})
     )
-    assert tool.change_set_name(TEMPLATE + "\n", {}) != tool.change_set_name(TEMPLATE, {})
+    assert engine.change_set_name(TEMPLATE + "\n", {}) != engine.change_set_name(TEMPLATE, {})
 
 
 def _existing_stack(stubber: Stubber, status: str = "UPDATE_COMPLETE") -> None:
@@ -920,7 +1000,7 @@ def test_an_update_cloudformation_finds_empty_is_already_up_to_date(
     )
     stubber.add_response("delete_change_set", {}, {"ChangeSetName": CHANGE_SET_ID})
 
-    outcome = tool.deploy_stack(client, PLAN, waits=Recorder().policy())
+    outcome = engine.deploy_stack(client, PLAN, waits=Recorder().policy())
 
     assert outcome.action == "unchanged"
     assert outcome.status == "UPDATE_COMPLETE"
@@ -938,7 +1018,7 @@ def test_no_updates_are_to_be_performed_is_already_up_to_date(
         service_message="No updates are to be performed.",
     )
 
-    outcome = tool.deploy_stack(client, PLAN, waits=Recorder().policy())
+    outcome = engine.deploy_stack(client, PLAN, waits=Recorder().policy())
 
     assert outcome.action == "unchanged"
 
@@ -960,7 +1040,7 @@ def test_a_change_set_that_fails_for_another_reason_is_an_error(
     )
 
     with pytest.raises(ToolError, match=f"Change set {NAME} could not be created: Requires"):
-        tool.deploy_stack(client, PLAN, waits=Recorder().policy())
+        engine.deploy_stack(client, PLAN, waits=Recorder().policy())
 
 
 def test_a_leftover_change_set_of_the_same_name_is_rebuilt_not_executed(
@@ -977,7 +1057,7 @@ def test_a_leftover_change_set_of_the_same_name_is_rebuilt_not_executed(
     stubber.add_client_error("create_change_set", service_error_code="Throttling")
 
     with pytest.raises(ClientError, match="Throttling"):
-        tool.deploy_stack(client, PLAN, waits=Recorder().policy())
+        engine.deploy_stack(client, PLAN, waits=Recorder().policy())
 
 
 def test_a_retry_while_its_change_set_executes_waits_for_it(
@@ -998,7 +1078,7 @@ def test_a_retry_while_its_change_set_executes_waits_for_it(
     stubber.add_response("describe_stack_events", events_response(("e1", STACK, "UPDATE", None)))
     stubber.add_response("describe_stacks", stack_response("UPDATE_COMPLETE"))
 
-    outcome = tool.deploy_stack(client, PLAN, progress=record.progress, waits=record.policy())
+    outcome = engine.deploy_stack(client, PLAN, progress=record.progress, waits=record.policy())
 
     assert outcome.action == "updated"
     assert record.messages == [f"Change set {NAME} is already executing; waiting for it"]
@@ -1014,10 +1094,10 @@ def test_a_failed_update_reports_the_failure_reasons(stubbed: tuple[Any, Stubber
         ),
     )
     stubber.add_response("describe_stacks", stack_response("UPDATE_ROLLBACK_COMPLETE"))
-    deadline = tool._Deadline(Recorder().policy())
+    deadline = engine._Deadline(Recorder().policy())
 
     with pytest.raises(ToolError) as raised:
-        tool._wait_for_stack(client, STACK_ID, set(), tool._ignore_progress, deadline)
+        engine._wait_for_stack(client, STACK_ID, set(), engine._ignore_progress, deadline)
 
     assert str(raised.value) == (
         f"Deploying stack {STACK_ID} ended in UPDATE_ROLLBACK_COMPLETE: "
@@ -1031,33 +1111,29 @@ def test_waiting_is_bounded_and_says_how_to_resume(stubbed: tuple[Any, Stubber])
     for _ in range(3):  # a 15 s budget at 5 s a poll: three polls, two sleeps
         stubber.add_response("describe_stack_events", events_response())
         stubber.add_response("describe_stacks", stack_response("UPDATE_IN_PROGRESS"))
-    deadline = tool._Deadline(record.policy(budget=15.0))
+    deadline = engine._Deadline(record.policy(budget=15.0))
 
     with pytest.raises(ToolError, match="still UPDATE_IN_PROGRESS after 15 s"):
-        tool._wait_for_stack(client, STACK_ID, set(), tool._ignore_progress, deadline)
+        engine._wait_for_stack(client, STACK_ID, set(), engine._ignore_progress, deadline)
 
     assert record.sleeps == [5.0, 5.0]
 
 
 def test_the_bundled_template_ships_inside_the_package() -> None:
-    assert tool.TEMPLATE_DIR.joinpath("stack.yaml").is_file()
+    assert engine.TEMPLATE_DIR.joinpath("stack.yaml").is_file()
     assert "AWS::SQS::Queue" in TEMPLATE
-    assert len(TEMPLATE.encode()) < tool.TEMPLATE_BODY_LIMIT
+    assert len(TEMPLATE.encode()) < engine.TEMPLATE_BODY_LIMIT
 
 
 def test_tokens_fit_cloudformations_pattern() -> None:
-    token = tool._token("mrtr-exec", CHANGE_SET_ID)
+    token = engine._token("mrtr-exec", CHANGE_SET_ID)
 
     assert len(token) <= 128
     assert token.replace("-", "").isalnum()
-    assert token == tool._token("mrtr-exec", CHANGE_SET_ID)
+    assert token == engine._token("mrtr-exec", CHANGE_SET_ID)
 
 
 # -- a confirmation proves the user was asked; a cancel stops the deploy ------------------------
-
-
-def no_stacks() -> bool:
-    return not cfn().list_stacks()["StackSummaries"]
 
 
 @pytest.mark.anyio
@@ -1071,9 +1147,7 @@ async def test_answers_sent_with_the_first_call_deploy_nothing(client: MemoryCli
 
 @pytest.mark.anyio
 async def test_a_client_without_elicitation_cannot_deploy_by_pre_answering(aws: None) -> None:
-    client = MemoryClient(
-        build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}), capabilities={}
-    )
+    client = MemoryClient(new_server(), capabilities={})
     call = {"name": "deploy_to_aws", "arguments": {"stack": STACK}, "inputResponses": YES}
     with pytest.raises(RpcError) as raised:
         await client.request("tools/call", call)
@@ -1099,8 +1173,8 @@ async def test_a_loosely_typed_yes_is_asked_again_and_deploys_nothing(
 @pytest.mark.anyio
 async def test_a_legacy_user_who_declines_is_not_asked_for_the_role(aws: None) -> None:
     legacy = MemoryClient(
-        build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}),
-        client_handlers={"elicitation/create": answering(confirm={"action": "decline"})},
+        new_server(),
+        elicitation=answering(confirm={"action": "decline"}),
     )
     await legacy.initialize()
     result = await legacy.request(
@@ -1126,15 +1200,15 @@ class CancelAfter:
 
     def checkpoint(self) -> None:
         if self.cancelled:
-            raise Cancelled("cancelled")
+            raise RequestCancelled("cancelled")
 
 
 @pytest.mark.parametrize("step", ["Assuming role", "Creating change set"])
 def test_a_cancel_before_the_change_set_leaves_no_stack(aws: None, step: str) -> None:
     cancel = CancelAfter(step)
-    plan = tool.StackPlan(STACK, TEMPLATE, {})
-    with pytest.raises(Cancelled):
-        tool.run_deploy(
+    plan = engine.StackPlan(STACK, TEMPLATE, {})
+    with pytest.raises(RequestCancelled):
+        engine.run_deploy(
             plan,
             role_arn=ROLE,
             region=REGION,
@@ -1147,9 +1221,9 @@ def test_a_cancel_before_the_change_set_leaves_no_stack(aws: None, step: str) ->
 
 def test_a_cancel_before_execution_never_executes_the_change_set(aws: None) -> None:
     cancel = CancelAfter("Executing change set")
-    plan = tool.StackPlan(STACK, TEMPLATE, {})
-    with pytest.raises(Cancelled):
-        tool.run_deploy(
+    plan = engine.StackPlan(STACK, TEMPLATE, {})
+    with pytest.raises(RequestCancelled):
+        engine.run_deploy(
             plan,
             role_arn=ROLE,
             region=REGION,
@@ -1177,7 +1251,7 @@ async def test_credentials_in_the_endpoint_url_never_reach_the_result(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://deployer:hunter2secret@127.0.0.1:9/")
-    client = MemoryClient(build_server({"MRTR_SIGNING_KEY": new_signing_key_hex()}))
+    client = MemoryClient(new_server(), capabilities=FORMS)
     result = await deploy(client)
     assert result["isError"] is True
     assert "[redacted]@127.0.0.1" in text_of(result)

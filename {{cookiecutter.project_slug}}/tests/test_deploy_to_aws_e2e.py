@@ -11,9 +11,11 @@ import http.client
 import importlib
 import json
 import os
+import secrets
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,16 +27,13 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
+from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     ClientSession,
     call_tool_with_inputs,
     default_input_handler,
-    new_signing_key_hex,
     request_with_inputs,
 )
-from {{ cookiecutter.package_name }}.tools import (
-    deploy_to_aws as tool,
-)
+from {{ cookiecutter.package_name }}.tools import deploy_to_aws as tool
 
 BOUND = 60  # seconds for the whole conversation, server start-up included
 PACKAGE = tool.__name__.partition(".")[0]
@@ -56,6 +55,9 @@ def endpoint() -> Iterator[str]:
     server.start()
     try:
         host, port = server.get_host_and_port()
+        # moto's backends live in this process and outlive the server: start from nothing.
+        reset = urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST")
+        urllib.request.urlopen(reset, timeout=10).close()  # noqa: S310 (our own local server)
         yield f"http://{host}:{port}"
     finally:
         server.stop()
@@ -75,7 +77,7 @@ def server_env(endpoint: str, tmp_path: Path) -> dict[str, str]:
         "AWS_REGION": REGION,
         "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
-        "MRTR_SIGNING_KEY": new_signing_key_hex(),
+        "MRTR_SIGNING_KEY": secrets.token_hex(32),
     }
 
 
@@ -144,9 +146,7 @@ async def test_two_rounds_through_the_real_server_deploy_the_stack_into_moto(
     arguments: Json = {"stack": STACK, "parameters": {"Environment": "staging"}}
     command = [sys.executable, "-m", PACKAGE]
     with anyio.fail_after(BOUND):
-        async with ClientSession.spawn(
-            command, env=server_env, elicitation_handler=elicit
-        ) as session:
+        async with ClientSession.spawn(command, env=server_env, elicitation=elicit) as session:
             created: Json = await call_tool_with_inputs(
                 session, "deploy_to_aws", arguments, input_handler
             )
@@ -220,7 +220,9 @@ class SlowAws:
                 ).get("Action", self.headers.get("X-Amz-Target", "?"))
                 proxy.actions.append(action)
                 time.sleep(delay)
-                upstream_conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                upstream_conn = http.client.HTTPConnection(
+                    target.hostname or "127.0.0.1", target.port, timeout=30
+                )
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 upstream_conn.request(self.command, self.path, body, headers)
                 reply = upstream_conn.getresponse()

@@ -15,30 +15,22 @@ from typing import Any
 
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
+from {{ cookiecutter.package_name }}.app import build_server
+from {{ cookiecutter.package_name }}.mrtr_runtime.server import Server
+from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     InputHandler,
-    KeyRing,
     MemoryClient,
-    RequestStateCodec,
     RpcError,
-    Server,
     call_tool_with_inputs,
     default_input_handler,
-    parse_signing_key,
     request_with_inputs,
 )
-from {{ cookiecutter.package_name }}.tools import (
-    registry,
-)
-from {{ cookiecutter.package_name }}.tools.plan_release import (
-    ReleasePlan,
+from {{ cookiecutter.package_name }}.tools._release_notes import (
     Version,
     classify,
     split_highlights,
 )
-from {{ cookiecutter.package_name }}.tools.release_announcement import (
-    release_announcement,
-)
+from {{ cookiecutter.package_name }}.tools.plan_release import ReleasePlan
 
 Json = dict[str, Any]
 
@@ -49,6 +41,8 @@ ARGS: Json = {
     "changes": ["feat: add --json output", "fix(cli): exit 2 on a bad flag", "chore: bump ruff"],
 }
 FORMS_ONLY: Json = {"elicitation": {"form": {}}}
+#: What a full-featured host declares.
+ALL: Json = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
 SAMPLING_ONLY: Json = {"sampling": {}}
 
 
@@ -59,9 +53,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def server() -> Server:
-    assert release_announcement is not None  # importing the module registered the prompt
-    codec = RequestStateCodec(KeyRing(parse_signing_key(KEY_HEX)))
-    return Server(name="plan-release-test", version="0", registry=registry, state=codec)
+    return build_server({"MRTR_SIGNING_KEY": KEY_HEX})
 
 
 def accept(**content: Any) -> Json:
@@ -135,7 +127,7 @@ def only_request(result: Json) -> tuple[str, Json]:
 
 @pytest.mark.anyio
 async def test_tool_declares_honest_annotations_and_an_output_schema(server: Server) -> None:
-    tools = (await MemoryClient(server).request("tools/list", {}))["tools"]
+    tools = (await MemoryClient(server, capabilities=ALL).request("tools/list", {}))["tools"]
     (tool,) = [tool for tool in tools if tool["name"] == "plan_release"]
     assert tool["annotations"] == {
         "title": "Plan a release",
@@ -150,7 +142,7 @@ async def test_tool_declares_honest_annotations_and_an_output_schema(server: Ser
 
 @pytest.mark.anyio
 async def test_prompts_list_offers_the_release_announcement(server: Server) -> None:
-    prompts = (await MemoryClient(server).request("prompts/list", {}))["prompts"]
+    prompts = (await MemoryClient(server, capabilities=ALL).request("prompts/list", {}))["prompts"]
     (prompt,) = [prompt for prompt in prompts if prompt["name"] == "release_announcement"]
     assert [argument["name"] for argument in prompt["arguments"]] == [
         "project",
@@ -219,16 +211,16 @@ async def test_three_rounds_each_send_only_their_new_key(server: Server) -> None
     assert "### Features\n- add --json output" in plan_.notes_markdown
     assert "### Fixes\n- exit 2 on a bad flag" in plan_.notes_markdown
     assert "### Other changes\n- bump ruff" in plan_.notes_markdown
-    text, json_text = (block["text"] for block in done["content"])
-    assert text.startswith("Release plan for demo 1.5.0 (minor), confirmed by the user.")
-    # server/tools: the structured content is also there as JSON text.
-    assert json.loads(json_text) == done["structuredContent"]
+    (block,) = done["content"]  # the summary a person reads; the data is structuredContent
+    assert block["text"].startswith("Release plan for demo 1.5.0 (minor), confirmed by the user.")
+    assert "## demo 1.5.0" in block["text"]
+    assert "1. Set the project's version to 1.5.0" in block["text"]
 
 
 @pytest.mark.anyio
 async def test_call_tool_with_inputs_runs_the_three_rounds_in_order(server: Server) -> None:
     person = Person()
-    result, rounds = await plan(MemoryClient(server), person)
+    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
     assert result["structuredContent"]["status"] == "confirmed"
     assert [keys[0].split("-")[0] for keys in rounds] == ["release", "highlights", "confirm"]
     assert all(len(keys) == 1 for keys in rounds)
@@ -240,7 +232,7 @@ async def test_a_major_release_asks_for_upgrade_notes_beside_the_highlights(
     server: Server,
 ) -> None:
     person = Person(version=accept(version="2.0.0", kind="major"))
-    result, rounds = await plan(MemoryClient(server), person)
+    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
     assert rounds[1] == ["highlights", "migration"]
     plan_ = ReleasePlan.model_validate(result["structuredContent"])
     assert (plan_.status, plan_.version, plan_.kind) == ("confirmed", "2.0.0", "major")
@@ -261,7 +253,7 @@ async def test_decline_or_cancel_at_any_step_ends_with_an_ordinary_result(
     server: Server, field: str, step: str, action: str, status: str
 ) -> None:
     person = Person(**{field: {"action": action}})
-    result, _ = await plan(MemoryClient(server), person)
+    result, _ = await plan(MemoryClient(server, capabilities=ALL), person)
     assert "isError" not in result
     plan_ = ReleasePlan.model_validate(result["structuredContent"])
     assert (plan_.status, plan_.stopped_at) == (status, step)
@@ -273,14 +265,16 @@ async def test_decline_or_cancel_at_any_step_ends_with_an_ordinary_result(
 @pytest.mark.anyio
 async def test_declining_the_upgrade_notes_stops_a_major_release(server: Server) -> None:
     person = Person(version=accept(version="2.0.0", kind="major"), migration={"action": "decline"})
-    result, _ = await plan(MemoryClient(server), person)
+    result, _ = await plan(MemoryClient(server, capabilities=ALL), person)
     plan_ = ReleasePlan.model_validate(result["structuredContent"])
     assert (plan_.status, plan_.stopped_at, plan_.version) == ("declined", "highlights", "2.0.0")
 
 
 @pytest.mark.anyio
 async def test_answering_no_to_the_plan_is_a_decline(server: Server) -> None:
-    result, _ = await plan(MemoryClient(server), Person(confirmed=accept(confirmed=False)))
+    result, _ = await plan(
+        MemoryClient(server, capabilities=ALL), Person(confirmed=accept(confirmed=False))
+    )
     plan_ = ReleasePlan.model_validate(result["structuredContent"])
     assert (plan_.status, plan_.stopped_at) == ("declined", "confirmation")
     assert "the user declined the final confirmation" in result["content"][0]["text"]
@@ -305,7 +299,7 @@ async def test_an_invalid_version_is_asked_again_with_the_reason(
     person = Person(
         version=[accept(version=version, kind=kind), accept(version="v1.5.0", kind="minor")]
     )
-    result, rounds = await plan(MemoryClient(server), person)
+    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
     assert rounds[:2] == [["release"], ["release"]]
     assert person.messages[1].startswith(reason)
     assert person.messages[1].endswith(person.messages[0])  # the question itself is unchanged
@@ -318,7 +312,7 @@ async def test_the_kind_is_not_checked_before_1_0(server: Server) -> None:
     # semver §4: in 0.y.z anything may change, so a break in a minor bump is legitimate.
     arguments = {**ARGS, "previous_version": "0.3.1"}
     person = Person(version=accept(version="0.4.0", kind="major"))
-    result, rounds = await plan(MemoryClient(server), person, arguments)
+    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person, arguments)
     assert rounds[0] == ["release"]
     assert rounds[1] == ["highlights", "migration"]
     assert result["structuredContent"]["status"] == "confirmed"
@@ -327,7 +321,7 @@ async def test_the_kind_is_not_checked_before_1_0(server: Server) -> None:
 @pytest.mark.anyio
 async def test_empty_highlights_are_asked_again(server: Server) -> None:
     person = Person(highlights=[accept(highlights=" ; - ;"), accept(highlights="Real news")])
-    result, rounds = await plan(MemoryClient(server), person)
+    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
     assert rounds[1:3] == [["highlights"], ["highlights"]]
     assert person.messages[2].startswith("No highlight was given.")
     assert result["structuredContent"]["highlights"] == ["Real news"]
@@ -337,10 +331,12 @@ async def test_empty_highlights_are_asked_again(server: Server) -> None:
 @pytest.mark.parametrize("field", ["version", "confirmed"])
 async def test_an_accept_without_content_is_asked_again(server: Server, field: str) -> None:
     person = Person(**{field: [{"action": "accept"}, Person.DEFAULTS[field]]})
-    result, rounds = await plan(MemoryClient(server), person)
+    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
     asked_twice = person.asked.index(field) + 1
     assert person.asked[asked_twice] == field
-    assert person.messages[asked_twice].startswith("The form came back empty.")
+    assert person.messages[asked_twice].startswith(
+        "That answer was not valid (the form came back accepted but empty). "
+    )
     assert rounds[asked_twice] == rounds[asked_twice - 1]  # the same key, asked again
     assert result["structuredContent"]["status"] == "confirmed"
 
@@ -511,7 +507,7 @@ async def test_a_model_drafted_round_stays_drafted_when_the_retry_declares_forms
 ) -> None:
     first = await MemoryClient(server, capabilities=SAMPLING_ONLY).request("tools/call", call())
     answer = {"role": "assistant", "content": {"type": "text", "text": "Big news"}, "model": "m"}
-    done = await MemoryClient(server).request(
+    done = await MemoryClient(server, capabilities=ALL).request(
         "tools/call", call(inputResponses={"draft": answer}, requestState=first["requestState"])
     )
     assert done["resultType"] == "complete"
@@ -531,7 +527,7 @@ async def test_a_model_drafted_round_stays_drafted_when_the_retry_declares_forms
 async def test_invalid_arguments_are_a_tool_error_the_model_can_fix(
     server: Server, arguments: Json, problem: str
 ) -> None:
-    result = await MemoryClient(server).request("tools/call", call(arguments))
+    result = await MemoryClient(server, capabilities=ALL).request("tools/call", call(arguments))
     assert result["isError"] is True
     assert problem in result["content"][0]["text"]
 
@@ -572,7 +568,7 @@ async def test_the_same_final_request_twice_gives_the_same_result(server: Server
 async def test_the_same_arguments_and_answers_give_the_same_plan_on_every_path(
     server: Server,
 ) -> None:
-    results = [await plan(MemoryClient(server), Person()) for _ in range(2)]
+    results = [await plan(MemoryClient(server, capabilities=ALL), Person()) for _ in range(2)]
     assert results[0] == results[1]
     no_input = [
         await MemoryClient(server, capabilities={}).request("tools/call", call()) for _ in range(2)
@@ -590,7 +586,7 @@ async def test_a_legacy_session_completes_through_real_elicitation_requests(
     person = Person(
         version=[accept(version="1.5", kind="minor"), accept(version="1.5.0", kind="minor")]
     )
-    client = MemoryClient(server, client_handlers={"elicitation/create": person})
+    client = MemoryClient(server, elicitation=person)
     await client.initialize()
     result = await client.request("tools/call", call())
     assert "resultType" not in result  # 2025-11-25 results have none
@@ -606,9 +602,7 @@ async def test_a_legacy_session_with_sampling_only_gets_a_drafted_plan(server: S
     async def model(params: Mapping[str, object]) -> Json:
         return {"role": "assistant", "content": {"type": "text", "text": "Big news"}, "model": "m"}
 
-    client = MemoryClient(
-        server, capabilities=SAMPLING_ONLY, client_handlers={"sampling/createMessage": model}
-    )
+    client = MemoryClient(server, capabilities=SAMPLING_ONLY, sampling=model)
     await client.initialize()
     result = await client.request("tools/call", call())
     assert [request["method"] for request in client.server_requests] == ["sampling/createMessage"]
@@ -618,7 +612,7 @@ async def test_a_legacy_session_with_sampling_only_gets_a_drafted_plan(server: S
 @pytest.mark.anyio
 async def test_a_legacy_decline_is_an_ordinary_result(server: Server) -> None:
     person = Person(highlights={"action": "cancel"})
-    client = MemoryClient(server, client_handlers={"elicitation/create": person})
+    client = MemoryClient(server, elicitation=person)
     await client.initialize()
     result = await client.request("tools/call", call())
     assert "isError" not in result
@@ -684,7 +678,7 @@ async def test_the_prompt_without_forms_uses_stated_defaults(
 async def test_a_declined_prompt_form_uses_stated_defaults(server: Server) -> None:
     person = Person(audience={"action": "decline"})
     result = await request_with_inputs(
-        MemoryClient(server),
+        MemoryClient(server, capabilities=ALL),
         "prompts/get",
         prompt_params(),
         default_input_handler(elicitation=person),
@@ -694,7 +688,7 @@ async def test_a_declined_prompt_form_uses_stated_defaults(server: Server) -> No
 
 @pytest.mark.anyio
 async def test_the_prompt_works_through_the_legacy_bridge(server: Server) -> None:
-    client = MemoryClient(server, client_handlers={"elicitation/create": Person()})
+    client = MemoryClient(server, elicitation=Person())
     await client.initialize()
     result = await client.request("prompts/get", prompt_params())
     assert "developers who build on it" in prompt_text(result)

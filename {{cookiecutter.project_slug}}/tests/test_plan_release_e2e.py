@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
+from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     ClientSession,
     call_tool_with_inputs,
     request_with_inputs,
@@ -80,7 +80,7 @@ async def test_three_rounds_complete_over_pipes(server_env: dict[str, str], tmp_
     person = Person()
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            COMMAND, env=server_env, cwd=tmp_path, elicitation_handler=person
+            COMMAND, env=server_env, cwd=tmp_path, elicitation=person
         ) as session:
             result = await call_tool_with_inputs(
                 session, "plan_release", ARGS, session.input_handler
@@ -105,12 +105,12 @@ async def test_a_round_started_in_one_process_finishes_in_another(
     params: Json = {"name": "plan_release", "arguments": ARGS}
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            COMMAND, env=server_env, cwd=tmp_path, elicitation_handler=Person()
+            COMMAND, env=server_env, cwd=tmp_path, elicitation=Person()
         ) as first_process:
             first = await first_process.request("tools/call", params)
         assert first["resultType"] == "input_required"
         async with ClientSession.spawn(
-            COMMAND, env=server_env, cwd=tmp_path, elicitation_handler=Person()
+            COMMAND, env=server_env, cwd=tmp_path, elicitation=Person()
         ) as second_process:
             result = await request_with_inputs(
                 second_process,
@@ -135,7 +135,7 @@ async def test_a_legacy_session_completes_through_real_elicitation_requests(
     person = Person()
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            COMMAND, env=server_env, cwd=tmp_path, era="legacy", elicitation_handler=person
+            COMMAND, env=server_env, cwd=tmp_path, era="legacy", elicitation=person
         ) as session:
             assert session.initialize_result is not None
             result = await session.request(
@@ -165,7 +165,7 @@ async def test_a_host_with_sampling_only_gets_a_plan_drafted_by_its_model(
 
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            COMMAND, env=server_env, cwd=tmp_path, sampling_handler=model
+            COMMAND, env=server_env, cwd=tmp_path, sampling=model
         ) as session:
             result = await call_tool_with_inputs(
                 session, "plan_release", ARGS, session.input_handler
@@ -189,7 +189,7 @@ async def test_the_prompt_asks_for_its_readers_over_pipes(
     }
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(
-            COMMAND, env=server_env, cwd=tmp_path, elicitation_handler=person
+            COMMAND, env=server_env, cwd=tmp_path, elicitation=person
         ) as session:
             result = await request_with_inputs(
                 session, "prompts/get", params, session.input_handler

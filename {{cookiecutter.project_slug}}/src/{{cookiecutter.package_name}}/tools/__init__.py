@@ -12,11 +12,14 @@ async function with ``registry.tool()``::
         '''Say hello to someone.'''
         return f"Hello, {name}!"
 
-Every public module here is imported when the server starts, sorted by name, so there is nothing
-to register by hand. The input schema comes from the annotated parameters (or from one pydantic
-model parameter), the description from the docstring. To ask the user something mid-call, return
-``ctx.request_input(...)``; the README's "Writing a tool" section shows the multi-round pattern.
-Import only from ``..mrtr_runtime`` (its ``__init__``), never from its ``_private`` modules.
+Every module here whose name does not start with ``_`` is imported when the server starts,
+sorted by name, so there is nothing to register by hand; ``_name`` modules are private helpers
+of a tool (``_release_notes.py`` beside ``plan_release.py``). The input schema comes from the
+annotated parameters (or from one pydantic model parameter), the description from the
+docstring. To ask the user something mid-call, return ``ctx.request_input(...)`` and read the
+answer with ``ctx.form_answer(key, Form)``: ``docs/multi-round-handlers.md`` has skeletons to
+copy, and ``plan_release.py`` is a whole tool built that way. Import only from
+``..mrtr_runtime`` (its ``__init__``), never from its ``_private`` modules.
 """
 
 from __future__ import annotations

@@ -1,69 +1,45 @@
-"""deploy_to_aws: the two-round tool of the design notes (Q2/Q3), deploying for real.
+"""deploy_to_aws: two questions in one round, then deploy exactly what the user confirmed.
 
-Round 1 asks the user two things at once: confirm, and which IAM role to assume. Round 2
-assumes that role with STS and creates or updates a CloudFormation stack through a change
-set. The arguments and the answers decide everything the deploy does. A retried round (same
-requestState, same answers) therefore finds the stack as it left it, reports "already up to
-date" and deploys nothing: that is what makes a multi-round handler safe to retry.
+The pattern to copy for a tool with a real effect. Round 1 asks two things at once: confirm,
+and which IAM role to assume. A role ARN that fails its check is asked again on its own, with
+the reason; a decline, a cancel or a "no" ends the call before anything touches AWS. Each
+round signs a digest of the plan (stack, template, parameters) into its state, and the deploy
+runs only while the plan is still the one the user confirmed: if the template file changed
+between rounds, the confirmation is asked again.
 
-boto3 is optional (the project's `aws` extra). It is imported on the first call, in a worker
-thread, so the server starts without it and the import never stalls the event loop. The AWS
-half of this module takes boto3 clients and is tested on its own against moto.
+The arguments and the answers decide everything the deploy does, so a retried round (same
+requestState, same answers) finds the stack as it left it and reports "already up to date".
+The CloudFormation change-set engine is `_cloudformation.py` beside this module; boto3 (the
+project's `aws` extra) is imported on the first call, in a worker thread.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
-import importlib.metadata
 import itertools
 import json
-import logging
-import os
-import re
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from importlib import resources
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import Annotated, Final, Literal
 
 import anyio.from_thread
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ..mrtr_runtime import (
+    Accepted,
     Context,
-    ElicitResult,
     InputRequest,
     InputRequired,
     ToolAnnotations,
-    ToolError,
     ToolResult,
     elicit_form,
 )
 from . import registry
+from ._cloudformation import StackPlan, load_template, require_boto3, role_arn_problem, run_deploy
 
-if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
+__all__ = ("ConfirmForm", "DeployArgs", "DeployResult", "RoleArnForm", "deploy_to_aws", "digest")
 
-__all__ = (
-    "AwsCredentials",
-    "DeployArgs",
-    "DeployOutcome",
-    "DeployResult",
-    "StackPlan",
-    "WaitPolicy",
-    "assume_role",
-    "change_set_name",
-    "deploy_stack",
-    "deploy_to_aws",
-    "load_template",
-    "role_arn_problem",
-    "run_deploy",
-)
-
-# -- what the user is asked (design notes Q2: keys and shapes exactly as shown there) ------
+# -- what the user is asked: two keys, one round -----------------------------------------------
 
 CONFIRM: Final = "confirm"
 ROLE_ARN: Final = "role-arn"
@@ -75,15 +51,27 @@ class ConfirmForm(BaseModel):
 
 
 class RoleArnForm(BaseModel):
-    # The design notes' schema. It only admits the `aws` partition; the server also accepts
-    # aws-cn and aws-us-gov (role_arn_problem), which a strict client form would refuse.
+    # What the client's form checks as the user types. It admits only the `aws` partition;
+    # the tool also accepts aws-cn and aws-us-gov (role_arn_problem), re-checking every answer.
     arn: str = Field(pattern="^arn:aws:iam::")
 
 
 class _RoleArnAnswer(BaseModel):
     # Read without the pattern: an ARN the form would refuse gets re-asked with a reason,
-    # rather than failing the whole call with -32602.
+    # rather than read as no answer at all.
     arn: str
+
+
+def _confirm_request(stack: str, why: str | None = None) -> InputRequest:
+    message = f"Deploy stack '{stack}' to AWS production?"
+    return elicit_form(message if why is None else f"{why} {message}", ConfirmForm)
+
+
+def _role_request(why: str | None = None) -> InputRequest:
+    message = ROLE_ARN_MESSAGE
+    if why is not None:
+        message = f"That is not an IAM role ARN: {why}. {ROLE_ARN_MESSAGE}"
+    return elicit_form(message, RoleArnForm)
 
 
 # -- arguments and result ----------------------------------------------------------------------
@@ -91,8 +79,6 @@ class _RoleArnAnswer(BaseModel):
 # CloudFormation CreateStack: StackName "[a-zA-Z][-a-zA-Z0-9]*", at most 128 characters.
 _STACK_NAME: Final = r"^[A-Za-z][A-Za-z0-9-]{0,127}$"
 _REGION: Final = r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$"
-# Only a file name: no separators, no "..", so a caller cannot read outside the directory.
-_TEMPLATE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}\.(yaml|yml|json)")
 # CloudFormation Parameter logical IDs are alphanumeric.
 ParameterKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]{1,255}$")]
 ParameterValue = Annotated[str, StringConstraints(max_length=4096)]
@@ -136,610 +122,30 @@ class DeployResult(BaseModel):
     outputs: dict[str, str] = Field(default_factory=dict)
 
 
-# -- the AWS half: plain functions over boto3 clients, run in a worker thread ------------------
+def digest(plan: StackPlan) -> str:
+    """What a confirmation is bound to: 16 hex of sha256 over everything the deploy would do."""
+    material = [plan.stack, plan.template_body, sorted(plan.parameters.items()), plan.capabilities]
+    encoded = json.dumps(material, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(encoded).hexdigest()[:16]
 
-#: CloudFormation quota: a TemplateBody of at most 51,200 bytes (larger ones go through S3).
-TEMPLATE_BODY_LIMIT: Final = 51_200
-#: STS AssumeRole minimum; every wait below fits inside it (WaitPolicy.budget_seconds).
-SESSION_SECONDS: Final = 900
-TEMPLATE_DIR: Traversable = resources.files(__name__.rpartition(".")[0]).joinpath("cloudformation")
 
-_SUCCEEDED: Final = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"})
-_UPDATABLE: Final = _SUCCEEDED | {"UPDATE_ROLLBACK_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"}
-# A create that failed leaves ROLLBACK_COMPLETE: nothing left to update, only to delete.
-_FAILED_CREATE: Final = "ROLLBACK_COMPLETE"
-_REVIEW: Final = "REVIEW_IN_PROGRESS"
-# AWS marks an empty change set FAILED with the first reason; moto (and UpdateStack) raise
-# ValidationError with the second. Both mean "already deployed".
-_NO_CHANGES: Final = ("didn't contain changes", "No updates are to be performed")
-_ROLE_ARN: Final = re.compile(
-    r"arn:(aws|aws-cn|aws-us-gov):iam::[0-9]{12}:role/"
-    r"([\x21-\x2e\x30-\x7e]+/)*"  # optional path: printable ASCII segments
-    r"[\w+=,.@-]{1,64}",  # IAM role name
-    re.ASCII,
-)
-
-# The userinfo of any URL (scheme://user:password@host): never shown, whatever the scheme.
-_URL_CREDENTIALS: Final = re.compile(r"(?<=://)[^/@\s\"'<>]+@")
-
-Progress = Callable[[str], None]
-#: Raises to stop a deploy between two AWS steps (the tool passes `ctx.check_cancelled`).
-Checkpoint = Callable[[], None]
-
-
-def _ignore_progress(message: str) -> None:
-    del message
-
-
-def _carry_on() -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class WaitPolicy:
-    """How long and how often to poll. All waits of one deploy share one budget, which ends
-    before the assumed role's 15-minute credentials do (boto3 waiters default to 30 s x 120)."""
-
-    delay_seconds: float = 5.0
-    budget_seconds: float = 780.0
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
-
-
-class _Deadline:
-    def __init__(self, policy: WaitPolicy, checkpoint: Checkpoint = _carry_on) -> None:
-        self.policy = policy
-        self.ends = policy.clock() + policy.budget_seconds
-        #: Called before every poll and every AWS write, so a cancelled deploy stops there.
-        self.checkpoint = checkpoint
-
-    def attempts(self) -> int:
-        """Polls that fit: the first one now, then one per delay until the budget ends."""
-        left = max(0.0, self.ends - self.policy.clock())
-        return int(left // self.policy.delay_seconds) + 1
-
-    def waiter_config(self) -> dict[str, int]:
-        return {"Delay": max(1, round(self.policy.delay_seconds)), "MaxAttempts": self.attempts()}
-
-
-def _keep_credentials_out_of_logs() -> None:
-    # botocore's DEBUG lines quote signed request headers (X-Amz-Security-Token) and raw STS
-    # responses (the assumed role's secret key), so here it never logs below INFO, whatever
-    # MRTR_LOG_LEVEL says.
-    for name in ("botocore", "boto3"):
-        logger = logging.getLogger(name)
-        if logger.getEffectiveLevel() < logging.INFO:
-            logger.setLevel(logging.INFO)
-
-
-@dataclass(frozen=True)
-class StackPlan:
-    """The whole desired state of one stack; equal plans are equal deploys."""
-
-    stack: str
-    template_body: str
-    parameters: Mapping[str, str]
-    capabilities: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class DeployOutcome:
-    action: Literal["created", "updated", "unchanged"]
-    stack_id: str
-    status: str
-    change_set: str
-    outputs: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class AwsCredentials:
-    """Temporary credentials; repr() shows none of them, so a log line cannot leak them."""
-
-    access_key_id: str
-    secret_access_key: str
-    session_token: str
-
-    def __repr__(self) -> str:
-        return "AwsCredentials(<redacted>)"
-
-    def secrets(self) -> tuple[str, str, str]:
-        return (self.access_key_id, self.secret_access_key, self.session_token)
-
-
-@dataclass(frozen=True)
-class _Stack:
-    stack_id: str
-    status: str
-    last_changed: str
-    parameters: Mapping[str, str]
-    outputs: Mapping[str, str]
-
-    @property
-    def busy(self) -> bool:
-        return self.status.endswith("_IN_PROGRESS") and self.status != _REVIEW
-
-
-@functools.cache
-def _botocore_exceptions() -> Any:
-    # Only reached once a boto3 call has run (or raised), so botocore is already imported.
-    return importlib.import_module("botocore.exceptions")
-
-
-def _error_of(error: Exception) -> tuple[str, str]:
-    details = getattr(error, "response", {}).get("Error", {})
-    return str(details.get("Code", "Unknown")), str(details.get("Message", ""))
-
-
-def _is_no_changes(message: str | None) -> bool:
-    return message is not None and any(marker in message for marker in _NO_CHANGES)
-
-
-def _token(prefix: str, *parts: str) -> str:
-    # ClientToken / ClientRequestToken: "[a-zA-Z0-9][-a-zA-Z0-9]*", at most 128 characters.
-    return f"{prefix}-{hashlib.sha256(chr(31).join(parts).encode()).hexdigest()[:32]}"
-
-
-def role_arn_problem(arn: str) -> str | None:
-    """Why `arn` is not an IAM role ARN a deploy can assume, or None when it is one."""
-    if len(arn) <= 2048 and _ROLE_ARN.fullmatch(arn):
-        return None
-    parts = arn.split(":", 5)
-    if len(parts) != 6 or parts[0] != "arn":
-        return "it is not an ARN (arn:<partition>:iam::<account-id>:role/<name>)"
-    partition, service, region, account, resource = parts[1:]
-    if partition not in ("aws", "aws-cn", "aws-us-gov"):
-        return f"the partition must be aws, aws-cn or aws-us-gov, not {partition[:20]!r}"
-    if service != "iam" or region:
-        return "it is not an IAM ARN (arn:<partition>:iam::<account-id>:role/<name>)"
-    if not re.fullmatch(r"[0-9]{12}", account):
-        return "the account ID must be 12 digits"
-    if not resource.startswith("role/"):
-        return f"it names an IAM {resource.partition('/')[0][:20]!r}, not a role"
-    return "the role name or path has characters IAM does not allow"
-
-
-def change_set_name(
-    template_body: str, parameters: Mapping[str, str], *, secret_keys: frozenset[str] = frozenset()
-) -> str:
-    """`mrtr-` + 12 hex of sha256 over the template and the sorted parameters.
-
-    NoEcho values stay out of the digest: a change-set name is readable by anyone who may
-    list change sets, and 48 bits of a hash would let them test guesses of a weak secret.
-    """
-    visible = sorted(
-        (key, "" if key in secret_keys else value) for key, value in parameters.items()
-    )
-    material = json.dumps([template_body, visible], separators=(",", ":"), ensure_ascii=False)
-    return f"mrtr-{hashlib.sha256(material.encode()).hexdigest()[:12]}"
-
-
-def load_template(name: str) -> str:
-    """The body of template `name` from TEMPLATE_DIR (shipped with the package)."""
-    directory = TEMPLATE_DIR
-    if not _TEMPLATE_NAME.fullmatch(name) or not directory.joinpath(name).is_file():
-        known = sorted(
-            item.name for item in directory.iterdir() if _TEMPLATE_NAME.fullmatch(item.name)
-        )
-        raise ToolError(
-            f"No template named {name[:100]!r} in tools/cloudformation; available: "
-            f"{', '.join(known) or 'none'}."
-        )
-    body = directory.joinpath(name).read_bytes()
-    if len(body) > TEMPLATE_BODY_LIMIT:
-        raise ToolError(
-            f"Template {name!r} is {len(body)} bytes; CloudFormation takes at most "
-            f"{TEMPLATE_BODY_LIMIT} bytes inline. Split it or deploy it from S3 yourself."
-        )
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ToolError(f"Template {name!r} is not UTF-8 text.") from None
-
-
-def assume_role(sts: Any, role_arn: str, *, session_name: str) -> AwsCredentials:
-    """STS AssumeRole for the shortest session STS allows (900 s)."""
-    response = sts.assume_role(
-        RoleArn=role_arn, RoleSessionName=session_name, DurationSeconds=SESSION_SECONDS
-    )
-    credentials = response["Credentials"]
-    return AwsCredentials(
-        str(credentials["AccessKeyId"]),
-        str(credentials["SecretAccessKey"]),
-        str(credentials["SessionToken"]),
-    )
-
-
-def _describe_stack(cfn: Any, name_or_id: str) -> _Stack | None:
-    try:
-        stacks = cfn.describe_stacks(StackName=name_or_id)["Stacks"]
-    except _botocore_exceptions().ClientError as error:
-        code, message = _error_of(error)
-        if code == "ValidationError" and "does not exist" in message:
-            return None
-        raise
-    stack = stacks[0]
-    changed = stack.get("LastUpdatedTime") or stack.get("CreationTime") or ""
-    return _Stack(
-        stack_id=str(stack["StackId"]),
-        status=str(stack["StackStatus"]),
-        last_changed=str(changed),
-        parameters={
-            str(item["ParameterKey"]): str(item.get("ParameterValue", ""))
-            for item in stack.get("Parameters") or ()
-        },
-        outputs={
-            str(item["OutputKey"]): str(item.get("OutputValue", ""))
-            for item in stack.get("Outputs") or ()
-        },
-    )
-
-
-def _resolve_parameters(cfn: Any, plan: StackPlan) -> tuple[dict[str, str], frozenset[str]]:
-    """Every template parameter's value: the given one, else the template's default.
-
-    Sending all of them makes the deploy independent of what the stack had before.
-    """
-    summary = cfn.get_template_summary(TemplateBody=plan.template_body)
-    declared = {str(item["ParameterKey"]): item for item in summary.get("Parameters") or ()}
-    unknown = sorted(set(plan.parameters) - set(declared))
-    if unknown:
-        raise ToolError(
-            f"The template has no parameter {', '.join(unknown)}; "
-            f"it declares: {', '.join(sorted(declared)) or 'none'}."
-        )
-    values: dict[str, str] = {}
-    missing: list[str] = []
-    for key, item in sorted(declared.items()):
-        if key in plan.parameters:
-            values[key] = plan.parameters[key]
-        elif "DefaultValue" in item:
-            values[key] = str(item["DefaultValue"])
-        else:
-            missing.append(key)
-    if missing:
-        raise ToolError(
-            f"Template parameter(s) {', '.join(missing)} have no default; "
-            "pass them in `parameters`."
-        )
-    secret = frozenset(key for key, item in declared.items() if item.get("NoEcho"))
-    return values, secret
-
-
-def _is_current(cfn: Any, stack: _Stack, body: str, parameters: Mapping[str, str]) -> bool:
-    """Whether the stack already runs exactly this template with exactly these values."""
-    if dict(stack.parameters) != dict(parameters):
-        return False  # NoEcho values read back as "****", so those stacks go to a change set
-    deployed = cfn.get_template(StackName=stack.stack_id, TemplateStage="Original")["TemplateBody"]
-    if isinstance(deployed, str):
-        return deployed == body
-    try:  # botocore hands JSON templates back already parsed
-        return bool(deployed == json.loads(body))
-    except ValueError:
-        return False
-
-
-def _our_change_set(cfn: Any, stack: _Stack, name: str) -> dict[str, Any] | None:
-    try:
-        change_set: dict[str, Any] = cfn.describe_change_set(
-            StackName=stack.stack_id, ChangeSetName=name
-        )
-    except _botocore_exceptions().ClientError as error:
-        if _error_of(error)[0] in ("ChangeSetNotFound", "ValidationError"):
-            return None
-        raise
-    # moto looks change-set names up across all stacks; AWS keeps them per stack.
-    return change_set if change_set.get("StackId") == stack.stack_id else None
-
-
-def _event_ids(cfn: Any, stack_id: str) -> set[str]:
-    events = cfn.describe_stack_events(StackName=stack_id)["StackEvents"]
-    return {str(event["EventId"]) for event in events}
-
-
-def _relay_events(cfn: Any, stack_id: str, seen: set[str], progress: Progress) -> list[str]:
-    """Send the stack events not seen yet, oldest first; returns the failure reasons among them.
-
-    One page (newest first) per poll: a stack emitting more than a page between two polls
-    loses the overflow from the progress stream, not from the outcome.
-    """
-    events = cfn.describe_stack_events(StackName=stack_id)["StackEvents"]
-    fresh = [event for event in events if str(event["EventId"]) not in seen]
-    failures: list[str] = []
-    for event in reversed(fresh):
-        seen.add(str(event["EventId"]))
-        status = str(event.get("ResourceStatus", ""))
-        reason = event.get("ResourceStatusReason")
-        line = f"{event.get('LogicalResourceId')} ({event.get('ResourceType')}): {status}"
-        progress(f"{line}: {reason}" if reason else line)
-        if reason and status.endswith("FAILED"):
-            failures.append(f"{event.get('LogicalResourceId')}: {reason}")
-    return failures
-
-
-def _wait_for_stack(
-    cfn: Any,
-    stack_id: str,
-    seen: set[str],
-    progress: Progress,
-    deadline: _Deadline,
-) -> _Stack:
-    # Our own poll rather than a boto3 waiter: between polls the new events go out as progress.
-    failures: list[str] = []
-    status = "IN_PROGRESS"
-    for attempt in range(deadline.attempts()):
-        if attempt:
-            deadline.policy.sleep(deadline.policy.delay_seconds)
-        deadline.checkpoint()
-        failures += _relay_events(cfn, stack_id, seen, progress)
-        stack = _describe_stack(cfn, stack_id)
-        if stack is None:  # only by name; a deleted stack is still found by its id
-            raise ToolError(f"Stack {stack_id} disappeared while deploying.")
-        status = stack.status
-        if status.endswith("_IN_PROGRESS"):
-            continue
-        if status not in _SUCCEEDED:
-            why = "; ".join(failures[:5]) or "no reason given in the stack events"
-            raise ToolError(f"Deploying stack {stack_id} ended in {status}: {why}")
-        return stack
-    raise ToolError(
-        f"Stack {stack_id} is still {status} after {deadline.policy.budget_seconds:.0f} s. "
-        "The deploy goes on in AWS; call deploy_to_aws again with the same arguments to keep "
-        "waiting."
-    )
-
-
-def _delete_failed_create(cfn: Any, stack: _Stack, progress: Progress, deadline: _Deadline) -> None:
-    progress(f"Deleting the stack a failed create left in {_FAILED_CREATE}")
-    deadline.checkpoint()
-    cfn.delete_stack(
-        StackName=stack.stack_id, ClientRequestToken=_token("mrtr-delete", stack.stack_id)
-    )
-    try:
-        cfn.get_waiter("stack_delete_complete").wait(
-            StackName=stack.stack_id, WaiterConfig=deadline.waiter_config()
-        )
-    except _botocore_exceptions().WaiterError as error:
-        raise ToolError(
-            f"Could not delete the {_FAILED_CREATE} stack {stack.stack_id}: {error}"
-        ) from None
-
-
-def deploy_stack(
-    cfn: Any,
-    plan: StackPlan,
-    *,
-    progress: Progress = _ignore_progress,
-    waits: WaitPolicy | None = None,
-    checkpoint: Checkpoint = _carry_on,
-) -> DeployOutcome:
-    """Create or update `plan.stack` through a change set so that it matches `plan`, once.
-
-    The flow of awscli's `cloudformation deploy`: a change set named after a digest of the
-    plan, "no changes" counted as success, ClientToken/ClientRequestToken on every write so
-    an AWS-side retry is recognised, and bounded waits. `checkpoint` runs before every AWS
-    write: once it raises, no change set is created or executed.
-    """
-    deadline = _Deadline(waits or WaitPolicy(), checkpoint)
-    parameters, secret_keys = _resolve_parameters(cfn, plan)
-    name = change_set_name(plan.template_body, parameters, secret_keys=secret_keys)
-
-    stack = _describe_stack(cfn, plan.stack)
-    if stack is not None and stack.status == _FAILED_CREATE:
-        _delete_failed_create(cfn, stack, progress, deadline)
-        stack = None
-    if stack is not None and stack.busy:
-        ours = _our_change_set(cfn, stack, name)
-        if ours is not None and ours.get("ExecutionStatus") == "EXECUTE_IN_PROGRESS":
-            # A retry of a deploy still running: wait for it instead of starting another.
-            progress(f"Change set {name} is already executing; waiting for it")
-            action: Literal["created", "updated"] = (
-                "created" if stack.status.startswith("CREATE") else "updated"
-            )
-            done = _wait_for_stack(
-                cfn, stack.stack_id, _event_ids(cfn, stack.stack_id), progress, deadline
-            )
-            return DeployOutcome(action, done.stack_id, done.status, name, done.outputs)
-        raise ToolError(
-            f"Stack {plan.stack!r} is busy ({stack.status}); try again once that operation ends."
-        )
-    if stack is not None and stack.status not in _UPDATABLE and stack.status != _REVIEW:
-        raise ToolError(
-            f"Stack {plan.stack!r} is in {stack.status} and cannot be updated; repair or delete "
-            "it in CloudFormation (e.g. continue the rollback), then deploy again."
-        )
-    updating = stack is not None and stack.status != _REVIEW
-    if stack is not None and updating and _is_current(cfn, stack, plan.template_body, parameters):
-        return DeployOutcome("unchanged", stack.stack_id, stack.status, name, stack.outputs)
-
-    replaced = ""
-    if stack is not None:
-        # A leftover from an interrupted attempt is rebuilt, never executed blind.
-        leftover = _our_change_set(cfn, stack, name)
-        if leftover is not None:
-            replaced = str(leftover["ChangeSetId"])
-            checkpoint()
-            cfn.delete_change_set(ChangeSetName=replaced)
-
-    progress(f"Creating change set {name}")
-    checkpoint()
-    extra: dict[str, Any] = {} if updating else {"OnStackFailure": "DELETE"}
-    try:
-        created = cfn.create_change_set(
-            StackName=plan.stack,
-            ChangeSetName=name,
-            ChangeSetType="UPDATE" if updating else "CREATE",
-            TemplateBody=plan.template_body,
-            Parameters=[
-                {"ParameterKey": key, "ParameterValue": value} for key, value in parameters.items()
-            ],
-            Capabilities=list(plan.capabilities),
-            Description="deploy_to_aws (MCP tool)",
-            ClientToken=_token(
-                "mrtr-cs",
-                name,
-                stack.stack_id if stack else plan.stack,
-                stack.last_changed if stack else "",
-                replaced,
-            ),
-            **extra,
-        )
-    except _botocore_exceptions().ClientError as error:
-        if stack is not None and _is_no_changes(_error_of(error)[1]):
-            return DeployOutcome("unchanged", stack.stack_id, stack.status, name, stack.outputs)
-        raise
-    change_set_id = str(created["Id"])
-    stack_id = str(created["StackId"])
-
-    try:
-        cfn.get_waiter("change_set_create_complete").wait(
-            ChangeSetName=change_set_id, WaiterConfig=deadline.waiter_config()
-        )
-    except _botocore_exceptions().WaiterError as error:
-        last = getattr(error, "last_response", None) or {}
-        reason = last.get("StatusReason")
-        if stack is not None and last.get("Status") == "FAILED" and _is_no_changes(reason):
-            cfn.delete_change_set(ChangeSetName=change_set_id)
-            return DeployOutcome("unchanged", stack.stack_id, stack.status, name, stack.outputs)
-        raise ToolError(f"Change set {name} could not be created: {reason or error}") from None
-
-    seen = _event_ids(cfn, stack_id)
-    progress(f"Executing change set {name}")
-    checkpoint()
-    cfn.execute_change_set(
-        ChangeSetName=change_set_id, ClientRequestToken=_token("mrtr-exec", change_set_id)
-    )
-    done = _wait_for_stack(cfn, stack_id, seen, progress, deadline)
-    return DeployOutcome(
-        "updated" if updating else "created", done.stack_id, done.status, name, done.outputs
-    )
-
-
-def _require_boto3() -> Any:
-    try:
-        return importlib.import_module("boto3")
-    except ImportError:
-        raise ToolError(
-            "deploy_to_aws needs boto3, which is not installed: "
-            f"pip install '{_distribution()}[aws]'"
-        ) from None
-
-
-def _distribution() -> str:
-    top = __name__.partition(".")[0]
-    names = importlib.metadata.packages_distributions().get(top)
-    return names[0] if names else top.replace("_", "-")
-
-
-def _redact(text: str, secrets: list[str]) -> str:
-    # AWS error messages can quote signed headers (SignatureDoesNotMatch), session token included,
-    # and connection errors quote the endpoint URL, user:password@ included (AWS_ENDPOINT_URL).
-    for secret in secrets:
-        if len(secret) >= 8:
-            text = text.replace(secret, "[redacted]")
-    return _URL_CREDENTIALS.sub("[redacted]@", text)[:2000]
-
-
-def run_deploy(
-    plan: StackPlan,
-    *,
-    role_arn: str,
-    region: str | None,
-    progress: Progress = _ignore_progress,
-    waits: WaitPolicy | None = None,
-    checkpoint: Checkpoint = _carry_on,
-) -> tuple[str, DeployOutcome]:
-    """Assume `role_arn`, then deploy `plan` with its credentials. Blocks: run it in a thread.
-
-    Region: the argument, else AWS_REGION, else AWS_DEFAULT_REGION, else the profile's.
-    Endpoint: boto3 reads AWS_ENDPOINT_URL itself (configured endpoints, in every boto3 the
-    `aws` extra allows), which is how the end-to-end test points everything at moto's server.
-    """
-    boto3 = _require_boto3()
-    _keep_credentials_out_of_logs()
-    config = importlib.import_module("botocore.config").Config(
-        retries={"mode": "standard", "max_attempts": 5},  # retries Throttling with backoff
-        user_agent_extra="mrtr-deploy_to_aws",
-    )
-    secrets: list[str] = []
-    try:
-        base = boto3.session.Session()
-        resolved = (
-            region
-            or os.environ.get("AWS_REGION")
-            or os.environ.get("AWS_DEFAULT_REGION")
-            or base.region_name
-        )
-        if not resolved:
-            raise ToolError("No AWS region: pass `region`, or set AWS_REGION for the server.")
-        found = base.get_credentials()
-        if found is not None:
-            frozen = found.get_frozen_credentials()
-            secrets += [
-                str(value)
-                for value in (frozen.access_key, frozen.secret_key, frozen.token)
-                if value
-            ]
-        sts = base.client("sts", region_name=resolved, config=config)
-        progress(f"Assuming role {role_arn}")
-        checkpoint()
-        credentials = assume_role(sts, role_arn, session_name=f"mrtr-deploy-{plan.stack}"[:64])
-        secrets += credentials.secrets()
-        checkpoint()
-        assumed = boto3.session.Session(
-            aws_access_key_id=credentials.access_key_id,
-            aws_secret_access_key=credentials.secret_access_key,
-            aws_session_token=credentials.session_token,
-            region_name=resolved,
-        )
-        cfn = assumed.client("cloudformation", config=config)
-        return resolved, deploy_stack(
-            cfn, plan, progress=progress, waits=waits, checkpoint=checkpoint
-        )
-    except ToolError as error:
-        raise ToolError(_redact(str(error), secrets)) from None
-    except _botocore_exceptions().ClientError as error:
-        code, message = _error_of(error)
-        operation = getattr(error, "operation_name", "call")
-        raise ToolError(_redact(f"AWS {operation} failed: {code}: {message}", secrets)) from None
-    except _botocore_exceptions().BotoCoreError as error:
-        raise ToolError(
-            _redact(f"AWS call failed: {type(error).__name__}: {error}", secrets)
-        ) from None
-
-
-# -- the tool -----------------------------------------------------------------------------------
-
-
-def _confirm_request(stack: str) -> InputRequest:
-    return elicit_form(f"Deploy stack '{stack}' to AWS production?", ConfirmForm)
-
-
-def _role_request(why: str | None = None) -> InputRequest:
-    message = (
-        ROLE_ARN_MESSAGE
-        if why is None
-        else f"That is not an IAM role ARN: {why}. {ROLE_ARN_MESSAGE}"
-    )
-    return elicit_form(message, RoleArnForm)
-
-
-def _result(outcome: DeployResult) -> ToolResult:
-    stack, region, status = outcome.stack, outcome.region, outcome.status
+def _summarized(outcome: DeployResult) -> ToolResult:
     if outcome.action == "cancelled":
-        text = "Deploy cancelled by user."
-    elif outcome.action == "unchanged":
-        text = (
-            f"Stack '{stack}' in {region} is already up to date ({status}); nothing was deployed."
-        )
+        return ToolResult.summarized("Deploy cancelled by user.", outcome)
+    stack, region, status = outcome.stack, outcome.region, outcome.status
+    if outcome.action == "unchanged":
+        text = f"Stack '{stack}' in {region} is already up to date ({status}); nothing "
+        text += "was deployed."
     else:
         text = f"{outcome.action.capitalize()} stack '{stack}' in {region}: {status}."
-    if outcome.stack_id is not None:
-        text += f"\nStack ID: {outcome.stack_id}\nChange set: {outcome.change_set}"
+    text += f"\nStack ID: {outcome.stack_id}\nChange set: {outcome.change_set}"
     if outcome.outputs:
-        text += "\nOutputs:" + "".join(
-            f"\n  {key} = {value}" for key, value in sorted(outcome.outputs.items())
-        )
-    return ToolResult.text(text, structured=outcome.model_dump(mode="json"))
+        outputs = sorted(outcome.outputs.items())
+        text += "\nOutputs:" + "".join(f"\n  {key} = {value}" for key, value in outputs)
+    return ToolResult.summarized(text, outcome)
+
+
+# -- the handler ---------------------------------------------------------------------------------
 
 
 @registry.tool(
@@ -761,28 +167,36 @@ async def deploy_to_aws(args: DeployArgs, ctx: Context) -> ToolResult | InputReq
     stack's outputs. Calling again with the same arguments changes nothing.
     """
     template_body = await anyio.to_thread.run_sync(load_template, args.template)
-    await anyio.to_thread.run_sync(_require_boto3)  # fail before asking anything of the user
-
-    confirm = ctx.input_response_as(CONFIRM, ElicitResult[ConfirmForm])
-    role = ctx.input_response_as(ROLE_ARN, ElicitResult[_RoleArnAnswer])
-    confirmed = confirm is not None and confirm.content is not None and confirm.content.confirmed
-    if (confirm is not None and not (confirm.accepted and confirmed)) or (
-        role is not None and not role.accepted
-    ):
-        # Declined, cancelled or "no": nothing has touched AWS, and nothing will.
-        return _result(DeployResult(action="cancelled", stack=args.stack, region=args.region))
-    arn = role.content.arn if role is not None and role.content is not None else None
-    missing: dict[str, InputRequest] = {}
-    if confirm is None:
-        missing[CONFIRM] = _confirm_request(args.stack)
-    if arn is None:
-        missing[ROLE_ARN] = _role_request()
-    elif (problem := role_arn_problem(arn)) is not None:
-        missing[ROLE_ARN] = _role_request(problem)  # re-ask only this one, saying why
-    if missing or arn is None:
-        return ctx.request_input(missing)
-
+    await anyio.to_thread.run_sync(require_boto3)  # fail before asking anything of the user
     plan = StackPlan(args.stack, template_body, dict(args.parameters), tuple(args.capabilities))
+    cancelled = DeployResult(action="cancelled", stack=args.stack, region=args.region)
+
+    asks: dict[str, InputRequest] = {}
+    match ctx.form_answer(CONFIRM, ConfirmForm):
+        case None:
+            asks[CONFIRM] = _confirm_request(args.stack)
+        case Accepted(content=ConfirmForm(confirmed=True)) if ctx.state != digest(plan):
+            # The yes was given to another plan (the template changed since): ask again.
+            why = "The stack's template changed after you confirmed."
+            asks[CONFIRM] = _confirm_request(args.stack, why)
+        case Accepted(content=ConfirmForm(confirmed=True)):
+            pass
+        case _:  # declined, dismissed, or "no": nothing has touched AWS, and nothing will
+            return _summarized(cancelled)
+    arn: str | None = None
+    match ctx.form_answer(ROLE_ARN, _RoleArnAnswer):
+        case None:
+            asks[ROLE_ARN] = _role_request()
+        case Accepted(content=answer) if (problem := role_arn_problem(answer.arn)) is not None:
+            asks[ROLE_ARN] = _role_request(problem)  # re-ask only this one, saying why
+        case Accepted(content=answer):
+            arn = answer.arn
+        case _:
+            return _summarized(cancelled)
+    if asks or arn is None:
+        # The state is what the confirm question was (or is being) answered for.
+        return ctx.request_input(asks, state=digest(plan))
+
     counter = itertools.count(1)
 
     def relay(message: str) -> None:
@@ -798,21 +212,20 @@ async def deploy_to_aws(args: DeployArgs, ctx: Context) -> ToolResult | InputReq
             role_arn=arn,
             region=args.region,
             progress=relay,
-            # basic/utilities/cancellation: a cancel stops the deploy at its next AWS step.
+            # basic/utilities/cancellation: a cancel stops the deploy before its next AWS write.
             checkpoint=ctx.check_cancelled,
         )
     )
     ctx.log.info(
         "deploy_to_aws: stack %s in %s %s (%s)", args.stack, region, outcome.action, outcome.status
     )
-    return _result(
-        DeployResult(
-            action=outcome.action,
-            stack=args.stack,
-            region=region,
-            stack_id=outcome.stack_id,
-            status=outcome.status,
-            change_set=outcome.change_set,
-            outputs=dict(outcome.outputs),
-        )
+    result = DeployResult(
+        action=outcome.action,
+        stack=args.stack,
+        region=region,
+        stack_id=outcome.stack_id,
+        status=outcome.status,
+        change_set=outcome.change_set,
+        outputs=dict(outcome.outputs),
     )
+    return _summarized(result)

@@ -12,7 +12,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..mrtr_runtime import Context, ElicitResult, InputRequired, elicit_form
+from ..mrtr_runtime import Accepted, Context, InputRequired, elicit_form
 from . import registry
 
 __all__ = ("AnnouncementArgs", "release_announcement")
@@ -60,17 +60,18 @@ async def release_announcement(args: AnnouncementArgs, ctx: Context) -> str | In
         f"Who is the announcement of {args.project} {args.version} for, and where will it go?",
         AudienceForm,
     )
-    answer = ctx.input_response_as(CONTEXT, ElicitResult[AudienceForm])
+    answer = ctx.form_answer(CONTEXT, AudienceForm)
     # As in plan_release: an answer, once given, decides; capabilities only decide whether to ask.
     if answer is None and ctx.can_request(ask):
         return ctx.request_input({CONTEXT: ask})
-    if answer is not None and answer.content is not None and answer.action == "accept":
-        audience, channel, assumed = answer.content.audience, answer.content.channel, ""
-    else:
-        # A decline is an answer (client/elicitation: servers "MUST handle" it): use the
-        # defaults and say so, so the model does not pretend the user chose them.
-        audience, channel = DEFAULT_AUDIENCE, DEFAULT_CHANNEL
-        assumed = " The reader and the channel were not chosen; these are the defaults."
+    match answer:
+        case Accepted(content=form):
+            audience, channel, assumed = form.audience, form.channel, ""
+        case _:
+            # No forms, a decline or a cancel (client/elicitation: servers "MUST handle" them):
+            # use the defaults and say so, so the model does not pretend the user chose them.
+            audience, channel = DEFAULT_AUDIENCE, DEFAULT_CHANNEL
+            assumed = " The reader and the channel were not chosen; these are the defaults."
     highlights = (
         f"What is new: {args.highlights.strip()}"
         if args.highlights.strip()
