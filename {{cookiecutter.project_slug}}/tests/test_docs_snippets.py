@@ -18,16 +18,13 @@ from typing import Any, TypeVar
 
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import (
-    KeyRing,
+from {{ cookiecutter.package_name }}.mrtr_runtime import Registry
+from {{ cookiecutter.package_name }}.mrtr_runtime.server import Server, codec_from_environment
+from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     MemoryClient,
-    Registry,
-    RequestStateCodec,
     RpcError,
-    Server,
     call_tool_with_inputs,
     default_input_handler,
-    parse_signing_key,
 )
 
 Json = dict[str, Any]
@@ -39,6 +36,8 @@ KEY_HEX = "c4e6a8b0d2f41357a9c1e3f5b7d90246c8e0a2f4b6d81357e9c1a3f5b7d90246"
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 HEADER = re.compile(rf"# src/{PACKAGE}/tools/([a-z_][a-z0-9_]*)\.py")
 FORMS_ONLY: Json = {"elicitation": {"form": {}}}
+#: What a full-featured host declares.
+ALL: Json = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
 
 #: The snippet names some test below exercises; filled in as the decorators run at import.
 EXERCISED: set[str] = set()
@@ -95,7 +94,7 @@ def load_snippet() -> Iterator[Callable[[str], Registry]]:
 
 
 def serve(registry: Registry) -> Server:
-    codec = RequestStateCodec(KeyRing(parse_signing_key(KEY_HEX)))
+    codec = codec_from_environment({"MRTR_SIGNING_KEY": KEY_HEX}, default_key_file=None)
     return Server(name="docs-snippets", version="0", registry=registry, state=codec)
 
 
@@ -143,11 +142,18 @@ def test_every_snippet_is_exercised() -> None:
     assert set(snippets()) == EXERCISED
 
 
-def test_the_page_states_the_snippet_convention_and_has_the_three_skeletons() -> None:
+def test_the_page_states_the_snippet_convention_and_has_the_five_skeletons() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert "`from . import registry`" in text
     assert "tests/test_docs_snippets.py" in text
-    assert list(snippets()) == ["remove_file", "draft_issue", "name_branch"]
+    assert list(snippets()) == [
+        "remove_file",
+        "draft_issue",
+        "name_branch",
+        "invite_member",
+        "publish_notes",
+    ]
+    assert "ElicitResult" not in text  # answers are read with form_answer and a match
     assert "cookiecutter." not in text  # every template placeholder was rendered
 
 
@@ -195,7 +201,7 @@ async def test_remove_file_keeps_the_file_on_decline_cancel_or_no(
     target = tmp_path / "keep.txt"
     target.write_text("x")
     result, rounds = await run(
-        MemoryClient(server),
+        MemoryClient(server, capabilities=ALL),
         "remove_file",
         {"path": str(target)},
         elicitation=Answers(("", answer)),
@@ -280,7 +286,10 @@ async def test_draft_issue_asks_the_second_question_the_first_answer_calls_for(
         ("about?", accept(title="JSON output", kind=kind)), ("'JSON output'", details)
     )
     result, rounds = await run(
-        MemoryClient(server), "draft_issue", {"project": "demo"}, elicitation=answers
+        MemoryClient(server, capabilities=ALL),
+        "draft_issue",
+        {"project": "demo"},
+        elicitation=answers,
     )
     # Each round asks (and so the client sends) only its new key; round 2 quotes round 1.
     assert rounds == [["basics"], [second_key]]
@@ -313,7 +322,10 @@ async def test_draft_issue_treats_decline_and_cancel_as_answers(
     server = serve(load_snippet("draft_issue"))
     answers = Answers(("about?", first), ("", second or {}))
     result, rounds = await run(
-        MemoryClient(server), "draft_issue", {"project": "demo"}, elicitation=answers
+        MemoryClient(server, capabilities=ALL),
+        "draft_issue",
+        {"project": "demo"},
+        elicitation=answers,
     )
     assert text_of(result) == expected
     assert len(rounds) == (1 if second is None else 2)
@@ -417,7 +429,7 @@ async def test_name_branch_falls_back_when_the_user_chooses_nothing(
 ) -> None:
     server = serve(load_snippet("name_branch"))
     result, _ = await run(
-        MemoryClient(server),
+        MemoryClient(server, capabilities=ALL),
         "name_branch",
         {"description": "Add JSON output"},
         elicitation=Answers(("", answer)),
@@ -444,3 +456,145 @@ async def test_name_branch_stays_on_the_path_its_answers_took(
         "tools/call", retry
     )
     assert text_of(result) == "Branch: feat-json-output (suggested by the host's model)"
+
+
+# -- (d) invite_member: several questions in one round, one asked again ----------------------
+
+
+def invite_call(**retry: Any) -> Json:
+    return {"name": "invite_member", "arguments": {"team": "core"}, **retry}
+
+
+@pytest.mark.anyio
+@exercises("invite_member")
+async def test_invite_member_asks_both_at_once_and_re_asks_only_the_wrong_one(
+    load_snippet: Callable[[str], Registry],
+) -> None:
+    client = MemoryClient(serve(load_snippet("invite_member")), capabilities=FORMS_ONLY)
+    first = await client.request("tools/call", invite_call())
+    assert sorted(first["inputRequests"]) == ["email", "role"]
+    second = await client.request(
+        "tools/call",
+        invite_call(
+            inputResponses={"email": accept(email="ada"), "role": accept(role="admin")},
+            requestState=first["requestState"],
+        ),
+    )
+    assert list(second["inputRequests"]) == ["email"]  # the role stands
+    assert second["inputRequests"]["email"]["params"]["message"] == (
+        "'ada' is not an email address. Whom should I invite (their email address)?"
+    )
+    done = await client.request(
+        "tools/call",
+        invite_call(
+            inputResponses={"email": accept(email="ada@example.org")},
+            requestState=second["requestState"],
+        ),
+    )
+    assert text_of(done) == "Invited ada@example.org to core as admin."
+
+
+@pytest.mark.anyio
+async def test_invite_member_re_asks_a_role_outside_the_form_with_the_runtimes_reason(
+    load_snippet: Callable[[str], Registry],
+) -> None:
+    client = MemoryClient(serve(load_snippet("invite_member")), capabilities=FORMS_ONLY)
+    first = await client.request("tools/call", invite_call())
+    second = await client.request(
+        "tools/call",
+        invite_call(
+            inputResponses={"email": accept(email="a@b.c"), "role": accept(role="owner")},
+            requestState=first["requestState"],
+        ),
+    )
+    assert list(second["inputRequests"]) == ["role"]
+    message = second["inputRequests"]["role"]["params"]["message"]
+    assert message.startswith("That answer was not valid (role: ")
+    assert message.endswith("Which role in core?")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("refused", ["email", "role"])
+async def test_invite_member_invites_nobody_when_either_question_is_declined(
+    load_snippet: Callable[[str], Registry], refused: str
+) -> None:
+    answers = {"email": accept(email="a@b.c"), "role": accept(role="member")}
+    answers[refused] = {"action": "decline"}
+    client = MemoryClient(serve(load_snippet("invite_member")), capabilities=FORMS_ONLY)
+    first = await client.request("tools/call", invite_call())
+    done = await client.request(
+        "tools/call", invite_call(inputResponses=answers, requestState=first["requestState"])
+    )
+    assert text_of(done) == "Nobody was invited to core."
+
+
+# -- (e) publish_notes: act on exactly what the user confirmed --------------------------------
+
+
+@pytest.mark.anyio
+@exercises("publish_notes")
+async def test_publish_notes_publishes_what_was_shown_and_a_replay_changes_nothing(
+    load_snippet: Callable[[str], Registry], tmp_path: Path
+) -> None:
+    source = tmp_path / "notes.md"
+    source.write_text("one\ntwo\n", encoding="utf-8")
+    client = MemoryClient(serve(load_snippet("publish_notes")), capabilities=FORMS_ONLY)
+    call: Json = {"name": "publish_notes", "arguments": {"path": str(source)}}
+    first = await client.request("tools/call", call)
+    message = first["inputRequests"]["confirm"]["params"]["message"]
+    assert message.startswith(f"Publish {source} (2 lines, sha256 ")
+    final = {**call, "inputResponses": {"confirm": accept(confirmed=True)}}
+    final["requestState"] = first["requestState"]
+    assert text_of(await client.request("tools/call", final)) == (
+        f"Published {source} to {source}.published."
+    )
+    assert (tmp_path / "notes.md.published").read_text(encoding="utf-8") == "one\ntwo\n"
+    assert text_of(await client.request("tools/call", final)) == (
+        f"{source}.published is already up to date."
+    )
+
+
+@pytest.mark.anyio
+async def test_publish_notes_asks_again_when_the_file_changed_after_the_yes(
+    load_snippet: Callable[[str], Registry], tmp_path: Path
+) -> None:
+    source = tmp_path / "notes.md"
+    source.write_text("shown\n", encoding="utf-8")
+    client = MemoryClient(serve(load_snippet("publish_notes")), capabilities=FORMS_ONLY)
+    call: Json = {"name": "publish_notes", "arguments": {"path": str(source)}}
+    first = await client.request("tools/call", call)
+    source.write_text("swapped in after the question\n", encoding="utf-8")
+    yes = {"confirm": accept(confirmed=True)}
+    second = await client.request(
+        "tools/call", {**call, "inputResponses": yes, "requestState": first["requestState"]}
+    )
+    message = second["inputRequests"]["confirm"]["params"]["message"]
+    assert message.startswith(f"{source} changed after you confirmed. Publish {source}")
+    assert not (tmp_path / "notes.md.published").exists()
+    # The re-ask dropped the old yes: a retry without a new answer publishes nothing.
+    bare = await client.request("tools/call", {**call, "requestState": second["requestState"]})
+    assert list(bare["inputRequests"]) == ["confirm"]
+    assert not (tmp_path / "notes.md.published").exists()
+    done = await client.request(
+        "tools/call", {**call, "inputResponses": yes, "requestState": second["requestState"]}
+    )
+    assert text_of(done) == f"Published {source} to {source}.published."
+    assert (tmp_path / "notes.md.published").read_text(encoding="utf-8") == (
+        "swapped in after the question\n"
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("answer", [{"action": "decline"}, accept(confirmed=False)])
+async def test_publish_notes_publishes_nothing_on_a_no(
+    load_snippet: Callable[[str], Registry], tmp_path: Path, answer: Json
+) -> None:
+    source = tmp_path / "notes.md"
+    source.write_text("x\n", encoding="utf-8")
+    client = MemoryClient(serve(load_snippet("publish_notes")), capabilities=FORMS_ONLY)
+    result, rounds = await run(
+        client, "publish_notes", {"path": str(source)}, elicitation=Answers(("", answer))
+    )
+    assert rounds == [["confirm"]]
+    assert text_of(result) == "Nothing was published."
+    assert not (tmp_path / "notes.md.published").exists()
