@@ -5,16 +5,16 @@ A tool test needs a server and a client::
     from my_server.app import build_server
     from my_server.mrtr_runtime.testing import MemoryClient, answers
 
-    async def test_deploy_declined():
-        say_no = answers({"confirm": {"confirmed": False}, "role-arn": {"arn": ROLE_ARN}})
+    async def test_a_no_stops_the_tool():
+        say_no = answers({"confirm": {"confirmed": False}, "target": {"name": "prod"}})
         client = MemoryClient(build_server(), elicitation=say_no)
-        result = await client.call_tool("deploy_to_aws", {"stack": "prod-api"})
+        result = await client.call_tool("my_tool", {"item": "x"})
 
 `MemoryClient(server, ...)` and `ClientSession.spawn(command, ...)` take the same callbacks
 (``elicitation=``, ``sampling=``, ``roots=``) and offer the same ``call_tool`` /
 ``get_prompt`` / ``read_resource``, which drive every input round; ``request`` sends one raw
 request. `answers` turns a mapping of input keys to answers into a callback; it must answer
-every question a round asks (deploy_to_aws asks for the confirmation and the role together).
+every question a round asks, and fails loudly on a key it does not know.
 """
 
 from __future__ import annotations
