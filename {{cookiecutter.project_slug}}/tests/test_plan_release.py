@@ -18,9 +18,11 @@ import pytest
 from {{ cookiecutter.package_name }}.app import build_server
 from {{ cookiecutter.package_name }}.mrtr_runtime.server import Server
 from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
+    Declined,
     InputHandler,
     MemoryClient,
     RpcError,
+    answers,
     call_tool_with_inputs,
     default_input_handler,
     request_with_inputs,
@@ -756,3 +758,13 @@ def test_highlights_split_on_semicolons_and_lines_without_bullets() -> None:
         "three",
         "four",
     ]
+
+
+@pytest.mark.anyio
+async def test_a_release_declined_at_the_first_question_is_not_planned() -> None:
+    # The README's "Testing a tool" example, as it is printed there.
+    client = MemoryClient(build_server(), elicitation=answers({"release": Declined()}))
+    result = await client.call_tool(
+        "plan_release", {"project": "demo", "previous_version": "1.4.2"}
+    )
+    assert result["structuredContent"]["status"] == "declined"
