@@ -192,3 +192,15 @@ async def test_legacy_content_that_does_not_fit_is_asked_again_with_the_reason()
     result = await client.request("tools/call", DEPLOY)
     assert text_of(result) == "Deployed prod-api successfully"
     assert asked[2].startswith("That answer was not valid (confirmed: Input should be a valid")
+
+
+async def test_a_legacy_clients_error_message_is_quoted_short() -> None:
+    async def refuse(params: dict[str, Any]) -> dict[str, Any]:
+        raise RpcError(-1, "A" * 100_000)
+
+    client = MemoryClient(make_server(), client_handlers={"elicitation/create": refuse})
+    await client.initialize()
+    result = await client.request("tools/call", DEPLOY)
+    assert result["isError"] is True
+    assert len(text_of(result)) < 300
+    assert "(100000 characters)" in text_of(result)

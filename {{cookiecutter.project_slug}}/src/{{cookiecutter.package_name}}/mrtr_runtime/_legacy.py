@@ -16,7 +16,7 @@ from ._capabilities import ClientCapabilities
 from ._context import InvalidInputResponse
 from ._dispatch import Call, MakeContext, merge_missing, read_input_responses, unasked_answers
 from ._inputs import ELICIT, answer_shape_error
-from ._jsonrpc import INVALID_PARAMS, ProtocolError
+from ._jsonrpc import INVALID_PARAMS, ProtocolError, clip
 from ._results import InputRequired
 
 __all__ = ("MAX_LEGACY_ROUNDS", "ClientRequestFailed", "Unanswerable", "run_legacy")
@@ -89,7 +89,8 @@ async def run_legacy(
                 answer = await ask(request.method, request_params)
             except ClientRequestFailed as error:
                 return unanswerable(
-                    f"The client could not answer {request.method} ({error.code}): {error.message}"
+                    f"The client could not answer {request.method} ({error.code}): "
+                    f"{clip(error.message)}"
                 )
             problem = answer_shape_error(request.method, answer)
             if problem:
