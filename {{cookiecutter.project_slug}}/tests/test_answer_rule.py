@@ -79,8 +79,9 @@ async def test_a_pre_answered_confirmation_is_never_signed_into_the_next_token()
 
 async def test_junk_keys_are_never_signed_into_a_token() -> None:
     client = MemoryClient(make_server())
-    first = await client.request("tools/call", {"name": "wizard"})
     junk = {f"junk-{n}": accept(x="y" * 100) for n in range(20)}
+    first = await client.request("tools/call", {"name": "wizard", "inputResponses": junk})
+    assert signed_answers(first["requestState"]) == {}
     second = await client.request(
         "tools/call",
         {
