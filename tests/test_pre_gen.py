@@ -153,8 +153,16 @@ def test_jinja_typed_at_a_prompt_is_not_evaluated_and_the_hook_refuses_it(tmp_pa
     output.mkdir()
     typed = ["", "", "", "Docs " + _probe(evaluated), "", "", ""]  # the description
     result = subprocess.run(
-        [sys.executable, "-m", "cookiecutter", "--output-dir", str(output)]
-        + ["--config-file", str(cookiecutter_config(tmp_path)), str(REPO)],
+        [
+            sys.executable,
+            "-m",
+            "cookiecutter",
+            "--output-dir",
+            str(output),
+            "--config-file",
+            str(cookiecutter_config(tmp_path)),
+            str(REPO),
+        ],
         input="\n".join(typed) + "\n",
         capture_output=True,
         text=True,

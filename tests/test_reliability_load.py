@@ -603,7 +603,7 @@ async def test_stdin_closed_mid_flight_lets_in_flight_calls_finish_and_exits_0(
 
 
 @pytest.mark.anyio
-async def test_stdin_closed_abandons_calls_that_outlive_the_drain_bound_and_exits_0(
+async def test_stdin_closed_answers_calls_that_outlive_the_drain_bound_and_exits_0(
     project: Project,
 ) -> None:
     with anyio.fail_after(project.drain_seconds + 15):
@@ -618,7 +618,13 @@ async def test_stdin_closed_abandons_calls_that_outlive_the_drain_bound_and_exit
                 assert await wire.wait_exit() == 0
     COUNTS["faults"] += 4
     assert_clean_stdout(wire)
-    assert [i for i in wire.responses if str(i).startswith("long")] == []
+    # Nothing unanswered: each abandoned call is told the server stopped, once.
+    stopped = {i: r for i, r in wire.responses.items() if str(i).startswith("long")}
+    assert sorted(stopped) == ["long-0", "long-1", "long-2"]
+    assert all(len(found) == 1 for found in stopped.values())
+    assert all(
+        found[0]["error"]["message"].startswith("Server stopping") for found in stopped.values()
+    )
     assert "abandoning 3 unfinished request(s)" in wire.stderr_text()
     assert "Traceback" not in wire.stderr_text()
 

@@ -70,8 +70,9 @@ async def test_a_pre_answered_confirmation_is_never_signed_into_the_next_token()
 
 async def test_junk_keys_are_never_signed_into_a_token() -> None:
     client = MemoryClient(make_server(), capabilities=ALL_CAPABILITIES)
-    first = await client.request("tools/call", {"name": "wizard"})
     junk = {f"junk-{n}": accept(x="y" * 100) for n in range(20)}
+    first = await client.request("tools/call", {"name": "wizard", "inputResponses": junk})
+    assert signed_answers(first["requestState"]) == {}
     second = await next_round(
         client,
         "tools/call",
@@ -176,3 +177,15 @@ async def test_legacy_content_that_does_not_fit_is_asked_again_with_the_reason()
     result = await client.request("tools/call", DEPLOY)
     assert text_of(result) == "Deployed prod-api successfully"
     assert asked[2].startswith("That answer was not valid (confirmed: Input should be a valid")
+
+
+async def test_a_legacy_clients_error_message_is_quoted_short() -> None:
+    async def refuse(params: dict[str, Any]) -> dict[str, Any]:
+        raise RpcError(-1, "A" * 100_000)
+
+    client = MemoryClient(make_server(), elicitation=refuse)
+    await client.initialize()
+    result = await client.request("tools/call", DEPLOY)
+    assert result["isError"] is True
+    assert len(text_of(result)) < 300
+    assert "(100000 characters)" in text_of(result)

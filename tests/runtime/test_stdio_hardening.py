@@ -133,6 +133,64 @@ def test_a_socket_as_stdin_is_served_and_its_shutdown_is_end_of_input(
     assert text_of(responses[2]["result"]) == "over a socket"
 
 
+def test_one_socket_as_both_stdin_and_stdout_is_served(command: list[str]) -> None:
+    # inetd and `socat ... EXEC:` hand a server one socket for both directions.
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        process = subprocess.Popen(
+            command, stdin=theirs, stdout=theirs, stderr=subprocess.PIPE, env=server_env()
+        )
+        theirs.close()
+        ours.sendall(line(request(1, "server/discover")) + line(echo(2, "both ways")))
+        ours.settimeout(BOUND)
+        received = b""
+        while received.count(b"\n") < 2:
+            chunk = ours.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+        ours.shutdown(socket.SHUT_WR)
+        try:
+            _, stderr = process.communicate(timeout=EXIT_BOUND)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                process.communicate()
+    assert_clean_exit(process.returncode, stderr.decode(errors="replace"))
+    responses = responses_in(received)
+    assert sorted(responses) == [1, 2]
+    assert text_of(responses[2]["result"]) == "both ways"
+
+
+def test_requests_still_open_when_input_ends_are_answered_not_dropped(
+    command: list[str], tmp_path: Path
+) -> None:
+    # Ten calls that outlast the drain bound, then end of input: each gets an error response
+    # that says the server stopped, and the quick one before them its result.
+    requests = tmp_path / "requests.jsonl"
+    slow = [
+        request(n, "tools/call", {"name": "stuck", "arguments": {"seconds": 60}})
+        for n in range(1, 11)
+    ]
+    requests.write_bytes(b"".join(line(message) for message in [echo(0, "quick"), *slow]))
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            command,
+            stdin=stdin,
+            capture_output=True,
+            env=server_env(),
+            timeout=EXIT_BOUND + 10,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    responses = responses_in(done.stdout)
+    assert sorted(responses) == list(range(11))
+    assert text_of(responses[0]["result"]) == "quick"
+    for n in range(1, 11):
+        assert responses[n]["error"]["code"] == -32603
+        assert responses[n]["error"]["message"].startswith("Server stopping")
+
+
 @pytest.mark.anyio
 async def test_the_last_line_is_served_even_without_a_newline_before_eof(
     command: list[str],
@@ -293,3 +351,26 @@ def test_logs_never_show_the_credentials_of_a_url() -> None:
     assert "http://[redacted]@host:9/x" in done.stderr
     assert "s3cr3t-pw" not in done.stderr
     assert "other-pw" not in done.stderr
+
+
+def test_argument_errors_quote_client_keys_short_and_count_the_rest(command: list[str]) -> None:
+    huge_key = "K" * 200_000
+    many = {f"extra{n}": n for n in range(10_000)}
+    messages = [
+        request(1, "tools/call", {"name": "echo", "arguments": {"text": "x", huge_key: 1}}),
+        request(2, "tools/call", {"name": "echo", "arguments": {"text": "x", **many}}),
+    ]
+    done = subprocess.run(
+        command,
+        input=b"".join(line(message) for message in messages),
+        capture_output=True,
+        env=server_env(),
+        timeout=EXIT_BOUND + 10,
+        check=False,
+    )
+    responses = responses_in(done.stdout)
+    for n in (1, 2):
+        assert responses[n]["result"]["isError"] is True
+        assert len(text_of(responses[n]["result"])) < 2_000
+    assert "(200000 characters)" in text_of(responses[1]["result"])
+    assert text_of(responses[2]["result"]).endswith("and 9990 more problems")

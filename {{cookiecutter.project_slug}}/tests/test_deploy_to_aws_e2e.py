@@ -264,7 +264,9 @@ async def test_a_cancel_after_the_first_progress_stops_the_deploy(
         "confirm": {"action": "accept", "content": {"confirmed": True}},
         "role-arn": {"action": "accept", "content": {"arn": ROLE}},
     }
-    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    # moto's server keeps its state for the whole process: a stack name of this test's own.
+    stack = "e2e-cancelled"
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": stack}}
     first_progress = anyio.Event()
 
     async def on_notification(message: Json) -> None:
@@ -321,4 +323,5 @@ async def test_a_cancel_after_the_first_progress_stops_the_deploy(
     assert "ExecuteChangeSet" not in aws.actions
     assert aws.actions.count("AssumeRole") <= 1  # the cancel may even land before it
     cloudformation = assumed("cloudformation", endpoint)
-    assert cloudformation.list_stacks()["StackSummaries"] == []
+    stacks = cloudformation.list_stacks()["StackSummaries"]
+    assert [summary for summary in stacks if summary["StackName"] == stack] == []

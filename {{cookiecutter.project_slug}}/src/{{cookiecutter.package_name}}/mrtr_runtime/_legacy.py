@@ -22,7 +22,7 @@ from ._dispatch import (
     merge_missing,
     unasked_answers,
 )
-from ._jsonrpc import INVALID_PARAMS, RpcError
+from ._jsonrpc import INVALID_PARAMS, RpcError, clip
 from ._results import InputRequired
 from ._wire import ELICIT
 
@@ -90,7 +90,8 @@ async def run_legacy(
                 answer = await ask(request.method, request_params)
             except RpcError as error:
                 return unanswerable(
-                    f"The client could not answer {request.method} ({error.code}): {error.message}"
+                    f"The client could not answer {request.method} ({error.code}): "
+                    f"{clip(error.message)}"
                 )
             problem = answer_shape_error(request.method, answer)
             if problem:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, get_type_hints
 import anyio.to_thread
 
 from ._context import Context
+from ._jsonrpc import clip
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -35,12 +36,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 
 
+#: Problems listed in one validation message; the rest are counted. Arguments are the client's,
+#: so neither their number nor their key names may set the size of what the server sends back.
+MAX_LISTED_PROBLEMS: Final = 10
+
+
 def describe_validation_error(error: ValidationError) -> str:
     """One line per problem, the way a person (or a model) can act on it."""
+    problems = error.errors()
     lines = []
-    for problem in error.errors():
-        where = ".".join(str(part) for part in problem["loc"]) or "(arguments)"
+    for problem in problems[:MAX_LISTED_PROBLEMS]:
+        where = ".".join(clip(str(part)) for part in problem["loc"]) or "(arguments)"
         lines.append(f"{where}: {problem['msg']}")
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        lines.append(f"and {len(problems) - MAX_LISTED_PROBLEMS} more problems")
     return "; ".join(lines)
 
 

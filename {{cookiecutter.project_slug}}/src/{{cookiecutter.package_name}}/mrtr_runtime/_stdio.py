@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import re
+import select
 import signal
 import stat
 import sys
@@ -352,6 +353,25 @@ class Connection:
     def _send(self, message: JSONObject) -> None:
         self._write(encode(message))
 
+    def abandon_all(self) -> None:
+        """Answer every request still open with an error saying the server is stopping."""
+        pending = [
+            request_id
+            for request_id, call in self.in_flight.items()
+            if not call.cancelled  # cancelled by the client: nothing more is sent for it
+        ]
+        pending += [*self.backlog, *self.held]
+        for request_id in pending:
+            self._send(
+                error_response(
+                    request_id,
+                    INTERNAL_ERROR,
+                    "Server stopping (its input was closed or it was told to stop) before this "
+                    "request finished; it was not completed",
+                )
+            )
+        self.cancel_all()
+
     def cancel_all(self) -> None:
         self.backlog.clear()
         self.held.clear()
@@ -571,19 +591,35 @@ def _blocking_writer(fd: int) -> Write:
         view = memoryview(data)
         try:
             while view:
-                view = view[os.write(fd, view) :]
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    # A socket shared with stdin is non-blocking (the reader set it so):
+                    # wait until it takes more instead of dropping the rest of the message.
+                    select.select([], [fd], [], 1.0)
         except OSError as error:
             _logger.debug("stdout write failed: %s", error)
 
     return write_blocking
 
 
+def _same_socket(first: int, second: int) -> bool:
+    """Whether two descriptors are one socket (inetd, socat EXEC: stdin and stdout alike)."""
+    try:
+        one, other = os.fstat(first), os.fstat(second)
+    except OSError:
+        return False
+    return stat.S_ISSOCK(one.st_mode) and (one.st_dev, one.st_ino) == (other.st_dev, other.st_ino)
+
+
 async def _open_output(
-    loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event
+    loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event, *, shared_with_input: bool
 ) -> tuple[Write, _Writer, asyncio.WriteTransport | None]:
     writer = _Writer(stop)
-    if not _pollable(fd):
-        # A regular file or /dev/null: a write never waits on a reader, so plain writes.
+    if not _pollable(fd) or shared_with_input:
+        # A regular file or /dev/null: a write never waits on a reader, so plain writes. One
+        # socket for both directions too: asyncio's write pipe would watch it for reads and
+        # take the first request for the client hanging up.
         return _blocking_writer(fd), writer, None
     try:
         pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
@@ -642,7 +678,9 @@ async def _serve_pipes(
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows
             loop.add_signal_handler(signum, stop.set)
-    write, writer, out_transport = await _open_output(loop, wire_out, stop)
+    write, writer, out_transport = await _open_output(
+        loop, wire_out, stop, shared_with_input=_same_socket(wire_in, wire_out)
+    )
     reading: list[_Input | None] = [None]
 
     def flow_changed() -> None:
@@ -686,6 +724,9 @@ async def _serve_pipes(
     unfinished = connection.unfinished
     if unfinished:
         _logger.warning("stopping; abandoning %d unfinished request(s)", unfinished)
+        # Nothing unanswered: each request still open is told it was stopped, and its own
+        # response (should its handler finish later) is never written.
+        connection.abandon_all()
     connection.cancel_all()
     stopped.cancel()
     eof.cancel()
