@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shlex
 import secrets
+import shlex
 import shutil
 import stat
 import sys

@@ -23,8 +23,7 @@ HOSTS_PY = (
     / "{{cookiecutter.project_slug}}"
     / "src"
     / "{{cookiecutter.package_name}}"
-    / "mrtr_runtime"
-    / "_hosts.py"
+    / "hosts.py"
 )
 MODERN = "2026-07-28"
 ALL_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
@@ -32,8 +31,8 @@ MAX_ROUNDS = 6
 
 
 def load_hosts() -> ModuleType:
-    # The vendored runtime is copied without rendering, so the template's file is the real one;
-    # the post-gen hook loads it the same way.
+    # hosts.py holds no Jinja, so the template's file is the one a bake gets; the post-gen hook
+    # loads it by path the same way.
     spec = importlib.util.spec_from_file_location("_template_hosts", HOSTS_PY)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -18,8 +18,13 @@ from typing import Any, TypeVar
 
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime import Registry
-from {{ cookiecutter.package_name }}.mrtr_runtime.server import Server, codec_from_environment
+from {{ cookiecutter.package_name }}.mrtr_runtime import (
+    Registry,
+)
+from {{ cookiecutter.package_name }}.mrtr_runtime.server import (
+    Server,
+    codec_from_environment,
+)
 from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     MemoryClient,
     RpcError,
