@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from ..mrtr_runtime import Context, ElicitResult, InputRequired, elicit_form
+from ..mrtr_runtime import Accepted, Context, InputRequired, elicit_form
 from . import registry
 
 
@@ -34,8 +34,8 @@ async def echo(text: str) -> str:
 @registry.tool()
 async def deploy(stack: str, region: str = "us-east-1", *, ctx: Context) -> str | InputRequired:
     """Deploy a stack after the user confirms and names the role (no AWS: a benchmark)."""
-    confirm = ctx.input_response_as("confirm", ElicitResult[Confirm])
-    role = ctx.input_response_as("role-arn", ElicitResult[RoleArn])
+    confirm = ctx.form_answer("confirm", Confirm)
+    role = ctx.form_answer("role-arn", RoleArn)
     if confirm is None or role is None:
         return ctx.request_input(
             {
@@ -43,8 +43,8 @@ async def deploy(stack: str, region: str = "us-east-1", *, ctx: Context) -> str 
                 "role-arn": elicit_form("Which IAM role should the deploy assume?", RoleArn),
             }
         )
-    if not (confirm.accepted and confirm.content is not None and confirm.content.confirmed):
-        return "Deploy cancelled by user."
-    if not role.accepted or role.content is None:
-        return "Deploy cancelled by user."
-    return f"Deployed {stack} to {region} as {role.content.arn}"
+    match confirm, role:
+        case Accepted(content=Confirm(confirmed=True)), Accepted(content=RoleArn(arn=arn)):
+            return f"Deployed {stack} to {region} as {arn}"
+        case _:
+            return "Deploy cancelled by user."

@@ -18,8 +18,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..mrtr_runtime import (
+    Accepted,
+    Cancelled,
     Context,
-    ElicitResult,
+    Declined,
     InputRequest,
     InputRequired,
     RootsResult,
@@ -59,8 +61,12 @@ def _ask_greeting() -> InputRequest:
     return sample("Generate a greeting", max_tokens=50)
 
 
-def _accepted_name(answer: ElicitResult[Name]) -> str | None:
-    return answer.content.name if answer.action == "accept" and answer.content else None
+def _accepted_name(answer: Accepted[Name] | Declined | Cancelled) -> str | None:
+    return answer.content.name if isinstance(answer, Accepted) else None
+
+
+def _action(answer: Accepted[Name] | Declined | Cancelled) -> str:
+    return {Accepted: "accept", Declined: "decline", Cancelled: "cancel"}[type(answer)]
 
 
 def _roots_text(answer: RootsResult) -> str:
@@ -76,11 +82,11 @@ def _roots_text(answer: RootsResult) -> str:
 @registry.tool(accept_unasked=("user_name",))
 async def test_input_required_result_elicitation(ctx: Context) -> str | InputRequired:
     """Conformance: asks for the user's name (input key `user_name`), then greets them."""
-    answer = ctx.input_response_as("user_name", ElicitResult[Name])
+    answer = ctx.form_answer("user_name", Name)
     if answer is None:  # first call, or the client answered other keys: ask (again)
         return ctx.request_input({"user_name": _ask_name()})
     name = _accepted_name(answer)
-    return f"Hello, {name}!" if name else f"No name given ({answer.action})."
+    return f"Hello, {name}!" if name else f"No name given ({_action(answer)})."
 
 
 # -- input-required-result-basic-sampling ---------------------------------------------------
@@ -107,11 +113,11 @@ async def test_input_required_result_list_roots(ctx: Context) -> str | InputRequ
 @registry.tool()
 async def test_input_required_result_request_state(ctx: Context) -> str | InputRequired:
     """Conformance: asks to confirm (key `confirm`); completes only with the echoed state."""
-    answer = ctx.input_response_as("confirm", ElicitResult[Confirm])
+    answer = ctx.form_answer("confirm", Confirm)
     # An answer without requestState was never asked for by this server: ask for it properly.
     if answer is None or ctx.request_state is None:
         return ctx.request_input({"confirm": elicit_form("Please confirm", Confirm)})
-    confirmed = answer.action == "accept" and answer.content is not None and answer.content.ok
+    confirmed = isinstance(answer, Accepted) and answer.content.ok
     # The runtime verified the signature and binding before this handler ran.
     return f"state-ok: requestState verified; confirmed={confirmed}"
 
@@ -120,7 +126,7 @@ async def test_input_required_result_request_state(ctx: Context) -> str | InputR
 @registry.tool()
 async def test_input_required_result_multiple_inputs(ctx: Context) -> str | InputRequired:
     """Conformance: asks for a name, a model-written greeting and the roots in one round."""
-    name = ctx.input_response_as("user_name", ElicitResult[Name])
+    name = ctx.form_answer("user_name", Name)
     greeting = ctx.input_response_as("greeting", SamplingResult)
     roots = ctx.input_response_as("client_roots", RootsResult)
     if name is None or greeting is None or roots is None:
@@ -140,15 +146,15 @@ async def test_input_required_result_multiple_inputs(ctx: Context) -> str | Inpu
 @registry.tool()
 async def test_input_required_result_multi_round(ctx: Context) -> str | InputRequired:
     """Conformance: three rounds: name (`step1`), then favourite colour (`step2`), then done."""
-    step1 = ctx.input_response_as("step1", ElicitResult[Name])
+    step1 = ctx.form_answer("step1", Name)
     if step1 is None:
         return ctx.request_input({"step1": _ask_name("Step 1: What is your name?")})
-    step2 = ctx.input_response_as("step2", ElicitResult[Color])
+    step2 = ctx.form_answer("step2", Color)
     if step2 is None:
         return ctx.request_input(
             {"step2": elicit_form("Step 2: What is your favorite color?", Color)}
         )
-    color = step2.content.color if step2.action == "accept" and step2.content else "no colour"
+    color = step2.content.color if isinstance(step2, Accepted) else "no colour"
     return f"{_accepted_name(step1) or 'Someone'} likes {color}"
 
 
@@ -156,7 +162,7 @@ async def test_input_required_result_multi_round(ctx: Context) -> str | InputReq
 @registry.tool()
 async def test_input_required_result_tampered_state(ctx: Context) -> str | InputRequired:
     """Conformance: its requestState is HMAC-signed; a tampered one never reaches this code."""
-    answer = ctx.input_response_as("confirm", ElicitResult[Confirm])
+    answer = ctx.form_answer("confirm", Confirm)
     if answer is None or ctx.request_state is None:
         return ctx.request_input({"confirm": elicit_form("Please confirm", Confirm)})
     return "Confirmed with an intact requestState."
@@ -179,7 +185,7 @@ async def test_input_required_result_capabilities(ctx: Context) -> str | InputRe
         return ctx.request_input(missing)
     got: list[str] = []
     if "user_name" in askable:
-        name = ctx.input_response_as("user_name", ElicitResult[Name])
+        name = ctx.form_answer("user_name", Name)
         got.append(f"name={_accepted_name(name) if name else None}")
     if "capital_question" in askable:
         capital = ctx.input_response_as("capital_question", SamplingResult)
@@ -194,12 +200,12 @@ async def test_input_required_result_capabilities(ctx: Context) -> str | InputRe
 @registry.prompt()
 async def test_input_required_result_prompt(ctx: Context) -> list[dict[str, Any]] | InputRequired:
     """Conformance: a prompt that asks what context to use (key `user_context`) first."""
-    answer = ctx.input_response_as("user_context", ElicitResult[PromptContext])
+    answer = ctx.form_answer("user_context", PromptContext)
     if answer is None:
         return ctx.request_input(
             {"user_context": elicit_form("What context should the prompt use?", PromptContext)}
         )
-    context = answer.content.context if answer.action == "accept" and answer.content else "none"
+    context = answer.content.context if isinstance(answer, Accepted) else "none"
     return [{"role": "user", "content": {"type": "text", "text": f"Context: {context}"}}]
 
 
@@ -222,7 +228,7 @@ async def test_streaming_elicitation(ctx: Context) -> str | InputRequired:
     2026-07-28 basic/transports/stdio: "The server MUST NOT write JSON-RPC requests to stdout";
     the HTTP adapter counts any it sees as a failure.
     """
-    answer = ctx.input_response_as("user_name", ElicitResult[Name])
+    answer = ctx.form_answer("user_name", Name)
     if answer is None:
         return ctx.request_input({"user_name": _ask_name()})
     return f"Hello, {_accepted_name(answer) or 'stranger'}!"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,9 +23,11 @@ __all__ = (
     "RootsResult",
     "SamplingResult",
     "answer_model",
+    "elicit_result_of",
 )
 
 ContentT = TypeVar("ContentT")
+FormT = TypeVar("FormT", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,12 @@ class RootsResult(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="ignore")
 
     roots: list[Root]
+
+
+def elicit_result_of(form: type[FormT]) -> type[ElicitResult[FormT]]:
+    """`ElicitResult[form]` for a form class held in a variable (a type checker cannot
+    subscript a generic with a variable; pydantic's parametrisation is the same at runtime)."""
+    return cast("type[ElicitResult[FormT]]", ElicitResult.__class_getitem__(form))
 
 
 @functools.cache

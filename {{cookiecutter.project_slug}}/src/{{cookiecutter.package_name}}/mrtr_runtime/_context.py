@@ -193,11 +193,10 @@ class Context:
         user declines or cancels"); None means there is no answer to use yet: ask (again).
         Content that does not fit the form reads as None, as with `input_response_as`.
         """
-        from pydantic import ValidationError
+        from ._answers import Accepted, Cancelled, Declined, elicit_result_of
 
-        from ._answers import Accepted, Cancelled, Declined, ElicitResult
-
-        answer = self.input_response_as(key, ElicitResult[dict[str, Any]])
+        # One strict validation of the whole answer, form included: this runs every round.
+        answer = self.input_response_as(key, elicit_result_of(form))
         if answer is None:
             return None
         if answer.action == "decline":
@@ -207,11 +206,7 @@ class Context:
         if answer.content is None:
             self._rejected[key] = "the form came back accepted but empty"
             return None
-        try:
-            return Accepted(form.model_validate_json(_as_json(answer.content), strict=True))
-        except ValidationError as error:
-            self._rejected[key] = _describe(error)
-            return None
+        return Accepted(answer.content)
 
     def can_request(self, request: InputRequest) -> bool:
         """Whether the client declared what `request` needs, so a handler can pick another way."""
