@@ -2,7 +2,7 @@
 
 Run by `run.py` inside each server's own interpreter, printing one JSON object:
 
-    <baked venv python> tokens.py baked <package>   # <package>.mrtr_runtime._state (HMAC-SHA256)
+    <baked venv python> tokens.py baked <package>   # <package>.mrtr_runtime._tokens (HMAC-SHA256)
     <sdk venv python>   tokens.py sdk                # mcp 2.3.0: resolver state + AES-256-GCM seal
     <any python>        tokens.py floor              # floor_server.mint/verify (HMAC-SHA256)
 
@@ -56,8 +56,8 @@ def per_call_us(fn: Callable[[], object], *, run_seconds: float = 0.04, runs: in
 
 
 def bench_baked(package: str) -> dict[str, Any]:
-    state = importlib.import_module(f"{package}.mrtr_runtime._state")
-    keys = importlib.import_module(f"{package}.mrtr_runtime._keys")
+    state = importlib.import_module(f"{package}.mrtr_runtime._tokens")
+    keys = importlib.import_module(f"{package}.mrtr_runtime._config")
     codec = keys.codec_from_environment(
         {"MRTR_SIGNING_KEY": os.urandom(32).hex()}, default_key_file=None
     )
