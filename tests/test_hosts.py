@@ -19,11 +19,7 @@ import pytest
 from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, KEY_FILE, REPO, Installed, run
 
 HOSTS_PY = (
-    REPO
-    / "{{cookiecutter.project_slug}}"
-    / "src"
-    / "{{cookiecutter.package_name}}"
-    / "hosts.py"
+    REPO / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "hosts.py"
 )
 MODERN = "2026-07-28"
 ALL_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
