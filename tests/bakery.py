@@ -174,7 +174,8 @@ def dev_pin(name: str) -> str:
     raise LookupError(f"requirements-dev.txt pins no {name}")
 
 
-#: What the template's runtime suite (tests/runtime) needs beyond a project's own dev extra.
+#: What the template's runtime suite (tests/runtime) needs beyond a project's own dev extra;
+#: the samples suite (tests/samples) needs nothing more (moto is in the AWS bake's dev extra).
 RUNTIME_SUITE_NEEDS = ("hypothesis",)
 
 

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from bakery import PIP_CACHE, Bake, BakeFactory, Installed, bake_and_install, bake_into
 
-# The runtime's own suite runs inside each installed bake, with that bake's python
-# (test_baked_project.py), never with this venv: it imports the baked package as mrtr_runtime.
-collect_ignore = ["runtime"]
+# The runtime's suite and the samples suite run inside each installed bake, with that bake's
+# python (test_baked_project.py), never with this venv: they import the baked package by name.
+collect_ignore = ["runtime", "samples"]
 
 
 @pytest.fixture

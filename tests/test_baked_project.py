@@ -7,13 +7,15 @@ README promises: ``ruff check``, ``ruff format --check``, ``mypy`` and ``pytest`
 template's runtime suite (``tests/runtime``: protocol, tokens, fuzz, bad input, stdio end to end,
 legacy bridge, clients) runs with that venv's python against the baked package
 (``MRTR_PACKAGE``), under its own ``pytest.ini`` so neither this directory's conftest nor the
-project's settings apply. Slow (a few minutes per combination), and part of every
-``python3 dev.py test``.
+project's settings apply; so does the samples suite (``tests/samples``: the engines behind the
+sample tools, end to end over pipes; ``tests/samples/aws`` only where the AWS example is baked).
+Slow (a few minutes per combination), and part of every ``python3 dev.py test``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from bakery import COMBINATIONS, DEFAULT_PACKAGE, REPO, Installed, run
@@ -27,6 +29,9 @@ CHECKS = {
     "pytest": ["pytest", "-q", "-p", "no:cacheprovider"],
 }
 RUNTIME_SUITE = REPO / "tests" / "runtime"
+SAMPLES_SUITE = REPO / "tests" / "samples"
+#: The samples of the AWS example (the CloudFormation engine, deploy_to_aws end to end).
+AWS_SAMPLES = SAMPLES_SUITE / "aws"
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
@@ -39,15 +44,27 @@ def test_baked_project_passes_its_own_checks(
     run([project.tool(tool), *args], cwd=project.project, timeout=1200)
 
 
-@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
-def test_the_runtime_suite_passes_against_every_combination(
-    installed: Callable[[str], Installed], combination: str
-) -> None:
-    project = installed(combination)
-    settings = ["-c", RUNTIME_SUITE / "pytest.ini", "--rootdir", RUNTIME_SUITE]
+def run_suite(project: Installed, suite: Path, *options: str | Path) -> None:
+    """Run the template's ``suite`` with ``project``'s python, under the suite's own settings."""
+    settings = ["-c", suite / "pytest.ini", "--rootdir", suite]
     run(
-        [project.python, "-m", "pytest", *settings, RUNTIME_SUITE, "-q"],
+        [project.python, "-m", "pytest", *settings, *options, suite, "-q"],
         cwd=project.project,
         timeout=1200,
         env={"MRTR_PACKAGE": DEFAULT_PACKAGE},
     )
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_the_runtime_suite_passes_against_every_combination(
+    installed: Callable[[str], Installed], combination: str
+) -> None:
+    run_suite(installed(combination), RUNTIME_SUITE)
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_the_samples_suite_passes_against_every_combination(
+    installed: Callable[[str], Installed], combination: str
+) -> None:
+    aws = COMBINATIONS[combination]["include_aws_example"] == "yes"
+    run_suite(installed(combination), SAMPLES_SUITE, *([] if aws else ["--ignore", AWS_SAMPLES]))

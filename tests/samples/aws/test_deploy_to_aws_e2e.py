@@ -3,6 +3,9 @@
 The server gets moto's address only through AWS_ENDPOINT_URL, which boto3 reads by itself, so
 the code under test is exactly what runs against AWS. The client is the project's own
 ClientSession with call_tool_with_inputs, answering elicitations the way a host's form would.
+
+Part of the template's samples suite: it runs with a baked project's python against its
+package (``MRTR_PACKAGE``).
 """
 
 from __future__ import annotations
@@ -27,26 +30,21 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
-    ClientSession,
-    call_tool_with_inputs,
-    default_input_handler,
-    request_with_inputs,
+PACKAGE = os.environ["MRTR_PACKAGE"]
+testing = importlib.import_module(f"{PACKAGE}.mrtr_runtime.testing")
+ClientSession = testing.ClientSession
+call_tool_with_inputs, default_input_handler, request_with_inputs = (
+    testing.call_tool_with_inputs,
+    testing.default_input_handler,
+    testing.request_with_inputs,
 )
-from {{ cookiecutter.package_name }}.tools import deploy_to_aws as tool
 
 BOUND = 60  # seconds for the whole conversation, server start-up included
-PACKAGE = tool.__name__.partition(".")[0]
 REGION = "eu-west-1"
 ROLE = "arn:aws:iam::111122223333:role/Deployer"  # another account: moto switches to it
 STACK = "e2e-api"
 
 Json = dict[str, Any]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture

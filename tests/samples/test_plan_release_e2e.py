@@ -4,10 +4,15 @@ The server is started the way hosts start it (`python -m <package>`, from anothe
 directory) and driven with the project's own client: `ClientSession` and the
 MRTR loop `call_tool_with_inputs` for 2026-07-28, and a `mode=legacy` session answering the
 server's real `elicitation/create` requests for 2025-11-25.
+
+Part of the template's samples suite: it runs with a baked project's python against its
+package (``MRTR_PACKAGE``); the project's own ``tests/test_smoke.py`` keeps one three-round
+plan_release over pipes.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Mapping
@@ -17,16 +22,19 @@ from typing import Any
 import anyio
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
-    ClientSession,
-    call_tool_with_inputs,
-    request_with_inputs,
+PACKAGE = os.environ["MRTR_PACKAGE"]
+testing = importlib.import_module(f"{PACKAGE}.mrtr_runtime.testing")
+ClientSession = testing.ClientSession
+call_tool_with_inputs, request_with_inputs = (
+    testing.call_tool_with_inputs,
+    testing.request_with_inputs,
 )
 
 Json = dict[str, Any]
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-COMMAND = [sys.executable, "-m", "{{ cookiecutter.package_name }}"]
+# The project's src directory (it is installed editable: a src layout).
+SRC = Path(importlib.import_module(PACKAGE).__file__ or "").resolve().parents[1]
+COMMAND = [sys.executable, "-m", PACKAGE]
 BOUND = 30  # seconds for a whole conversation, process start and exit included
 KEY_HEX = "8b0f2e4d6c1a3957e8f0b2d4c6a81357e9f1b3d5c7a90246f8e0d2b4c6a81357"
 ARGS: Json = {
@@ -40,11 +48,6 @@ ANSWERS: Mapping[str, Json] = {
     "confirmed": {"action": "accept", "content": {"confirmed": True}},
     "audience": {"action": "accept", "content": {"audience": "operators", "channel": "chat"}},
 }
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture

@@ -1,0 +1,30 @@
+"""The samples suite: the engines behind the project's sample tools, which the template maintains
+like the runtime (plan_release over real pipes; with the AWS example, in ``aws/``, the
+CloudFormation change-set engine and deploy_to_aws end to end against moto). A project keeps only
+the tests of its tools' handlers. Run it with a baked project's own interpreter:
+
+    MRTR_PACKAGE=mrtr_server <project>/.venv/bin/python -m pytest \\
+        -c tests/samples/pytest.ini --rootdir tests/samples tests/samples
+
+(``--ignore tests/samples/aws`` for a project baked without the AWS example). The tests import
+the project's modules by name, ``importlib.import_module(f"{PACKAGE}.tools._cloudformation")``:
+this directory is not rendered, so it holds no Jinja.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+if not os.environ.get("MRTR_PACKAGE", "").isidentifier():
+    raise pytest.UsageError(
+        "set MRTR_PACKAGE to the baked project's import package (e.g. mrtr_server) and run this "
+        "suite with that project's python: MRTR_PACKAGE=mrtr_server .venv/bin/python -m pytest "
+        "-c <template>/tests/samples/pytest.ini <template>/tests/samples"
+    )
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
