@@ -36,12 +36,13 @@ WINDOWS = os.name == "nt"
 # Everything that exists only for the AWS example. The README and pyproject sections are switched
 # off with Jinja in those files; tools are discovered by Registry.load_package, so removing a tool
 # module leaves no import behind.
-AWS_PATTERNS = (
-    f"src/{PACKAGE}/tools/deploy_to_aws*.py",
+#: Everything the AWS example adds, by exact path: a name here that the template does not
+#: generate is a bug in the template, and baking stops on it rather than passing it by.
+AWS_FILES = (
+    f"src/{PACKAGE}/tools/deploy_to_aws.py",
     f"src/{PACKAGE}/tools/_cloudformation.py",
     f"src/{PACKAGE}/tools/cloudformation",
-    "tests/test_deploy_to_aws*.py",
-    "tests/aws_*.py",
+    "tests/test_deploy_to_aws.py",
 )
 # Caches that a developer's checkout of the template may hold; a generated project never ships them.
 CACHE_DIRS = frozenset(
@@ -55,12 +56,13 @@ def remove(path: Path) -> None:
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)
+    else:
+        raise SystemExit(f"mrtr-server: template bug: {path} was to be removed but does not exist")
 
 
 def remove_aws_example() -> None:
-    for pattern in AWS_PATTERNS:
-        for path in sorted(PROJECT.glob(pattern)):
-            remove(path)
+    for name in AWS_FILES:
+        remove(PROJECT / name)
 
 
 def remove_caches() -> None:
