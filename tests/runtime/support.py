@@ -8,7 +8,7 @@ project's ``<package>.mrtr_runtime`` and every one of its submodules in ``sys.mo
 which is how every test imports the runtime: ``from mrtr_runtime.testing import MemoryClient``.
 
 Every tool here exists to pin one behaviour the tests check; `deploy_stack` reproduces the
-design notes' Q2 worked example exactly. Handlers count their calls in a `Counter` the test
+two-round deploy example exactly (confirm and an IAM role ARN, asked together). Handlers count their calls in a `Counter` the test
 passes in, so a test can prove that a handler did NOT run (for example after a tampered
 requestState). The end-to-end suite imports this module inside a real server process (with
 ``MRTR_PACKAGE`` and this directory on ``PYTHONPATH``, see ``server_env``).
@@ -142,7 +142,7 @@ def build_registry(calls: Counter[str] | None = None) -> Registry:
 
     @registry.tool()
     async def deploy_stack(stack: str, *, ctx: Context) -> str | InputRequired:
-        """The design notes' Q2 deploy: confirm, then an IAM role ARN, then deploy."""
+        """The two-round deploy: confirm, then an IAM role ARN, then deploy."""
         counts["deploy_stack"] += 1
         confirm = ctx.input_response_as("confirm", ElicitResult[Confirm])
         role = ctx.input_response_as("role-arn", ElicitResult[RoleArn])
@@ -417,7 +417,7 @@ def text_of(result: Mapping[str, Any]) -> str:
     return text
 
 
-# The design notes' Q2 round-1 inputRequests, key for key and field for field.
+# The deploy example's round-1 inputRequests, key for key and field for field.
 DEPLOY_INPUT_REQUESTS: Json = {
     "confirm": {
         "method": "elicitation/create",

@@ -1,6 +1,6 @@
 """MRTR dispatch through the server, sans-IO: rounds, answers, requestState, capabilities.
 
-2026-07-28 basic/patterns/mrtr and the design notes (Q2, Q3, Q5): the handler asks with
+2026-07-28 basic/patterns/mrtr: the handler asks with
 `ctx.request_input`; dispatch answers `input_required` with a signed `requestState`; on the
 retry it verifies the token BEFORE the handler runs, merges the answers (this round wins) and
 calls the same handler again. Bad state is -32602, never a re-prompt; missing answers are a
@@ -61,7 +61,7 @@ async def round_one(client: MemoryClient, params: Json = DEPLOY, method: str = "
     return state
 
 
-# -- the design notes' worked example ----------------------------------------------------------
+# -- the two-round deploy example --------------------------------------------------------------
 
 
 async def test_round_one_of_the_deploy_example_has_the_design_notes_shape(

@@ -215,7 +215,7 @@ async def test_the_two_round_deploy_completes_with_real_elicitation_requests(
         "tools/call", {"name": "deploy_stack", "arguments": {"stack": "prod-api"}}
     )
     assert result == {"content": [{"type": "text", "text": "Deployed prod-api successfully"}]}
-    # The design notes' round-1 questions, asked one real request at a time, in order.
+    # The deploy example's round-1 questions, asked one real request at a time, in order.
     assert client.server_requests == list(DEPLOY_INPUT_REQUESTS.values())
     assert calls["deploy_stack"] == 2
 

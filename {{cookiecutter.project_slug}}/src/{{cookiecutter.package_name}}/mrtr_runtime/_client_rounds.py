@@ -6,7 +6,7 @@ the same three callbacks -- ``elicitation=``, ``sampling=``, ``roots=``, each
 CreateMessageResult, a ListRootsResult; 2026-07-28 schema.ts). In the 2026-07-28 era they
 answer a round's ``inputRequests``; in the 2025-11-25 era (after ``initialize``) the server's
 real requests. `RoundsClient` gives both clients ``call_tool`` / ``get_prompt`` /
-``read_resource``, which run the loop of the design notes' Q4: call; while ``input_required``,
+``read_resource``, which run the client's MRTR loop: call; while ``input_required``,
 answer the input requests and retry the same call with this round's ``inputResponses`` and the
 echoed ``requestState``; at most ``max_rounds`` retries.
 """
@@ -45,7 +45,7 @@ __all__ = (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_ROUNDS = 16  # design notes Q4: "Default maxRounds is 16"
+DEFAULT_MAX_ROUNDS = 16  # a server still asking after 16 retries is looping, not asking
 # Python SDK mcp/client/_input_required.py: a state-only result is retried after a short
 # backoff, 50 ms doubling to a 250 ms cap.
 _STATE_ONLY_BACKOFF_START = 0.05
@@ -175,8 +175,8 @@ def default_input_handler(
 ) -> InputHandler:
     """Route each input request to the callback for its method; run them concurrently.
 
-    Design notes Q4: the callbacks are the ones a host already has for real server->client
-    requests. An unknown method or a missing callback raises RpcError naming the method
+    The callbacks are the ones a host already has for real server->client requests
+    (basic/patterns/mrtr: an inputRequests value is one of those requests, minus its id). An unknown method or a missing callback raises RpcError naming the method
     before any callback runs; a callback's exception aborts the round (and the loop).
     """
     callbacks = Callbacks(elicitation, sampling, roots).by_method()
@@ -414,7 +414,7 @@ async def call_tool_with_inputs(
     *,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
 ) -> dict[str, Any]:
-    """``tools/call`` through ``request_with_inputs`` (design notes Q4 CallToolWithInputs)."""
+    """``tools/call`` through ``request_with_inputs``: every round, until a complete result."""
     params: dict[str, Any] = {"name": name}
     if arguments is not None:
         params["arguments"] = arguments
