@@ -176,8 +176,9 @@ def default_input_handler(
     """Route each input request to the callback for its method; run them concurrently.
 
     The callbacks are the ones a host already has for real server->client requests
-    (basic/patterns/mrtr: an inputRequests value is one of those requests, minus its id). An unknown method or a missing callback raises RpcError naming the method
-    before any callback runs; a callback's exception aborts the round (and the loop).
+    (basic/patterns/mrtr: an inputRequests value is one of those requests, minus its id).
+    An unknown method or a missing callback raises RpcError naming the method before any
+    callback runs; a callback's exception aborts the round (and the loop).
     """
     callbacks = Callbacks(elicitation, sampling, roots).by_method()
 
