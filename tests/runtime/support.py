@@ -10,8 +10,9 @@ which is how every test imports the runtime: ``from mrtr_runtime.testing import 
 Every tool here exists to pin one behaviour the tests check; `deploy_stack` reproduces the
 two-round deploy example exactly (confirm and an IAM role ARN, asked together). Handlers count
 their calls in a `Counter` the test passes in, so a test can prove that a handler did NOT run
-(for example after a tampered requestState). The end-to-end suite imports this module inside a real server process (with
-``MRTR_PACKAGE`` and this directory on ``PYTHONPATH``, see ``server_env``).
+(for example after a tampered requestState). The end-to-end suite imports this module inside a
+real server process (with ``MRTR_PACKAGE`` and this directory on ``PYTHONPATH``, see
+``server_env``).
 """
 
 from __future__ import annotations
