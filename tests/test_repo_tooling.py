@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
 from bakery import REPO, run
 
 # The files of the template foundation. The hooks are Jinja templates, but they are valid Python
@@ -62,3 +63,12 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "python3 dev.py test" in readme
     assert "python3 dev.py demo" in readme
+
+
+@pytest.mark.parametrize("suite", ["runtime", "samples"])
+def test_the_suites_run_against_bakes_are_ruff_clean(suite: str) -> None:
+    # They run with a baked project's python, not the template's; their own ruff.toml holds
+    # the project's rules.
+    config = ["--config", f"tests/{suite}/ruff.toml"]
+    run([*RUFF, "check", *config, f"tests/{suite}"], cwd=REPO)
+    run([*RUFF, "format", "--check", *config, f"tests/{suite}"], cwd=REPO)
