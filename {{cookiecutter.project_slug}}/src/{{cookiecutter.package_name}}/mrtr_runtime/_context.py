@@ -175,6 +175,13 @@ class Context:
         from pydantic import ValidationError
 
         try:
+            # Strict validation of the parsed answer accepts a subset of what strict JSON
+            # validation accepts (it refuses an enum's value given as a string), so the common
+            # case skips re-encoding the answer; only a refusal is judged again, as JSON.
+            return model.model_validate(raw, strict=True)
+        except ValidationError:
+            pass
+        try:
             return model.model_validate_json(_as_json(raw), strict=True)
         except ValidationError as error:
             problems = error.errors()
