@@ -1,7 +1,9 @@
 """mrtr_runtime: a small MCP server runtime with multi round-trip requests (SEP-2322).
 
-Vendored from the mrtr-server cookiecutter template, runtime version 0.1.0. It is part of
-this project now: change it if you must, but a tool needs only what this page exports.
+Vendored from the mrtr-server cookiecutter template, version 0.2.0 (`__version__` below; the
+template's CHANGELOG.md says what each version changed). It is part of this project now: change
+it if you must, but a tool needs only what this page exports, and `cruft update` brings the
+template's fixes (README.md, "Updating from the template").
 
 Three faces, one per audience; everything else (`_name` modules) is private:
 
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
         SamplingResult,
     )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # The answer models are pydantic models, imported on first use (PEP 562): the first answer a
 # server sends must not wait for pydantic, which comes with the tools.

@@ -1,0 +1,223 @@
+"""A generated project takes the template's fixes with cruft and keeps its own tools.
+
+The whole path a project's author follows (README "Updating from the template"): `cruft create`
+bakes a project from one commit of a scratch copy of this template; the author adds a tool with
+its own test and commits; the template copy commits a runtime fix (a changed limit and the
+header's version bump); `cruft check` reports the project out of date, `cruft update -y` brings
+the fix in, and the project's own tests pass with the author's tool intact and the signing key
+untouched. The runtime's header names the template version, which CHANGELOG.md describes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, KEY_FILE, REPO, run
+
+RUNTIME = Path("{{cookiecutter.project_slug}}/src/{{cookiecutter.package_name}}/mrtr_runtime")
+VERSION_LINE = re.compile(r'^__version__ = "(\d+)\.(\d+)\.(\d+)"$', re.MULTILINE)
+#: The runtime fix the template copy commits: a limit in the JSON-RPC layer, changed.
+FIXED_FILE = RUNTIME / "_jsonrpc.py"
+FIX_BEFORE = "MAX_QUOTED_CHARS: Final = 64\n"
+FIX_AFTER = "MAX_QUOTED_CHARS: Final = 96\n"
+
+USER_TOOL = '''"""word_count: how many words a text has (the project's own tool)."""
+
+from __future__ import annotations
+
+from ..mrtr_runtime import Context, ToolAnnotations
+from . import registry
+
+
+@registry.tool(annotations=ToolAnnotations(read_only=True))
+async def word_count(text: str, *, ctx: Context) -> str:
+    """Count the words of a text."""
+    return str(len(text.split()))
+'''
+USER_TEST = f"""from typing import Any
+
+import pytest
+
+from {DEFAULT_PACKAGE}.app import build_server
+from {DEFAULT_PACKAGE}.mrtr_runtime.testing import MemoryClient
+
+
+@pytest.mark.anyio
+async def test_word_count_counts_the_words() -> None:
+    client = MemoryClient(build_server())
+    result: dict[str, Any] = await client.call_tool("word_count", {{"text": "one two  three"}})
+    assert result["content"][0]["text"] == "3"
+"""
+USER_FILES = {
+    Path(f"src/{DEFAULT_PACKAGE}/tools/word_count.py"): USER_TOOL,
+    Path("tests/test_word_count.py"): USER_TEST,
+}
+
+
+def template_version(runtime_init: str) -> tuple[int, int, int]:
+    found = VERSION_LINE.search(runtime_init)
+    assert found, 'mrtr_runtime/__init__.py has no __version__ = "X.Y.Z" line'
+    major, minor, patch = (int(part) for part in found.groups())
+    return major, minor, patch
+
+
+def dotted(version: tuple[int, int, int]) -> str:
+    return ".".join(map(str, version))
+
+
+def test_the_runtime_header_names_the_template_version_the_changelog_describes() -> None:
+    runtime_init = (REPO / RUNTIME / "__init__.py").read_text(encoding="utf-8")
+    version = dotted(template_version(runtime_init))
+    docstring = runtime_init.split('"""')[1]
+    assert f"mrtr-server cookiecutter template, version {version} " in docstring
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## (\S+)$", changelog, re.MULTILINE)
+    assert headings[:1] == [version], "CHANGELOG.md's newest entry must be the runtime's version"
+
+
+def git_env(home: Path) -> dict[str, str]:
+    """Git and cookiecutter see none of this machine's settings; commits have a fixed author."""
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_AUTHOR_NAME": "Template Test",
+        "GIT_AUTHOR_EMAIL": "template-test@example.com",
+        "GIT_COMMITTER_NAME": "Template Test",
+        "GIT_COMMITTER_EMAIL": "template-test@example.com",
+        "UV_CACHE_DIR": str(REPO / ".cache" / "uv"),
+    }
+
+
+def copy_tracked_files(destination: Path) -> None:
+    """The template as git tracks it (working-tree contents), nothing ignored or untracked."""
+    listed = run(["git", "ls-files", "-z"], cwd=REPO).stdout.split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if not source.exists():  # deleted in the working tree, not yet committed
+            continue
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def commit_all(repository: Path, message: str, env: dict[str, str]) -> str:
+    run(["git", "add", "-A"], cwd=repository, env=env)
+    run(["git", "commit", "-q", "-m", message], cwd=repository, env=env)
+    return run(["git", "rev-parse", "HEAD"], cwd=repository, env=env).stdout.strip()
+
+
+def commit_runtime_fix(template: Path, env: dict[str, str]) -> str:
+    """The template copy's next commit: the fix and the header's version bump. Returns it."""
+    init = template / RUNTIME / "__init__.py"
+    text = init.read_text(encoding="utf-8")
+    old = template_version(text)
+    new = dotted((old[0], old[1], old[2] + 1))
+    assert text.count(dotted(old)) == 2, "the header names the version in its docstring and once"
+    init.write_text(text.replace(dotted(old), new), encoding="utf-8")
+    fixed = template / FIXED_FILE
+    code = fixed.read_text(encoding="utf-8")
+    assert code.count(FIX_BEFORE) == 1, f"{FIXED_FILE} changed: pick another line for the fix"
+    fixed.write_text(code.replace(FIX_BEFORE, FIX_AFTER), encoding="utf-8")
+    commit_all(template, f"runtime {new}: quote up to 96 characters", env)
+    return new
+
+
+def cruft(*args: str, cwd: Path, env: dict[str, str], check: bool = True) -> str:
+    result = run([sys.executable, "-m", "cruft", *args], cwd=cwd, env=env, check=check)
+    return result.stdout + result.stderr
+
+
+@pytest.mark.baked_checks
+def test_cruft_update_brings_a_runtime_fix_and_keeps_the_projects_own_tool(
+    tmp_path: Path,
+) -> None:
+    env = git_env(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    template = tmp_path / "template"
+    copy_tracked_files(template)
+    run(["git", "init", "-q"], cwd=template, env=env)
+    created_at = commit_all(template, "the template", env)
+
+    answers = json.dumps({"include_aws_example": "no"})
+    create = ["create", str(template), "--checkout", created_at, "--no-input"]
+    cruft(*create, "--extra-context", answers, "--output-dir", str(tmp_path), cwd=tmp_path, env=env)
+    project = tmp_path / DEFAULT_SLUG
+    key = (project / KEY_FILE).read_bytes()
+    run(["git", "init", "-q"], cwd=project, env=env)
+    commit_all(project, "baked with cruft", env)
+    for relative, text in USER_FILES.items():
+        (project / relative).write_text(text, encoding="utf-8")
+    commit_all(project, "word_count: a tool of our own", env)
+
+    new_version = commit_runtime_fix(template, env)
+    fixed_at = run(["git", "rev-parse", "HEAD"], cwd=template, env=env).stdout.strip()
+    stale = run([sys.executable, "-m", "cruft", "check"], cwd=project, env=env, check=False)
+    assert stale.returncode == 1, stale.stdout + stale.stderr
+    assert "out of date" in stale.stdout + stale.stderr
+
+    updated = cruft("update", "-y", cwd=project, env=env)
+    assert "Project's cruft has been updated" in updated, updated
+
+    status = run(["git", "status", "--porcelain", "--ignored"], cwd=project, env=env).stdout
+    changed = {line[3:] for line in status.splitlines() if not line.startswith("!!")}
+    ignored = {line[3:] for line in status.splitlines() if line.startswith("!!")}
+    runtime = f"src/{DEFAULT_PACKAGE}/mrtr_runtime"
+    assert changed == {".cruft.json", f"{runtime}/__init__.py", f"{runtime}/_jsonrpc.py"}, status
+    assert ignored == {KEY_FILE}, status  # and no .rej file: every change applied cleanly
+    assert (project / KEY_FILE).read_bytes() == key
+    assert stat.S_IMODE((project / KEY_FILE).stat().st_mode) == 0o600
+    for relative, text in USER_FILES.items():
+        assert (project / relative).read_text(encoding="utf-8") == text
+    assert json.loads((project / ".cruft.json").read_text(encoding="utf-8"))["commit"] == fixed_at
+
+    # The project as its README installs it, with its own tests (the author's included).
+    run(
+        [sys.executable, "-m", "uv", "venv", "--quiet", "--python", sys.executable, ".venv"],
+        cwd=project,
+        env=env,
+    )
+    python = project / ".venv" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    run(
+        [
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            python,
+            "-e",
+            ".[dev]",
+        ],
+        cwd=project,
+        env=env,
+        timeout=900,
+    )
+    tests = run(
+        [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"], cwd=project, env=env
+    )
+    assert "PASSED tests/test_word_count.py::test_word_count_counts_the_words" in tests.stdout
+    arrived = run(
+        [
+            python,
+            "-c",
+            f"from {DEFAULT_PACKAGE}.mrtr_runtime import __version__, _jsonrpc; "
+            "print(__version__, _jsonrpc.MAX_QUOTED_CHARS)",
+        ],
+        cwd=project,
+        env=env,
+    )
+    assert arrived.stdout.split() == [new_version, "96"]
+
+    commit_all(project, f"template {new_version}", env)
+    assert "up to date" in cruft("check", cwd=project, env=env)
