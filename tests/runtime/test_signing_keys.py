@@ -1,5 +1,5 @@
 """Signing keys: parsing, the environment's precedence rules, rotation, TTL, plaintext, key files,
-the server identity tokens are bound to.
+the per-user key file of an installed server, the server identity tokens are bound to.
 
 The key itself must never reach a message, a log line or a repr: every test that can check it does.
 """
@@ -10,11 +10,13 @@ import hashlib
 import logging
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from mrtr_runtime._config import MAX_PREVIOUS_KEYS
+from mrtr_runtime._config import MAX_PREVIOUS_KEYS, load_or_create_key_file
 from mrtr_runtime._tokens import (
     Binding,
     InvalidRequestState,
@@ -33,10 +35,11 @@ from mrtr_runtime.server import (
     WeakSigningKey,
     codec_from_environment,
     default_previous_keys_file,
+    per_user_key_path,
     rotate_key_file,
     write_key_file,
 )
-from support import PROJECT
+from support import PACKAGE, PROJECT
 
 HEX_A = bytes(range(32)).hex()
 HEX_B = bytes(range(100, 132)).hex()
@@ -53,10 +56,18 @@ def key_id(hex_text: str) -> str:
 
 
 def load(
-    environ: dict[str, str], default_key_file: Path | None = None, *, audience: str = "srv"
+    environ: dict[str, str],
+    default_key_file: Path | None = None,
+    *,
+    audience: str = "srv",
+    per_user_key_file: Path | None = None,
 ) -> RequestStateCodec:
     return codec_from_environment(
-        environ, default_key_file=default_key_file, audience=audience, clock=lambda: NOW
+        environ,
+        default_key_file=default_key_file,
+        per_user_key_file=per_user_key_file,
+        audience=audience,
+        clock=lambda: NOW,
     )
 
 
@@ -668,6 +679,221 @@ def test_replicas_of_one_server_with_the_same_key_accept_each_others_tokens() ->
     replica = load({"MRTR_SIGNING_KEY": HEX_A}, audience="server-a")
     assert replica.audience == "server-a"
     assert replica.verify(minted, BINDING).answers == {"q": ANSWER}
+
+
+# --- the per-user key file (an installed server: no project directory) -----------------------
+
+
+def state_home(tmp_path: Path) -> dict[str, str]:
+    """An environment whose home and state directory are temporary: never the real home."""
+    return {"HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path / "state")}
+
+
+def info_lines(logs: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in logs.records if r.levelno == logging.INFO]
+
+
+@pytest.mark.parametrize(
+    ("platform", "environ", "expected"),
+    [
+        ("linux", {"HOME": "/home/ada", "XDG_STATE_HOME": "/xdg/state"}, "/xdg/state"),
+        ("linux", {"HOME": "/home/ada"}, "/home/ada/.local/state"),
+        # XDG Base Directory Specification: a relative path is invalid and is ignored.
+        ("linux", {"HOME": "/home/ada", "XDG_STATE_HOME": "state"}, "/home/ada/.local/state"),
+        ("linux", {"HOME": "/home/ada", "XDG_STATE_HOME": " "}, "/home/ada/.local/state"),
+        ("freebsd14", {"HOME": "/home/ada"}, "/home/ada/.local/state"),
+        ("darwin", {"HOME": "/Users/ada"}, "/Users/ada/Library/Application Support"),
+        (
+            "darwin",
+            {"HOME": "/Users/ada", "XDG_STATE_HOME": "/x"},
+            "/Users/ada/Library/Application Support",
+        ),
+        (
+            "win32",
+            {"LOCALAPPDATA": "C:\\Users\\ada\\AppData\\Local"},
+            "C:\\Users\\ada\\AppData\\Local",
+        ),
+        ("win32", {"USERPROFILE": "C:\\Users\\ada"}, "C:\\Users\\ada/AppData/Local"),
+    ],
+)
+def test_the_per_user_key_lives_in_the_platforms_state_directory(
+    platform: str, environ: dict[str, str], expected: str
+) -> None:
+    path = per_user_key_path("demo-server", environ, platform=platform)
+
+    assert path == Path(expected) / "demo-server" / ".mrtr-signing-key"
+
+
+@pytest.mark.parametrize(
+    ("platform", "environ"),
+    [
+        ("linux", {}),
+        ("linux", {"HOME": "relative"}),
+        ("darwin", {"XDG_STATE_HOME": "/xdg"}),
+        ("win32", {"HOME": "C:\\Users\\ada", "LOCALAPPDATA": "AppData"}),
+    ],
+)
+def test_without_a_home_there_is_no_per_user_key_file(
+    platform: str, environ: dict[str, str]
+) -> None:
+    assert per_user_key_path("demo-server", environ, platform=platform) is None
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "a\\b", "c:", "nul\0"])
+def test_a_server_name_that_cannot_be_one_directory_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="cannot name a directory"):
+        per_user_key_path(name, {"HOME": "/home/ada"}, platform="linux")
+
+
+@pytest.mark.parametrize(
+    ("environ", "winner"),
+    [
+        ({"MRTR_SIGNING_KEY": HEX_A}, HEX_A),
+        ({"MRTR_SIGNING_KEY_FILE": "named"}, HEX_B),
+        ({}, HEX_C),
+    ],
+)
+def test_environment_and_project_key_file_come_before_the_per_user_file(
+    tmp_path: Path, environ: dict[str, str], winner: str
+) -> None:
+    if "MRTR_SIGNING_KEY_FILE" in environ:
+        environ = {"MRTR_SIGNING_KEY_FILE": str(write(tmp_path / "named", HEX_B))}
+    project = write(tmp_path / "project.key", HEX_C)
+    per_user = tmp_path / "state" / "srv" / ".mrtr-signing-key"
+
+    state_codec = load(environ, project, per_user_key_file=per_user)
+
+    assert minting_kid(state_codec) == key_id(winner)
+    assert not per_user.parent.exists()  # never created when another key is configured
+
+
+@posix_only
+def test_the_per_user_key_file_is_created_private_on_first_start_and_read_after(
+    tmp_path: Path, logs: pytest.LogCaptureFixture
+) -> None:
+    per_user = per_user_key_path("srv", state_home(tmp_path))
+    assert per_user is not None
+    umask = os.umask(0)
+    try:
+        first = load({}, tmp_path / "no-project.key", per_user_key_file=per_user)
+    finally:
+        os.umask(umask)
+
+    assert stat.S_IMODE(per_user.stat().st_mode) == 0o600
+    assert stat.S_IMODE(per_user.parent.stat().st_mode) == 0o700
+    assert [path.name for path in per_user.parent.iterdir()] == [".mrtr-signing-key"]
+    key = parse_signing_key(per_user.read_text())
+    assert minting_kid(first) == key.key_id
+    assert not [r for r in logs.records if r.levelno >= logging.WARNING]
+    # One stderr line says where the key is, and that it is new.
+    (created,) = [line for line in info_lines(logs) if str(per_user) in line]
+    assert "(new, mode 0600)" in created and key.key_id in created
+    logs.clear()
+
+    # A restart reads the same key, so a round begun before it finishes after it.
+    minted = first.mint(BINDING, {"q": ANSWER}, {"q": "elicitation/create"})
+    second = load({}, None, per_user_key_file=per_user)
+    assert second.verify(minted, BINDING).answers == {"q": ANSWER}
+    (again,) = [line for line in info_lines(logs) if str(per_user) in line]
+    assert "new" not in again
+    assert_no_secrets(per_user.read_text() + "".join(info_lines(logs)))
+
+
+def test_the_per_user_key_file_is_rotated_like_any_key_file(tmp_path: Path) -> None:
+    per_user = tmp_path / "state" / "srv" / ".mrtr-signing-key"
+    before = load({}, None, per_user_key_file=per_user)
+    minted = before.mint(BINDING, {"q": ANSWER}, {"q": "elicitation/create"})
+
+    rotation = rotate_key_file(per_user)
+    after = load({}, None, per_user_key_file=per_user)
+
+    assert minting_kid(after) == rotation.current.key_id != minting_kid(before)
+    assert rotation.previous_file == per_user.parent / PREVIOUS_KEYS_FILE_NAME
+    assert after.verify(minted, BINDING).answers == {"q": ANSWER}
+
+
+@posix_only
+def test_a_per_user_key_file_other_users_can_read_stops_start(tmp_path: Path) -> None:
+    per_user = tmp_path / "state" / "srv" / ".mrtr-signing-key"
+    per_user.parent.mkdir(parents=True)
+    write(per_user, HEX_A, mode=0o644)
+
+    with pytest.raises(WeakSigningKey, match=r"per-user key file .* readable or writable by other"):
+        load({}, None, per_user_key_file=per_user)
+    assert per_user.read_text() == HEX_A
+
+
+def test_a_per_user_key_file_that_cannot_be_created_falls_back_to_a_process_key_with_a_warning(
+    tmp_path: Path, logs: pytest.LogCaptureFixture
+) -> None:
+    blocker = write(tmp_path / "state", "a file where the state directory should be")
+    per_user = blocker / "srv" / ".mrtr-signing-key"
+
+    first = load({}, None, per_user_key_file=per_user)
+    second = load({}, None, per_user_key_file=per_user)
+
+    assert minting_kid(first) != minting_kid(second)  # a key for each process
+    warnings = [r.getMessage() for r in logs.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert f"cannot create {per_user}" in warnings[0] and "restart" in warnings[0]
+
+
+RACER = """\
+import importlib
+import os
+import sys
+import time
+from pathlib import Path
+
+config = importlib.import_module(os.environ["MRTR_PACKAGE"] + ".mrtr_runtime._config")
+print("ready", flush=True)
+go = Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.001)
+key, created = config.load_or_create_key_file(Path(sys.argv[1]))
+print(key.key_id, created)
+"""
+
+
+def test_servers_starting_together_end_with_one_per_user_key(tmp_path: Path) -> None:
+    # Two servers starting at once, ten times over: twenty processes race to create the file.
+    script = write(tmp_path / "racer.py", RACER)
+    go = tmp_path / "go"
+    env = {**os.environ, "MRTR_PACKAGE": PACKAGE}
+    per_user = tmp_path / "state" / "srv" / ".mrtr-signing-key"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(per_user), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(20)
+    ]
+    # All of them loaded and waiting, then all at once.
+    assert [racer.stdout.readline() for racer in racers if racer.stdout] == ["ready\n"] * 20
+    go.touch()
+    results = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=60)
+        assert racer.returncode == 0, err
+        results.append(out.split())
+
+    assert {kid for kid, _ in results} == {parse_signing_key(per_user.read_text()).key_id}
+    assert sorted(created for _, created in results) == ["False"] * 19 + ["True"]
+    assert [path.name for path in per_user.parent.iterdir()] == [".mrtr-signing-key"]
+
+
+def test_an_existing_per_user_key_file_is_read_not_replaced(tmp_path: Path) -> None:
+    per_user = tmp_path / "srv" / ".mrtr-signing-key"
+    per_user.parent.mkdir()
+    write(per_user, HEX_A)
+
+    key, created = load_or_create_key_file(per_user)
+
+    assert (key.key_id, created) == (key_id(HEX_A), False)
+    assert per_user.read_text() == HEX_A
 
 
 # --- what the README promises ------------------------------------------------------------------

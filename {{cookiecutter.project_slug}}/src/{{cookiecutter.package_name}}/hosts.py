@@ -31,6 +31,9 @@ __all__ = (
     "render_host",
     "snippet",
     "uv_launch",
+    "uv_sync_first",
+    "uvx_launch",
+    "venv_interpreter",
     "venv_launch",
     "venv_python",
     "where",
@@ -69,9 +72,15 @@ def _path(windows: bool, *parts: str) -> str:
 
 def venv_python(project_dir: str, *, windows: bool) -> str:
     """The interpreter of the project's ``.venv`` (``Scripts\\python.exe`` on Windows)."""
+    return venv_interpreter(_path(windows, project_dir, ".venv"), windows=windows)
+
+
+def venv_interpreter(venv_dir: str, *, windows: bool) -> str:
+    """A venv's ``python``: the one name every config and message uses for it (a venv also has
+    ``python3`` and ``python3.X``, and pip's console scripts start with ``python3``)."""
     if windows:
-        return _path(True, project_dir, ".venv", "Scripts", "python.exe")
-    return _path(False, project_dir, ".venv", "bin", "python")
+        return _path(True, venv_dir, "Scripts", "python.exe")
+    return _path(False, venv_dir, "bin", "python")
 
 
 def key_file(project_dir: str, *, windows: bool) -> str:
@@ -105,6 +114,34 @@ def uv_launch(
         args += ["--extra", extra]
     args.append(slug)
     return Launch(uv, tuple(args), _env(key_file_path, extra_env))
+
+
+def uv_sync_first(uv: str, project_dir: str, *, extras: Sequence[str] = ()) -> str:
+    """What to run once before a host starts the ``uv_launch`` form, and why."""
+    words = [uv, "sync", "--directory", project_dir]
+    for extra in extras:
+        words += ["--extra", extra]
+    return (
+        f"Run '{' '.join(words)}' once before the host starts it: on a first start 'uv run' "
+        "resolves and installs the dependencies, which needs the network (with your shell's proxy "
+        "and certificate settings, which hosts do not pass on) and can outlast the host's wait."
+    )
+
+
+def uvx_launch(
+    uvx: str,
+    slug: str,
+    *,
+    extras: Sequence[str] = (),
+    key_file_path: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> Launch:
+    """``<uvx> <slug>`` (``<uvx> --from <slug>[extras] <slug>``): the package installed from PyPI.
+
+    No key file by default: an installed server keeps its key in the user's state directory.
+    """
+    args = ["--from", f"{slug}[{','.join(extras)}]", slug] if extras else [slug]
+    return Launch(uvx, tuple(args), _env(key_file_path, extra_env))
 
 
 def _env(key_file_path: str | None, extra_env: Mapping[str, str] | None) -> dict[str, str]:

@@ -5,9 +5,15 @@ Where the key comes from, first match wins:
 1. ``MRTR_SIGNING_KEY``: hex, at least 32 bytes (64 hex characters).
 2. ``MRTR_SIGNING_KEY_FILE``: a file holding that hex. Configured but unreadable is an error.
 3. ``default_key_file`` (the project's own key file, written at bake time), if it exists.
-4. Nothing configured: a random key for this process only, with a WARNING on the
-   ``mrtr_runtime`` logger. Still safe (tokens are signed), but a round in flight does not
-   survive a restart, which is MRTR's reason to exist (2026-07-28 basic/patterns/mrtr).
+4. ``per_user_key_file`` (``per_user_key_path``: the user's state directory, one directory per
+   server name), created on first start if it does not exist. This is what an installed server
+   (a wheel, ``uvx``, a bundle) uses: it has no project directory, yet its rounds in flight
+   must survive a restart.
+5. Nothing usable: a random key for this process only, with a WARNING on the ``mrtr_runtime``
+   logger. Still safe (tokens are signed), but a round in flight does not survive a restart,
+   which is MRTR's reason to exist (2026-07-28 basic/patterns/mrtr).
+
+One INFO line on stderr says which key signs and where it came from (a path, or the variable).
 
 Previous keys verify tokens but never sign them (rotation). They come from
 ``MRTR_PREVIOUS_SIGNING_KEYS`` (comma-separated hex) and from a file of one hex key per line
@@ -32,10 +38,11 @@ import logging
 import os
 import secrets
 import stat
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from ._tokens import (
     _KEYGEN_HINT,
@@ -60,6 +67,8 @@ __all__ = (
     "WeakSigningKey",
     "codec_from_environment",
     "default_previous_keys_file",
+    "load_or_create_key_file",
+    "per_user_key_path",
     "rotate_key_file",
     "write_key_file",
 )
@@ -98,6 +107,79 @@ def write_key_file(path: Path, *, overwrite: bool = False) -> SigningKey:
     else:
         _create_private(path, data)
     return key
+
+
+#: The key file's name in its per-user directory: the same name as a project's own key file, so
+#: rotation and its previous-keys file work the same way in both places.
+PER_USER_KEY_FILE_NAME = ".mrtr-signing-key"
+
+
+def per_user_key_path(
+    server_name: str, environ: Mapping[str, str], *, platform: str = sys.platform
+) -> Path | None:
+    """Where this user's key for the server ``server_name`` lives; None with no home to put it in.
+
+    The platform's directory for per-user state that is not meant to be shared or synced, then
+    one directory per server name: ``$XDG_STATE_HOME`` (default ``~/.local/state``) on Linux and
+    other POSIX systems (XDG Base Directory Specification), ``~/Library/Application Support`` on
+    macOS, ``%LOCALAPPDATA%`` on Windows. Only ``environ`` is read, so a host's environment
+    decides, and tests point it at a temporary directory.
+    """
+    if (
+        not server_name
+        or server_name in (".", "..")
+        or any(character in server_name for character in "/\\\0:")
+    ):
+        raise ValueError(f"server name {server_name!r} cannot name a directory")
+    base = _state_home(environ, platform)
+    return base / server_name / PER_USER_KEY_FILE_NAME if base is not None else None
+
+
+def _state_home(environ: Mapping[str, str], platform: str) -> Path | None:
+    def absolute(name: str) -> Path | None:
+        # XDG Base Directory Specification: a relative path in these variables is invalid and
+        # must be ignored. The same rule keeps a key away from whatever cwd the host picked.
+        value = environ.get(name, "").strip()
+        return Path(value) if value and _is_absolute(value, platform) else None
+
+    if platform == "win32":
+        local = absolute("LOCALAPPDATA")
+        profile = absolute("USERPROFILE")
+        return local or (profile / "AppData" / "Local" if profile is not None else None)
+    home = absolute("HOME")
+    if platform == "darwin":
+        return home / "Library" / "Application Support" if home is not None else None
+    state = absolute("XDG_STATE_HOME")
+    return state or (home / ".local" / "state" if home is not None else None)
+
+
+def _is_absolute(value: str, platform: str) -> bool:
+    flavour = PureWindowsPath if platform == "win32" else PurePosixPath
+    return flavour(value).is_absolute()
+
+
+def load_or_create_key_file(path: Path) -> tuple[SigningKey, bool]:
+    """The key in ``path``, which is created first (0600) if it does not exist; and whether it was.
+
+    Two servers starting together must end with one key, or each would reject the other's
+    tokens: the new key is written whole to a private temp file, which ``os.link`` then puts in
+    place only if nothing is there yet (it never replaces a file), and every caller reads back
+    whatever file won. A reader never sees a half-written key. Raises ``OSError`` when the file
+    cannot be created, ``WeakSigningKey`` when the one found cannot be used.
+    """
+    created = False
+    if not os.path.lexists(path):
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+        _create_private(temp, (new_signing_key_hex() + "\n").encode("ascii"))
+        try:
+            os.link(temp, path)
+            created = True
+        except FileExistsError:
+            created = False  # another server got there first: its key is the one
+        finally:
+            temp.unlink(missing_ok=True)
+    return _read_key_file(path, "per-user key file"), created
 
 
 def default_previous_keys_file(key_file: Path) -> Path:
@@ -151,11 +233,13 @@ def codec_from_environment(
     environ: Mapping[str, str],
     *,
     default_key_file: Path | None,
+    per_user_key_file: Path | None = None,
     audience: str = "",
     clock: Callable[[], float] = time.time,
 ) -> RequestStateCodec:
     """The codec the environment asks for, its tokens bound to ``audience`` (the server's name).
 
+    ``per_user_key_file`` (see ``per_user_key_path``) is created when no other key is configured.
     Raises ``SigningConfigError`` (or its subclass ``WeakSigningKey``) with a one-line message fit
     for stderr; the CLI exits 2 on it.
     """
@@ -163,13 +247,30 @@ def codec_from_environment(
     ttl = _ttl_from(environ)
     insecure = _flag_from(environ, "MRTR_INSECURE_PLAINTEXT")
     current, key_file = _configured_key(environ, default_key_file)
+    source = str(key_file) if key_file is not None else "MRTR_SIGNING_KEY"
+    not_created = ""
+    if current is None and per_user_key_file is not None:
+        try:
+            current, created = load_or_create_key_file(per_user_key_file)
+        except OSError as exc:
+            # A read-only home or a sandbox: the server still works, only without restarts.
+            not_created = f" (cannot create {per_user_key_file}: {_why(exc)})"
+        else:
+            key_file = per_user_key_file
+            source = f"{per_user_key_file}{' (new, mode 0600)' if created else ''}"
     if current is None and not insecure:
         current = SigningKey(secrets.token_bytes(MIN_KEY_BYTES))
+        source = "a random key for this process only"
+        configured = [
+            "MRTR_SIGNING_KEY",
+            "MRTR_SIGNING_KEY_FILE",
+            *(str(path) for path in (default_key_file, per_user_key_file) if path is not None),
+        ]
         logger.warning(
-            "no requestState signing key configured (MRTR_SIGNING_KEY, MRTR_SIGNING_KEY_FILE%s): "
-            "using a random key for this process only; multi-round tool calls in progress "
-            "will fail after a restart",
-            f", or {default_key_file}" if default_key_file is not None else "",
+            "no requestState signing key configured (%s)%s: using a random key for this process "
+            "only; multi-round tool calls in progress will fail after a restart",
+            ", ".join(configured),
+            not_created,
         )
     ring = None
     if current is not None:
@@ -181,8 +282,9 @@ def codec_from_environment(
         )
     if ring is not None:
         logger.info(
-            "requestState signing key id %s (%d previous); ttl %ds",
+            "requestState signing key id %s from %s (%d previous); ttl %ds",
             ring.current.key_id,
+            source,
             len(ring.previous),
             ttl,
         )

@@ -9,6 +9,7 @@ from ._config import (
     WeakSigningKey,
     codec_from_environment,
     default_previous_keys_file,
+    per_user_key_path,
     rotate_key_file,
     write_key_file,
 )
@@ -30,6 +31,7 @@ __all__ = (
     "codec_from_environment",
     "configure_logging",
     "default_previous_keys_file",
+    "per_user_key_path",
     "rotate_key_file",
     "serve_stdio",
     "write_key_file",
