@@ -48,6 +48,7 @@ FIELDS = (
     "description",
     "author_name",
     "author_email",
+    "github_owner",
     "include_aws_example",
 )
 
@@ -111,6 +112,9 @@ EMAIL = re.compile(
     r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+"
 )
+# GitHub's rule for user and organization names, which the MCP Registry's io.github.<owner>
+# namespace is: 1-39 ASCII letters, digits and single hyphens, no hyphen first or last.
+GITHUB_OWNER = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9])*")
 # Built from pieces: this file is itself a Jinja template, so the markers cannot appear literally.
 BRACE = chr(123)
 JINJA_MARKERS = (BRACE + BRACE, BRACE + "%", BRACE + "#")
@@ -227,8 +231,9 @@ def check_package_name(value: str) -> None:
 
 
 def check_description(value: str) -> None:
-    if not value.strip() or len(value) > 200:
-        raise Refused(f"description {shown(value)} must be one line of 1-200 characters")
+    # The MCP Registry refuses a server.json description longer than 100 characters.
+    if not value.strip() or len(value) > 100:
+        raise Refused(f"description {shown(value)} must be one line of 1-100 characters")
     if value != value.strip():
         raise Refused(f"description {shown(value)} starts or ends with whitespace")
 
@@ -254,6 +259,16 @@ def check_author_email(value: str) -> None:
         )
 
 
+def check_github_owner(value: str) -> None:
+    check_ascii_name("github_owner", value)
+    if len(value) > 39 or not GITHUB_OWNER.fullmatch(value):
+        raise Refused(
+            f"github_owner {shown(value)} must be a GitHub user or organization name: 1-39 "
+            "ASCII letters, digits and single '-', not starting or ending with '-' (the MCP "
+            "Registry names this server io.github.<owner>/<slug>)"
+        )
+
+
 def check_include_aws_example(value: str) -> None:
     if value not in ("yes", "no"):
         raise Refused(f"include_aws_example {shown(value)} must be 'yes' or 'no'")
@@ -266,6 +281,7 @@ CHECKS = {
     "description": check_description,
     "author_name": check_author_name,
     "author_email": check_author_email,
+    "github_owner": check_github_owner,
     "include_aws_example": check_include_aws_example,
 }
 

@@ -46,10 +46,18 @@ HOSTILE = [
     ("description", "C:\\Windows\\path", "backslash"),
     ("description", "evil \u202e txt.exe", "RIGHT-TO-LEFT OVERRIDE"),
     ("description", "", "description"),
+    ("description", "x" * 101, "1-100 characters"),
     ("author_name", "Doe, John", "author_name"),
     ("author_name", "Ann <ann@example.com>", "author_name"),
     ("author_email", "not-an-email", "author_email"),
     ("author_email", "a@b.com\nBcc: x@y.z", "LINE FEED"),
+    ("github_owner", "-leading", "github_owner"),
+    ("github_owner", "double--hyphen", "github_owner"),
+    ("github_owner", "dotted.name", "github_owner"),
+    ("github_owner", "owner/repo", "github_owner"),
+    ("github_owner", "x" * 40, "github_owner"),
+    ("github_owner", "", "github_owner"),
+    ("github_owner", f"{CYRILLIC_A}lice", "non-ASCII"),
     ("project_name", "x" * 81, "project_name"),
     # Windows device names, in any case and with an extension: no such directory, package or
     # <slug>.exe can be created there. A project named CON gets the slug "con".
@@ -127,6 +135,8 @@ def test_explicit_slug_with_a_separator_leaves_only_an_empty_directory(
         {"author_email": "first.last+tag@sub.example.org"},
         {"project_slug": "con-tools", "package_name": "console"},
         {"project_name": "Com10 Aux Tools"},
+        {"github_owner": "Octo-Cat42"},
+        {"github_owner": "a" * 39},
     ],
     ids=lambda answers: next(iter(answers)),
 )
@@ -151,7 +161,7 @@ def test_jinja_typed_at_a_prompt_is_not_evaluated_and_the_hook_refuses_it(tmp_pa
     evaluated = tmp_path / "evaluated"
     output = tmp_path / "out"
     output.mkdir()
-    typed = ["", "", "", "Docs " + _probe(evaluated), "", "", ""]  # the description
+    typed = ["", "", "", "Docs " + _probe(evaluated), "", "", "", ""]  # the description
     result = subprocess.run(
         [
             sys.executable,

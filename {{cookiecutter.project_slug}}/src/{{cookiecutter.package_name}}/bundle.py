@@ -1,0 +1,121 @@
+"""``<slug> bundle``: this project as an MCP Bundle, ``dist/<slug>-<version>.mcpb``.
+
+An MCP Bundle is a zip archive with ``manifest.json`` at its root (the format of the
+modelcontextprotocol/mcpb repository). Ours uses the manifest's ``uv`` server type (manifest
+0.4): the archive carries ``pyproject.toml``, ``README.md`` and ``src/``, not the dependencies,
+and the host starts the server with ``uv run --directory <bundle> <slug>`` as
+``manifest.json`` says, so uv installs anyio and pydantic (and the extras named there) from
+PyPI the first time the bundle starts. A bundle of the ``python`` type would have to carry
+them, and pydantic's compiled core ties such a bundle to one platform.
+
+``manifest.json`` in the project is the source: this command copies it with ``version`` set to
+the package's ``__version__`` and ``tools`` listed from the tools registry, so a new tool needs
+no edit there. The archive is what the official CLI's ``mcpb pack`` writes for the same files
+(deflate, Unix permissions kept), made with the standard library so that bundling needs no
+Node. ``npx @anthropic-ai/mcpb validate`` and ``info`` read it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from . import __version__, tools
+from .app import NAME
+from .tools import registry
+
+MANIFEST = "manifest.json"
+#: Beside ``src/``, what uv needs to install the project from the bundle.
+PROJECT_FILES = ("pyproject.toml", "README.md")
+#: Never shipped: byte code and caches a checkout collects.
+SKIPPED_DIRECTORIES = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+SKIPPED_SUFFIXES = frozenset({".pyc", ".pyo"})
+
+
+class BundleError(Exception):
+    """The project cannot be bundled; the message says why and what to do."""
+
+
+def tool_entries() -> list[dict[str, str]]:
+    """The manifest's ``tools``: every registered tool, with its description's first paragraph."""
+    registry.load_package(tools.__name__)
+    entries = []
+    for tool in registry.tools.values():
+        entry = {"name": tool.name}
+        description = str(tool.summary.get("description", "")).split("\n\n", 1)[0]
+        if description:
+            entry["description"] = " ".join(description.split())
+        entries.append(entry)
+    return entries
+
+
+def bundle_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` with this package's version and the registry's tools and prompts."""
+    filled = dict(manifest)
+    filled["version"] = __version__
+    filled["tools"] = tool_entries()
+    # A manifest prompt is a fixed text; ours are asked for at run time, so only flag them.
+    if registry.prompts:
+        filled["prompts_generated"] = True
+    return filled
+
+
+def source_files(root: Path) -> Iterator[Path]:
+    """The files of ``src/`` that ship, relative to ``root``, sorted."""
+    for directory, subdirectories, files in os.walk(root / "src"):
+        subdirectories[:] = sorted(
+            name for name in subdirectories if name not in SKIPPED_DIRECTORIES
+        )
+        for name in sorted(files):
+            path = Path(directory, name)
+            if path.suffix not in SKIPPED_SUFFIXES:
+                yield path.relative_to(root)
+
+
+def lay_out(root: Path, target: Path) -> None:
+    """Write the bundle's directory: the manifest, the project files and ``src/``."""
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise BundleError(f"cannot read {root / MANIFEST}: {error}") from error
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{root / MANIFEST} must hold a JSON object")
+    for name in PROJECT_FILES:
+        if not (root / name).is_file():
+            raise BundleError(f"{root / name} is missing; uv needs it to install the bundle")
+        shutil.copy2(root / name, target / name)
+    for relative in source_files(root):
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / relative, target / relative)
+    text = json.dumps(bundle_manifest(manifest), indent=2, ensure_ascii=False) + "\n"
+    (target / MANIFEST).write_text(text, encoding="utf-8")
+
+
+def pack(directory: Path, archive: Path) -> None:
+    """Zip ``directory`` as ``mcpb pack`` does: files only, deflated, permission bits kept."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(archive.name + ".partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as bundle:
+        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo.from_file(path, path.relative_to(directory).as_posix())
+            info.compress_type = zipfile.ZIP_DEFLATED
+            # Unix permission bits in the upper half of the external attributes, as mcpb does.
+            info.create_system = 3
+            info.external_attr = (path.stat().st_mode & 0o777) << 16
+            bundle.writestr(info, path.read_bytes(), compresslevel=9)
+    partial.replace(archive)
+
+
+def build(root: Path, output_dir: Path) -> Path:
+    """Lay the bundle out in a temporary directory and write ``<slug>-<version>.mcpb``."""
+    archive = output_dir / f"{NAME}-{__version__}.mcpb"
+    with tempfile.TemporaryDirectory(prefix=f"{NAME}-bundle-") as staging:
+        lay_out(root, Path(staging))
+        pack(Path(staging), archive)
+    return archive
