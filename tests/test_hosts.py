@@ -6,7 +6,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -17,12 +16,11 @@ from typing import Any
 
 import pytest
 from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, KEY_FILE, REPO, Installed, run
+from host_client import MODERN, answer, fill, meta
 
 HOSTS_PY = (
     REPO / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "hosts.py"
 )
-MODERN = "2026-07-28"
-ALL_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
 MAX_ROUNDS = 6
 
 
@@ -126,68 +124,6 @@ def test_render_all_covers_every_host() -> None:
 # -- the real thing: a server launched the way a host would ---------------------------------------
 
 
-# Strings tried, in order, against a property's pattern (a version, then plain words).
-CANDIDATES = ("1.0.0", "demo", "Demo notes", "yes")
-
-
-def _value(prop: Mapping[str, Any]) -> Any:
-    if "const" in prop:
-        return prop["const"]
-    if "enum" in prop:
-        return prop["enum"][0]
-    for option in prop.get("oneOf", []):
-        if "const" in option:
-            return option["const"]
-    if prop.get("default") is not None:
-        return prop["default"]
-    kind = prop.get("type", "string")
-    if kind == "boolean":
-        return True
-    if kind in ("integer", "number"):
-        return prop.get("minimum", 1)
-    if kind == "array":
-        return []
-    pattern = prop.get("pattern")
-    for candidate in CANDIDATES:
-        if pattern is None or re.search(pattern, candidate):
-            return candidate
-    return "demo"
-
-
-def _fill(schema: Mapping[str, Any], *, required_only: bool) -> dict[str, Any]:
-    """Plausible values for a flat object schema: enough to walk a sample tool's rounds."""
-    properties = schema.get("properties", {})
-    names = schema.get("required", []) if required_only else list(properties)
-    return {name: _value(properties[name]) for name in names}
-
-
-def _answer(request: Mapping[str, Any]) -> dict[str, Any]:
-    method, params = request["method"], request.get("params", {})
-    if method == "elicitation/create":
-        if params.get("mode") == "url":
-            return {"action": "accept"}
-        schema = params.get("requestedSchema", {})
-        return {"action": "accept", "content": _fill(schema, required_only=False)}
-    if method == "sampling/createMessage":
-        return {
-            "role": "assistant",
-            "content": {"type": "text", "text": "42"},
-            "model": "test-model",
-            "stopReason": "endTurn",
-        }
-    if method == "roots/list":
-        return {"roots": [{"uri": "file:///tmp", "name": "tmp"}]}
-    raise AssertionError(f"unexpected input request {method}")
-
-
-def _meta() -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": ALL_CAPABILITIES,
-        "io.modelcontextprotocol/clientInfo": {"name": "host-config-test", "version": "0"},
-    }
-
-
 class HostLaunch:
     """Starts the server from a printed config: cwd ``/``, env = HOME + PATH + the config's env."""
 
@@ -243,7 +179,7 @@ def test_server_starts_as_the_printed_claude_desktop_config_says(
     assert entry["env"] == {"MRTR_SIGNING_KEY_FILE": str(project.project / KEY_FILE)}
 
     host = HostLaunch(entry)
-    result = host.one_request(1, "server/discover", {"_meta": _meta()})
+    result = host.one_request(1, "server/discover", {"_meta": meta()})
     assert MODERN in result["supportedVersions"]
     assert "tools" in result["capabilities"]
     assert result["resultType"] == "complete"
@@ -261,11 +197,11 @@ def test_a_multi_round_call_survives_a_new_process_per_round(
     # key file can make round N+1 accept the requestState minted by round N.
     project = installed("no-aws")
     host = HostLaunch(_printed_config(project))
-    tools = host.one_request(1, "tools/list", {"_meta": _meta()})["tools"]
+    tools = host.one_request(1, "tools/list", {"_meta": meta()})["tools"]
     request_id = 2
     for tool in tools:
-        arguments = _fill(tool["inputSchema"], required_only=True)
-        params: dict[str, Any] = {"name": tool["name"], "arguments": arguments, "_meta": _meta()}
+        arguments = fill(tool["inputSchema"], required_only=True)
+        params: dict[str, Any] = {"name": tool["name"], "arguments": arguments, "_meta": meta()}
         result = host.one_request(request_id, "tools/call", params)
         request_id += 1
         states = 0
@@ -273,7 +209,7 @@ def test_a_multi_round_call_survives_a_new_process_per_round(
             if result.get("resultType") != "input_required":
                 break
             answers = {
-                key: _answer(request) for key, request in result.get("inputRequests", {}).items()
+                key: answer(request) for key, request in result.get("inputRequests", {}).items()
             }
             # Each retry is a new request: the answers to this round, plus the state (if any)
             # that carries the earlier ones (2026-07-28 basic/patterns/mrtr).
