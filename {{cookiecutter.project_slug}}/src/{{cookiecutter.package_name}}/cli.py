@@ -2,14 +2,18 @@
 
 With no command, or ``serve``
     Run the stdio MCP server (what hosts start). stdout is the wire; logs go to stderr.
-``config <host>``
-    Print a ready-to-paste host configuration that starts this server with this interpreter.
+``config <host> [--uv | --installed]``
+    Print a ready-to-paste host configuration that starts this server with this interpreter
+    (``--uv``: through ``uv run`` in this checkout; ``--installed``: ``uvx <slug>``, the package
+    from PyPI).
 ``bundle [--output-dir DIR]``
     Write ``dist/<slug>-<version>.mcpb``, an MCP Bundle of this project (see ``bundle.py``).
 ``keygen [--rotate | --force] [--path FILE]``
-    Write a new requestState signing key file (mode 0600). ``--rotate`` keeps the old key as a
-    verify-only previous key, in a file beside the key file, so rounds in flight can finish;
-    ``--force`` just replaces it. Prints paths and public key ids, never a key.
+    Write a new requestState signing key file (mode 0600): ``$MRTR_SIGNING_KEY_FILE``, else the
+    checkout's ``.mrtr-signing-key``, else this user's key file for an installed server.
+    ``--rotate`` keeps the old key as a verify-only previous key, in a file beside the key file,
+    so rounds in flight can finish; ``--force`` just replaces it. Prints paths and public key
+    ids, never a key.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__, hosts
-from .app import NAME, build_server, default_key_file, project_root
+from .app import NAME, build_server, default_key_file, project_root, user_key_file
 from .mrtr_runtime.server import (
     DEFAULT_TTL_SECONDS,
     MAX_TTL_SECONDS,
@@ -47,6 +51,9 @@ UV_EXTRAS: tuple[str, ...] = ()
 PASS_THROUGH_ENV: tuple[str, ...] = ()
 {%- endif %}
 KEY_FILE_ENV = hosts.KEY_FILE_ENV
+#: Where an installed server's per-user key file lives on Linux; copied into the installed form's
+#: env when set, so the server a host starts and ``keygen`` run from a shell use the same file.
+STATE_HOME_ENV = "XDG_STATE_HOME"
 CONFIG_CHOICES = (*hosts.HOSTS, "mcp-json", "all")
 
 
@@ -60,8 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("serve", help="run the stdio server (the default)")
     config = commands.add_parser("config", help="print a host configuration for this server")
     config.add_argument("host", choices=CONFIG_CHOICES, help="which host (or all)")
-    config.add_argument(
+    form = config.add_mutually_exclusive_group()
+    form.add_argument(
         "--uv", action="store_true", help="start through 'uv run --directory' instead of this venv"
+    )
+    form.add_argument(
+        "--installed",
+        action="store_true",
+        help="start the package published on PyPI with 'uvx' (see README.md, Publishing)",
     )
     keygen = commands.add_parser(
         "keygen",
@@ -86,7 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace an existing key and drop it: input rounds in flight fail",
     )
-    keygen.add_argument("--path", type=Path, help=f"key file (default: ${KEY_FILE_ENV} or ours)")
+    keygen.add_argument(
+        "--path",
+        type=Path,
+        help=f"key file (default: ${KEY_FILE_ENV}, the checkout's, or this user's)",
+    )
     bundle = commands.add_parser(
         "bundle", help=f"write {NAME}-{__version__}.mcpb, an MCP Bundle of this project"
     )
@@ -99,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "config":
-        return print_config(args.host, use_uv=args.uv)
+        return print_config(args.host, use_uv=args.uv, installed=args.installed)
     if args.command == "keygen":
         return keygen(force=args.force, rotate=args.rotate, path=args.path)
     if args.command == "bundle":
@@ -149,9 +166,7 @@ def _key_file_for_config() -> str | None:
     default = default_key_file()
     if default is None:
         sys.stderr.write(
-            f"note: no project directory (not an editable install) and ${KEY_FILE_ENV} is unset; "
-            "the server will sign with a per-process key, so input rounds will not survive a "
-            "restart. Set MRTR_SIGNING_KEY_FILE in the config's env.\n"
+            f"note: not a source checkout; the server keeps its signing key in {_user_key_note()}\n"
         )
         return None
     if not default.exists():
@@ -159,8 +174,61 @@ def _key_file_for_config() -> str | None:
     return str(default)
 
 
-def print_config(host: str, *, use_uv: bool) -> int:
+def _user_key_note() -> str:
+    path = user_key_file()
+    if path is None:
+        return "no file: HOME is unset, so it signs with a per-process key"
+    return f"{path} (created on its first start)"
+
+
+def _interpreter() -> str:
+    """This interpreter, named as the post-gen hook and the README name it."""
+    # Not resolved: inside a venv, sys.executable is a symlink whose location *is* the venv.
+    python = os.path.abspath(sys.executable)
+    if sys.prefix != sys.base_prefix:
+        # Run as a console script, sys.executable is the venv's python3 (pip's shebang); every
+        # printed config and message names one path for one interpreter: the venv's python.
+        canonical = hosts.venv_interpreter(os.path.abspath(sys.prefix), windows=os.name == "nt")
+        if os.path.exists(canonical) and os.path.samefile(canonical, python):
+            return canonical
+    return python
+
+
+def _uvx() -> str | None:
+    uvx = shutil.which("uvx")
+    return str(Path(uvx).absolute()) if uvx else None
+
+
+def _installed_launch(uvx: str) -> hosts.Launch:
+    extra_env = {name: os.environ[name] for name in PASS_THROUGH_ENV if os.environ.get(name)}
+    state_home = os.environ.get(STATE_HOME_ENV, "").strip()
+    if state_home:
+        extra_env[STATE_HOME_ENV] = state_home
+    named = os.environ.get(KEY_FILE_ENV, "").strip()
+    return hosts.uvx_launch(
+        uvx,
+        NAME,
+        extras=UV_EXTRAS,
+        key_file_path=str(Path(named).expanduser().absolute()) if named else None,
+        extra_env=extra_env,
+    )
+
+
+def print_config(host: str, *, use_uv: bool, installed: bool = False) -> int:
     windows = os.name == "nt"
+    if installed:
+        uvx = _uvx()
+        if uvx is None:
+            sys.stderr.write(
+                f"{NAME}: --installed needs uvx on PATH (it comes with uv: "
+                "https://docs.astral.sh/uv/); leave out --installed to use this interpreter\n"
+            )
+            return 1
+        sys.stderr.write(
+            f"note: this starts {NAME} as published on PyPI (README.md, Publishing); the server "
+            f"keeps its signing key in {_user_key_note()}\n"
+        )
+        return _write_config(host, _installed_launch(uvx), windows=windows)
     key_file = _key_file_for_config()
     extra_env = {name: os.environ[name] for name in PASS_THROUGH_ENV if os.environ.get(name)}
     if use_uv:
@@ -172,18 +240,44 @@ def print_config(host: str, *, use_uv: bool) -> int:
                 "leave out --uv to use this interpreter\n"
             )
             return 1
+        uv_path = str(Path(uv).absolute())
+        sys.stderr.write(hosts.uv_sync_first(uv_path, str(root), extras=UV_EXTRAS) + "\n")
         launch = hosts.uv_launch(
-            str(Path(uv).absolute()),
+            uv_path,
             str(root),
             NAME,
             key_file_path=key_file,
             extras=UV_EXTRAS,
             extra_env=extra_env,
         )
-    else:
-        # Not resolved: inside a venv, sys.executable is a symlink whose location *is* the venv.
-        python = os.path.abspath(sys.executable)
-        launch = hosts.venv_launch(python, PACKAGE, key_file_path=key_file, extra_env=extra_env)
+        return _write_config(host, launch, windows=windows)
+    launch = hosts.venv_launch(_interpreter(), PACKAGE, key_file_path=key_file, extra_env=extra_env)
+    status = _write_config(host, launch, windows=windows)
+    uvx = _uvx()
+    if host != "all":
+        if uvx is not None:
+            sys.stderr.write(
+                f"Installed from PyPI instead: {' '.join(_installed_launch(uvx).argv())} "
+                f"('{NAME} config {host} --installed' prints that config).\n"
+            )
+        return status
+    if uvx is None:
+        sys.stdout.write(
+            "\n== Installed from PyPI ==\nOnce published (README.md, Publishing), hosts can "
+            f"start it with 'uvx {NAME}'; install uv for '{NAME} config <host> --installed'.\n"
+        )
+        return status
+    sys.stdout.write(
+        "\n== Installed from PyPI ==\nOnce published (README.md, Publishing), hosts can start "
+        f"the package instead of this checkout; '{NAME} config <host> --installed' prints this "
+        "form for each host. Claude Desktop:\n"
+        + hosts.snippet("claude-desktop", NAME, _installed_launch(uvx), windows=windows)
+        + "\n"
+    )
+    return status
+
+
+def _write_config(host: str, launch: hosts.Launch, *, windows: bool) -> int:
     if host == "all":
         sys.stdout.write(hosts.render_all(NAME, launch, windows=windows))
         return 0
@@ -194,13 +288,18 @@ def print_config(host: str, *, use_uv: bool) -> int:
 
 def _default_key_path() -> Path | None:
     named = os.environ.get(KEY_FILE_ENV, "").strip()
-    return Path(named) if named else default_key_file()
+    if named:
+        return Path(named)
+    return default_key_file() or user_key_file()
 
 
 def keygen(*, force: bool, rotate: bool, path: Path | None) -> int:
     target = path or _default_key_path()
     if target is None:
-        sys.stderr.write(f"{NAME}: no project directory found; pass --path FILE\n")
+        sys.stderr.write(
+            f"{NAME}: no source checkout and no home directory for this user's key file; "
+            "pass --path FILE\n"
+        )
         return 1
     target = target.expanduser().absolute()
     exists = os.path.lexists(target)
