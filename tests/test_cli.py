@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import stat
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-from bakery import DEFAULT_PACKAGE, Installed, child_env
+from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, KEY_FILE, Installed, child_env
+from uv import find_uv_bin
 
 pytestmark = pytest.mark.baked_checks
 
@@ -122,3 +127,113 @@ def test_config_all_prints_every_host_for_this_interpreter(
     for title in ("Claude Desktop", "Claude Code", "VS Code", "Cursor"):
         assert f"== {title} ==" in result.stdout
     assert f'"command": "{project.python}"' in result.stdout
+
+
+def bake_hosts(project: Installed) -> ModuleType:
+    """The bake's own ``hosts`` module, loaded by path as the post-gen hook loads it."""
+    path = project.project / "src" / DEFAULT_PACKAGE / "hosts.py"
+    spec = importlib.util.spec_from_file_location("_installed_bake_hosts", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_config_from_the_console_script_names_the_venv_python_as_the_hook_does(
+    installed: Callable[[str], Installed],
+) -> None:
+    # pip's console script runs .venv/bin/python3; the hook, the README and every config name
+    # one path for the interpreter: .venv/bin/python.
+    project = installed("no-aws")
+    result = subprocess.run(
+        [str(project.tool(DEFAULT_SLUG)), "config", "claude-desktop"],
+        cwd="/",
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    entry = json.loads(result.stdout)["mcpServers"][DEFAULT_SLUG]
+    hook_python = bake_hosts(project).venv_python(str(project.project), windows=os.name == "nt")
+    assert entry["command"] == hook_python == str(project.python)
+
+
+def uv_dir() -> str:
+    return str(Path(find_uv_bin()).parent)
+
+
+def state_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """uv and uvx on PATH, a temporary home: ``config`` only names this user's key file."""
+    return {
+        "PATH": f"{uv_dir()}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+        "HOME": str(tmp_path / "home"),
+        "XDG_STATE_HOME": "",  # unset, whatever this shell has
+        **extra,
+    }
+
+
+def test_config_installed_starts_the_published_package_with_uvx_by_its_absolute_path(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    project = installed("no-aws")
+    result = cli(project, "config", "vscode", "--installed", **state_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    entry = json.loads(result.stdout)["servers"][DEFAULT_SLUG]
+    uvx = str(Path(uv_dir(), "uvx.exe" if os.name == "nt" else "uvx"))
+    assert entry == {"type": "stdio", "command": uvx, "args": [DEFAULT_SLUG]}
+    # No key in the config: the installed server keeps its own, and says where.
+    per_user = tmp_path / "home" / ".local" / "state" / DEFAULT_SLUG / KEY_FILE
+    assert f"{per_user} (created on its first start)" in result.stderr
+    assert not per_user.exists()
+
+    # A state directory set in the shell travels with the config, so the server the host starts
+    # and 'keygen' run from this shell use the same key file.
+    state = str(tmp_path / "state")
+    moved = cli(
+        project, "config", "vscode", "--installed", **state_env(tmp_path, XDG_STATE_HOME=state)
+    )
+    assert json.loads(moved.stdout)["servers"][DEFAULT_SLUG]["env"] == {"XDG_STATE_HOME": state}
+
+    no_uvx = cli(project, "config", "vscode", "--installed", PATH=str(tmp_path))
+    assert no_uvx.returncode == 1
+    assert no_uvx.stdout == ""
+    assert "--installed needs uvx on PATH" in no_uvx.stderr
+
+
+def test_config_shows_the_installed_form_next_to_the_checkout_form(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    project = installed("no-aws")
+    uvx = str(Path(uv_dir(), "uvx.exe" if os.name == "nt" else "uvx"))
+
+    one = cli(project, "config", "claude-desktop", **state_env(tmp_path))
+    assert one.returncode == 0, one.stderr
+    assert json.loads(one.stdout)["mcpServers"][DEFAULT_SLUG]["command"] == str(project.python)
+    assert f"Installed from PyPI instead: {uvx} {DEFAULT_SLUG} " in one.stderr
+
+    every = cli(project, "config", "all", **state_env(tmp_path))
+    assert every.returncode == 0, every.stderr
+    checkout, _, published = every.stdout.partition("== Installed from PyPI ==")
+    assert f'"command": "{project.python}"' in checkout
+    snippet = published[published.index("{") :]
+    assert json.loads(snippet)["mcpServers"][DEFAULT_SLUG] == {
+        "command": uvx,
+        "args": [DEFAULT_SLUG],
+    }
+
+
+def test_config_uv_says_to_uv_sync_before_the_first_launch(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    project = installed("no-aws")
+    result = cli(project, "config", "cursor", "--uv", **state_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    uv = str(Path(find_uv_bin()))
+    assert f"Run '{uv} sync --directory {project.project}' once before the host starts it" in (
+        result.stderr
+    )
+    entry = json.loads(result.stdout)["mcpServers"][DEFAULT_SLUG]
+    assert entry["args"] == ["run", "--directory", str(project.project), DEFAULT_SLUG]
