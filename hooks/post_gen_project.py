@@ -149,6 +149,7 @@ def next_steps(hosts: ModuleType, key_path: Path, key_written: bool) -> str:
         )
         lines += [
             f"With uv instead ({uv_path} runs the project from its own .venv, no activation):",
+            hosts.uv_sync_first(uv_path, project, extras=("aws",) if AWS else ()),
             hosts.snippet("claude-desktop", SLUG, uv_run, windows=WINDOWS),
             f"('{bin_dir}{SLUG} config all --uv' prints this form for every host.)",
             "",

@@ -15,8 +15,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, KEY_FILE, REPO, Installed, run
+from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, KEY_FILE, REPO, BakeFactory, Installed, run
 from host_client import MODERN, answer, fill, meta
+from uv import find_uv_bin
 
 HOSTS_PY = (
     REPO / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "hosts.py"
@@ -107,6 +108,35 @@ def test_uv_launch_names_the_project_and_extras() -> None:
         "demo",
     ]
     assert launch.env == {"MRTR_SIGNING_KEY_FILE": "/srv/demo/k"}
+
+
+def test_uvx_launch_starts_the_published_package_with_its_extras() -> None:
+    assert hosts.uvx_launch("/opt/uv/bin/uvx", "demo", key_file_path=None).argv() == [
+        "/opt/uv/bin/uvx",
+        "demo",
+    ]
+    launch = hosts.uvx_launch("/opt/uv/bin/uvx", "demo", extras=("aws",), key_file_path=None)
+    assert launch.argv() == ["/opt/uv/bin/uvx", "--from", "demo[aws]", "demo"]
+    assert launch.env == {}
+
+
+def test_a_venv_has_one_interpreter_name_in_every_config() -> None:
+    assert hosts.venv_interpreter("/srv/demo/.venv", windows=False) == "/srv/demo/.venv/bin/python"
+    assert hosts.venv_python("/srv/demo", windows=False) == "/srv/demo/.venv/bin/python"
+    assert (
+        hosts.venv_interpreter("C:\\demo\\.venv", windows=True)
+        == "C:\\demo\\.venv\\Scripts\\python.exe"
+    )
+
+
+def test_the_hooks_uv_config_says_to_uv_sync_before_the_first_launch(
+    bake: BakeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uv = Path(find_uv_bin())
+    monkeypatch.setenv("PATH", f"{uv.parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}")
+    baked = bake(include_aws_example="yes")
+    expected = f"Run '{uv} sync --directory {baked.project} --extra aws' once before the host"
+    assert expected in baked.stdout
 
 
 def test_unknown_host_is_a_clear_error() -> None:
