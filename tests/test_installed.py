@@ -67,6 +67,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
             config_file=str(config),
         )
     )
+    # Without its .gitignore, and with a previous-keys file beside the key: the sdist must still
+    # leave both keys out (pyproject.toml excludes them itself).
+    (project / ".gitignore").unlink()
+    (project / PREVIOUS_KEYS_FILE).write_text("# retired keys\n", encoding="ascii")
     dist = output / "dist"
     run([find_uv_bin(), "build", "--out-dir", dist, project], cwd=output, env=UV_SETTINGS)
     (wheel,) = dist.glob("*.whl")

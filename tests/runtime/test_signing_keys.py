@@ -7,6 +7,7 @@ The key itself must never reach a message, a log line or a repr: every test that
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import os
 import stat
@@ -907,3 +908,26 @@ def test_the_readme_states_the_lifetime_and_rotation_the_code_implements() -> No
     assert "keygen --rotate" in readme
     assert PREVIOUS_KEYS_FILE_NAME in readme
     assert f"at most {MAX_PREVIOUS_KEYS} keys" in readme
+
+
+def test_the_readme_states_where_the_per_user_key_lives(
+    tmp_path: Path, logs: pytest.LogCaptureFixture
+) -> None:
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    name = importlib.import_module(f"{PACKAGE}.app").NAME
+    for platform, spelled in [
+        ("linux", "~/.local/state/"),
+        ("darwin", "~/Library/Application Support/"),
+    ]:
+        path = per_user_key_path(name, {"HOME": "/home/you"}, platform=platform)
+        assert str(path).replace("/home/you/", "~/") == f"{spelled}{name}/.mrtr-signing-key"
+        assert f"`{spelled}{name}/.mrtr-signing-key`" in readme
+    assert f"`$XDG_STATE_HOME/{name}/.mrtr-signing-key`" in readme
+    assert f"`%LOCALAPPDATA%\\{name}\\.mrtr-signing-key`" in readme
+    # The stderr line the README quotes is the line the server writes.
+    per_user = tmp_path / name / ".mrtr-signing-key"
+    load({}, None, per_user_key_file=per_user)
+    (line,) = [line for line in info_lines(logs) if str(per_user) in line]
+    quoted = line.replace(str(per_user), f"/home/you/.local/state/{name}/.mrtr-signing-key")
+    key = parse_signing_key(per_user.read_text()).key_id
+    assert f"`{quoted.replace(key, '1a2b3c4d')}`" in readme

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,14 @@ PACKAGE = "{{ cookiecutter.package_name }}"
 #: A fixed test key (never used outside tests): a second server process started with it can
 #: finish a round the first one started.
 TEST_KEY_HEX = "8b0f2e4d6c1a3957e8f0b2d4c6a81357e9f1b3d5c7a90246f8e0d2b4c6a81357"
+
+
+@pytest.fixture(autouse=True)
+def private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A temporary home for every test: a server that finds no key (a checkout without its
+    git-ignored key file, as in CI) makes this user's key file there, never in the real home."""
+    for name in ("HOME", "USERPROFILE", "LOCALAPPDATA", "XDG_STATE_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / "home"))
 
 
 @pytest.fixture(scope="session")
