@@ -5,9 +5,12 @@
     python3 dev.py test [PYTEST ARGS...]     run every test of the template (what CI runs)
     python3 dev.py bake [--no-aws] OUT [key=value ...]   bake the template into OUT
 
-The pinned tools of requirements-dev.txt live in .venv/ at the repository root; it is created on
-first use and rebuilt when that file (or the Python running this script) changes. pip's cache is
-.cache/pip/, so a rebuild needs the network only for what is not cached yet.
+`demo` and `bake` need only build/demo/.venv/, a small venv with cookiecutter (the version
+requirements-dev.txt pins) and, once `demo` has baked, the demo project with its runtime
+dependencies. Only `test` builds .venv/ at the repository root with every pinned tool of
+requirements-dev.txt. A venv is created on first use and rebuilt when what it installs (or the
+Python running this script) changes; nothing already done is done, or announced, again. pip's
+cache is .cache/pip/, so a rebuild needs the network only for what is not cached yet.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,16 +34,46 @@ REQUIREMENTS = ROOT / "requirements-dev.txt"
 CACHE = ROOT / ".cache"
 PIP_CACHE = CACHE / "pip"
 DEMO_OUT = ROOT / "build" / "demo"
+BAKE_VENV = DEMO_OUT / ".venv"
 STAMP = ".dev-py-stamp"
+DEMO_STAMP = ".dev-py-demo-stamp"
 WINDOWS = os.name == "nt"
 MIN_PYTHON = (3, 11)
 #: pytest's "no tests were collected" exit status.
 NO_TESTS_COLLECTED = 5
+#: What `demo` offers to paste: a complete MCP 2026-07-28 request on one line (server/discover:
+#: no parameters beyond the per-request `_meta`).
+DISCOVER_LINE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "server/discover",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "dev.py demo", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    },
+    separators=(",", ":"),
+)
 
 
 def say(message: str) -> None:
     sys.stderr.write(f"dev.py: {message}\n")
     sys.stderr.flush()
+
+
+def shown(path: Path) -> str:
+    """``path`` as messages name it: relative to the repository when inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def command_line(parts: Sequence[str | Path]) -> str:
+    """A command the user can paste into this platform's shell."""
+    words = [str(part) for part in parts]
+    return subprocess.list2cmdline(words) if WINDOWS else shlex.join(words)
 
 
 def venv_bin(venv_dir: Path, name: str) -> Path:
@@ -58,16 +93,20 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def run(command: Sequence[str | Path], *, cwd: Path | None = None, to_stderr: bool = False) -> None:
+def run(command: Sequence[str | Path], *, cwd: Path | None = None, quiet: bool = False) -> None:
+    """Run ``command``; ``quiet`` keeps its output unless it fails."""
     result = subprocess.run(
         [str(part) for part in command],
         cwd=cwd,
         env=clean_env(),
-        stdout=sys.stderr if to_stderr else None,
+        capture_output=quiet,
+        text=True,
         check=False,
     )
     if result.returncode != 0:
-        raise SystemExit(f"dev.py: failed ({result.returncode}): {' '.join(map(str, command))}")
+        if quiet:
+            sys.stderr.write(result.stdout + result.stderr)
+        raise SystemExit(f"dev.py: failed ({result.returncode}): {command_line(command)}")
 
 
 @contextlib.contextmanager
@@ -87,18 +126,42 @@ def locked(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def stamp_digest(fingerprint: str) -> str:
+    # The base interpreter, resolved: python3, its versioned name and any venv made from it
+    # are one Python and must not rebuild each other's venvs.
+    interpreter = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    return hashlib.sha256("\n".join([fingerprint, sys.version, interpreter]).encode()).hexdigest()
+
+
+def is_current(stamp: Path, digest: str) -> bool:
+    return stamp.is_file() and stamp.read_text(encoding="utf-8") == digest
+
+
+def venv_lock(venv_dir: Path) -> contextlib.AbstractContextManager[None]:
+    return locked(hashlib.sha256(str(venv_dir).encode()).hexdigest()[:16])
+
+
+def pip_install(venv_dir: Path, install: Sequence[str]) -> None:
+    """``pip install <install>`` into the venv from the repository root; quiet unless it fails."""
+    python = venv_bin(venv_dir, "python")
+    run([python, "-m", "pip", "install", "--quiet", *install], cwd=ROOT, quiet=True)
+
+
 def ensure_venv(venv_dir: Path, install: Sequence[str], fingerprint: str) -> Path:
     """A venv at ``venv_dir`` with ``pip install <install>`` done; rebuilt when the fingerprint
     (what was installed, with which Python) changes. Returns its python."""
     python = venv_bin(venv_dir, "python")
     stamp = venv_dir / STAMP
-    digest = hashlib.sha256(
-        "\n".join([fingerprint, sys.version, sys.executable]).encode("utf-8")
-    ).hexdigest()
-    with locked(hashlib.sha256(str(venv_dir).encode()).hexdigest()[:16]):
-        if python.exists() and stamp.exists() and stamp.read_text(encoding="utf-8") == digest:
+    digest = stamp_digest(fingerprint)
+    with venv_lock(venv_dir):
+        if python.exists() and is_current(stamp, digest):
             return python
-        say(f"creating {venv_dir} (pip cache: {PIP_CACHE})")
+        if Path(sys.prefix).resolve() == venv_dir.resolve():
+            raise SystemExit(
+                f"dev.py: {shown(venv_dir)} needs rebuilding, and this is its own python; "
+                "run dev.py with python3"
+            )
+        say(f"creating {shown(venv_dir)}: pip install {command_line(install)}")
         try:
             venv.EnvBuilder(with_pip=True, clear=True).create(venv_dir)
         except (OSError, subprocess.CalledProcessError) as error:
@@ -106,14 +169,41 @@ def ensure_venv(venv_dir: Path, install: Sequence[str], fingerprint: str) -> Pat
                 f"dev.py: cannot create a virtual environment ({error}); on Debian/Ubuntu install "
                 "the python3-venv package"
             ) from None
-        run([python, "-m", "pip", "install", "--quiet", *install])
+        pip_install(venv_dir, install)
         stamp.write_text(digest, encoding="utf-8")
     return python
 
 
+def ensure_installed(venv_dir: Path, install: Sequence[str], fingerprint: str) -> None:
+    """``pip install <install>`` into an existing venv, again only when the fingerprint changes
+    (a new venv has no stamp, so it gets it too)."""
+    stamp = venv_dir / DEMO_STAMP
+    digest = stamp_digest(fingerprint)
+    with venv_lock(venv_dir):
+        if is_current(stamp, digest):
+            return
+        say(f"installing into {shown(venv_dir)}: pip install {command_line(install)}")
+        pip_install(venv_dir, install)
+        stamp.write_text(digest, encoding="utf-8")
+
+
 def dev_python() -> Path:
     requirements = REQUIREMENTS.read_text(encoding="utf-8")
-    return ensure_venv(DEV_VENV, ["-r", str(REQUIREMENTS)], requirements)
+    return ensure_venv(DEV_VENV, ["-r", shown(REQUIREMENTS)], requirements)
+
+
+def pinned(name: str) -> str:
+    """The ``name==version`` line of requirements-dev.txt."""
+    for line in REQUIREMENTS.read_text(encoding="utf-8").splitlines():
+        requirement = line.split("#", 1)[0].strip()
+        if requirement.partition("==")[0].strip().lower() == name:
+            return requirement
+    raise SystemExit(f"dev.py: {shown(REQUIREMENTS)} pins no {name}")
+
+
+def bake_python() -> Path:
+    cookiecutter = pinned("cookiecutter")
+    return ensure_venv(BAKE_VENV, [cookiecutter], cookiecutter)
 
 
 def bake(
@@ -122,13 +212,13 @@ def bake(
     aws: bool,
     extra: Sequence[str] = (),
     overwrite: bool = False,
-    to_stderr: bool = False,
+    quiet: bool = False,
 ) -> None:
-    command: list[str | Path] = [dev_python(), "-m", "cookiecutter", "--no-input"]
+    command: list[str | Path] = [bake_python(), "-m", "cookiecutter", "--no-input"]
     if overwrite:
         command.append("--overwrite-if-exists")
     command += ["--output-dir", output, ROOT, f"include_aws_example={'yes' if aws else 'no'}"]
-    run([*command, *extra], to_stderr=to_stderr)
+    run([*command, *extra], quiet=quiet)
 
 
 def package_of(project: Path) -> str:
@@ -150,27 +240,32 @@ def clear_except(project: Path, keep: set[str]) -> None:
 
 def command_demo(_: argparse.Namespace) -> int:
     DEMO_OUT.mkdir(parents=True, exist_ok=True)
-    # Re-bake over the last demo but keep its venv and signing key (the post-gen hook keeps an
-    # existing key), so a second run takes seconds and in-flight rounds stay valid.
+    # Re-bake over the last demo but keep its signing key (the post-gen hook keeps an existing
+    # key), so in-flight rounds stay valid; the venv beside it makes a second run take seconds.
     for project in DEMO_OUT.iterdir():
-        if project.is_dir():
-            clear_except(project, {".venv", ".mrtr-signing-key"})
-    # The hook's next steps go to stderr: stdout is about to become the server's wire.
-    bake(DEMO_OUT, aws=True, overwrite=True, to_stderr=True)
+        if (project / "pyproject.toml").is_file():
+            clear_except(project, {".mrtr-signing-key"})
+    # Quiet: the hook's next steps (make a venv, install, paste a config) are done or printed
+    # below, and stdout is about to become the server's wire.
+    bake(DEMO_OUT, aws=True, overwrite=True, quiet=True)
     projects = [path for path in DEMO_OUT.iterdir() if (path / "pyproject.toml").is_file()]
     if len(projects) != 1:
         raise SystemExit(f"dev.py: expected one project in {DEMO_OUT}, found {len(projects)}")
     project = projects[0]
     pyproject = (project / "pyproject.toml").read_text(encoding="utf-8")
-    python = ensure_venv(project / ".venv", ["-e", f"{project}[aws]"], pyproject)
+    ensure_installed(BAKE_VENV, ["-e", f"{shown(project)}[aws]"], pyproject)
     package = package_of(project)
-    say(f"baked {project}")
-    say(f"host configs: {venv_bin(project / '.venv', project.name)} config all")
+    argv = [str(venv_bin(BAKE_VENV, "python")), "-m", package]
+    configs = [venv_bin(BAKE_VENV, project.name), "config", "all"]
+    say(f"host configurations: {command_line(configs)}")
+    inspector = ["npx", "@modelcontextprotocol/inspector", *argv]
+    say(f"the MCP Inspector (needs Node.js): {command_line(inspector)}")
     say(
-        "starting the stdio server: it waits for JSON-RPC, one message per line on stdin; "
-        "Ctrl-D or Ctrl-C stops it"
+        f"serving {shown(project)} on stdin/stdout, one JSON-RPC message per line; Ctrl-D or "
+        "Ctrl-C stops it. Paste this line to ask it what it offers:"
     )
-    argv = [str(python), "-m", package]
+    sys.stderr.write(DISCOVER_LINE + "\n")
+    sys.stderr.flush()
     if WINDOWS:  # os.exec* on Windows does not replace the process; keep stdio attached instead
         return subprocess.call(argv, cwd=project, env=clean_env())
     os.chdir(project)

@@ -1,66 +1,151 @@
-"""`python3 dev.py demo` really serves, whatever its stdin is.
+"""`python3 dev.py demo`, run as a newcomer runs it, in a fresh copy of the template.
 
-The README tells people to run `python3 dev.py demo`; scripts and CI run it with stdin from a
-file or /dev/null. It bakes into build/demo/, builds that project's venv on first use (later
-runs reuse it) and execs the server. basic/transports/stdio: the server "SHOULD exit promptly
-when their standard input is closed" -- /dev/null is closed from the start.
+The copy has no venv at all (only the pip cache is shared with this checkout), so the first run
+is the cold start: the demo builds one small venv with cookiecutter to bake and the baked project
+to serve, and never the test venv (.venv/ at the root). A second run does nothing it did already
+and says nothing about it: three lines, then a complete `server/discover` request to paste,
+which the server answers. basic/transports/stdio: the server "SHOULD exit promptly when
+their standard input is closed" -- /dev/null is closed from the start.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import IO
 
-REPO = Path(__file__).resolve().parents[1]
-#: The first run creates build/demo's venv (pip, from the shared cache); later runs take seconds.
+import pytest
+from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, PIP_CACHE, REPO, dev_pin, run
+
+#: The first run creates two venvs (pip, from the shared cache); later runs take seconds.
 FIRST_RUN_BOUND = 900
-#: Once the venv exists: re-bake, start, read EOF, exit.
+#: Once the venvs exist: re-bake, start, answer, read EOF, exit.
 RUN_BOUND = 120
-
-DISCOVER = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "server/discover",
-    "params": {
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-    },
-}
+DEMO = Path("build") / "demo"
 
 
-def demo(stdin: int | IO[bytes], timeout: float) -> subprocess.CompletedProcess[bytes]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("MRTR_")}
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The template's tracked files in a new directory, sharing this checkout's pip cache."""
+    copy = tmp_path_factory.mktemp("demo-checkout")
+    listed = run(["git", "ls-files", "-z"], cwd=REPO).stdout.split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).exists():  # not deleted in the working tree
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, copy / name, follow_symlinks=False)
+    (copy / ".cache").mkdir()
+    (copy / ".cache" / "pip").symlink_to(PIP_CACHE, target_is_directory=True)
+    return copy.resolve()
+
+
+def demo_env() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if not name.startswith("MRTR_")}
+
+
+def said_before_serving(stderr: str) -> tuple[list[str], str]:
+    """What dev.py said before the server took over (whose own log lines follow), and the line
+    it offered to paste."""
+    lines = [line for line in stderr.splitlines() if line]
+    offered = [index for index, line in enumerate(lines) if line.startswith("{")]
+    assert offered, stderr
+    return lines[: offered[0]], lines[offered[0]]
+
+
+def announced(checkout: Path) -> list[str]:
+    """The three lines before the paste line, with nothing to build: the host configurations
+    command, the Inspector command, what is served."""
+    python = checkout / DEMO / ".venv" / "bin" / "python"
+    return [
+        f"dev.py: host configurations: {python.parent / DEFAULT_SLUG} config all",
+        "dev.py: the MCP Inspector (needs Node.js): "
+        f"npx @modelcontextprotocol/inspector {python} -m {DEFAULT_PACKAGE}",
+        f"dev.py: serving {DEMO / DEFAULT_SLUG} on stdin/stdout, one JSON-RPC message per line; "
+        "Ctrl-D or Ctrl-C stops it. Paste this line to ask it what it offers:",
+    ]
+
+
+@pytest.fixture(scope="module")
+def cold(checkout: Path) -> subprocess.CompletedProcess[str]:
+    """The first demo in the copy, with stdin closed: it builds, bakes, starts and exits."""
     return subprocess.run(
-        [sys.executable, str(REPO / "dev.py"), "demo"],
-        stdin=stdin,
+        [sys.executable, "dev.py", "demo"],
+        stdin=subprocess.DEVNULL,
         capture_output=True,
-        cwd=REPO,
-        env=env,
-        timeout=timeout,
+        text=True,
+        cwd=checkout,
+        env=demo_env(),
+        timeout=FIRST_RUN_BOUND,
         check=False,
     )
 
 
-def test_dev_py_demo_serves_a_file_of_requests_then_exits_0_on_dev_null(tmp_path: Path) -> None:
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text(json.dumps(DISCOVER) + "\n", encoding="utf-8")
-    with requests.open("rb") as stdin:
-        served = demo(stdin, FIRST_RUN_BOUND)
-    stderr = served.stderr.decode(errors="replace")
-    assert served.returncode == 0, stderr
-    (line,) = served.stdout.splitlines()
-    assert json.loads(line)["result"]["supportedVersions"] == ["2026-07-28"]
-    assert "Traceback" not in stderr
+def test_a_cold_demo_builds_only_what_baking_and_serving_need(
+    checkout: Path, cold: subprocess.CompletedProcess[str]
+) -> None:
+    assert cold.returncode == 0, cold.stderr
+    assert cold.stdout == ""  # stdout is the wire: nothing but JSON-RPC, and here nothing
+    said, _ = said_before_serving(cold.stderr)
+    assert said == [
+        f"dev.py: creating {DEMO}/.venv: pip install {dev_pin('cookiecutter')}",
+        f"dev.py: installing into {DEMO}/.venv: pip install -e '{DEMO / DEFAULT_SLUG}[aws]'",
+        *announced(checkout),
+    ]
+    assert not (checkout / ".venv").exists()  # the test venv is for `dev.py test` only
+    assert (checkout / DEMO / DEFAULT_SLUG / ".mrtr-signing-key").is_file()
+    assert "Traceback" not in cold.stderr
 
-    idle = demo(subprocess.DEVNULL, RUN_BOUND)
-    stderr = idle.stderr.decode(errors="replace")
-    assert idle.returncode == 0, stderr
-    assert idle.stdout == b""  # stdout is the wire: nothing but JSON-RPC, and here nothing
-    assert "starting the stdio server" in stderr
-    assert "Traceback" not in stderr
+
+def pump_until_paste_line(stream: IO[str], lines: list[str], ready: threading.Event) -> None:
+    for line in stream:
+        lines.append(line)
+        if line.startswith("{"):
+            ready.set()
+    ready.set()
+
+
+def test_a_warm_demo_says_three_lines_and_answers_the_line_it_offers(
+    checkout: Path, cold: subprocess.CompletedProcess[str]
+) -> None:
+    assert cold.returncode == 0, cold.stderr
+    demo = subprocess.Popen(
+        [sys.executable, "dev.py", "demo"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=checkout,
+        env=demo_env(),
+    )
+    assert demo.stdin and demo.stdout and demo.stderr
+    lines: list[str] = []
+    ready = threading.Event()
+    pump = threading.Thread(target=pump_until_paste_line, args=(demo.stderr, lines, ready))
+    pump.start()
+    try:
+        assert ready.wait(RUN_BOUND), "the demo printed no line to paste"
+        said, paste = said_before_serving("".join(lines))
+        assert said == announced(checkout)
+        request = json.loads(paste)
+        assert request["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == (
+            "2026-07-28"
+        )
+        demo.stdin.write(paste + "\n")
+        demo.stdin.close()
+        answer = demo.stdout.readline()
+        assert demo.wait(RUN_BOUND) == 0, "".join(lines)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        pump.join()
+        demo.stdout.close()
+        demo.stderr.close()
+    response = json.loads(answer)
+    assert response["id"] == request["id"]
+    assert response["result"]["supportedVersions"] == ["2026-07-28"]
+    assert "Traceback" not in "".join(lines)

@@ -20,11 +20,13 @@ LINTED = [
     "tests/test_bake.py",
     "tests/test_baked_project.py",
     "tests/test_cli.py",
+    "tests/test_dev_demo.py",
     "tests/test_hosts.py",
     "tests/test_installed.py",
     "tests/test_pre_gen.py",
     "tests/test_repo_tooling.py",
     "tests/test_structure.py",
+    "tests/test_template_update.py",
 ]
 RUFF = [
     sys.executable,
