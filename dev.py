@@ -272,9 +272,16 @@ def command_demo(_: argparse.Namespace) -> int:
     os.execve(argv[0], argv, clean_env())
 
 
+def names_a_path(argument: str) -> bool:
+    """Whether a pytest argument selects tests by path (``tests/test_x.py``, ``...::test_y``)."""
+    return not argument.startswith("-") and (ROOT / argument.split("::", 1)[0]).exists()
+
+
 def command_test(pytest_args: Sequence[str]) -> int:
     python = dev_python()
-    command = [str(python), "-m", "pytest", "tests/", *pytest_args]
+    # Every test unless the arguments name their own paths: then only those.
+    everything = [] if any(map(names_a_path, pytest_args)) else ["tests/"]
+    command = [str(python), "-m", "pytest", *everything, *pytest_args]
     say(" ".join(command))
     code = subprocess.call(command, cwd=ROOT, env=clean_env())
     if code == NO_TESTS_COLLECTED:
