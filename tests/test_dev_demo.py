@@ -5,11 +5,13 @@ is the cold start: the demo builds one small venv with cookiecutter to bake and 
 to serve, and never the test venv (.venv/ at the root). A second run does nothing it did already
 and says nothing about it: three lines, then a complete `server/discover` request to paste,
 which the server answers. basic/transports/stdio: the server "SHOULD exit promptly when
-their standard input is closed" -- /dev/null is closed from the start.
+their standard input is closed" -- /dev/null is closed from the start. Last, the README's fast
+loop: `dev.py test <path>` runs only that path.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import ModuleType
 from typing import IO
 
 import pytest
@@ -149,3 +152,20 @@ def test_a_warm_demo_says_three_lines_and_answers_the_line_it_offers(
     assert response["id"] == request["id"]
     assert response["result"]["supportedVersions"] == ["2026-07-28"]
     assert "Traceback" not in "".join(lines)
+
+
+def load_dev_py() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("dev_py", REPO / "dev.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dev_py_test_runs_only_the_paths_it_is_given() -> None:
+    names_a_path = load_dev_py().names_a_path
+    assert names_a_path("tests/test_pre_gen.py")
+    assert names_a_path("tests/test_pre_gen.py::test_a_hostile_answer_is_refused")
+    assert not names_a_path("pre_gen")  # the value of -k: every test, filtered by name
+    assert not names_a_path("-x")
+    assert not names_a_path("tests/no_such_file.py")
