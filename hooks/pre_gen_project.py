@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import keyword
+import os
 import re
 import sys
 import unicodedata
@@ -290,11 +291,18 @@ def template_defaults() -> dict[str, object]:
     repo_dir = ANSWERS.get("_repo_dir")
     if not isinstance(repo_dir, str):
         return {}
-    try:
-        loaded = json.loads(Path(repo_dir, "cookiecutter.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
+    # A local template given as a relative path (`cookiecutter .`) arrives as written, but hooks
+    # run inside the new project: resolve it where the command was typed (the shell's PWD).
+    places = [Path(repo_dir)]
+    if not places[0].is_absolute() and os.environ.get("PWD"):
+        places.insert(0, Path(os.environ["PWD"], repo_dir))
+    for place in places:
+        try:
+            loaded = json.loads((place / "cookiecutter.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        return loaded if isinstance(loaded, dict) else {}
+    return {}
 
 
 def check_not_evaluated(defaults: dict[str, object]) -> None:

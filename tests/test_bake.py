@@ -16,8 +16,10 @@ from bakery import (
     DEFAULT_PACKAGE,
     DEFAULT_SLUG,
     KEY_FILE,
+    REPO,
     BakeFactory,
     bake_into,
+    cookiecutter_config,
     run,
 )
 
@@ -243,3 +245,27 @@ def test_long_names_still_give_a_lint_clean_project(bake: BakeFactory) -> None:
     ruff = [sys.executable, "-m", "ruff"]
     run([*ruff, "check", "--no-cache", "."], cwd=baked.project)
     run([*ruff, "format", "--no-cache", "--check", "."], cwd=baked.project)
+
+
+def test_a_template_given_as_a_relative_path_bakes_with_its_defaults(tmp_path: Path) -> None:
+    # `cookiecutter ./mrtr-server` from the directory above the checkout, as a shell runs it
+    # (PWD set): the pre-gen hook must find the template's defaults, not refuse them as Jinja.
+    output = tmp_path / "out"
+    result = run(
+        [
+            sys.executable,
+            "-m",
+            "cookiecutter",
+            "--no-input",
+            "--output-dir",
+            output,
+            "--config-file",
+            cookiecutter_config(tmp_path),
+            f"./{REPO.name}",
+            "include_aws_example=no",
+        ],
+        cwd=REPO.parent,
+        env={"PWD": str(REPO.parent)},
+    )
+
+    assert (output / DEFAULT_SLUG / "pyproject.toml").is_file(), result.stderr
