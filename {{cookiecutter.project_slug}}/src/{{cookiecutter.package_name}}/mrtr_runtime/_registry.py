@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
 __all__ = (
+    "CompletionKey",
     "PromptDef",
     "Registry",
     "ResourceDef",
@@ -31,6 +32,10 @@ __all__ = (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: server/utilities/completion: what a completer completes, as `completion/complete` names it:
+#: ("ref/prompt", prompt name, argument) or ("ref/resource", URI template, variable).
+CompletionKey = tuple[str, str, str]
 
 # server/tools "Tool Names": SHOULD be 1-128 characters of A-Z, a-z, 0-9, _, - and .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -258,6 +263,8 @@ class Registry:
         self.prompts: dict[str, PromptDef] = {}
         self.resources: dict[str, ResourceDef] = {}
         self.resource_templates: list[ResourceTemplateDef] = []
+        #: Completers of prompt arguments and template variables (see `completion`).
+        self.completions: dict[CompletionKey, Callable[..., Any]] = {}
         self._deferred: list[str] = []
 
     def tool(
@@ -400,6 +407,43 @@ class Registry:
             self.resource_templates.append(
                 ResourceTemplateDef(_template_pattern(uri_template), resource)
             )
+            return handler
+
+        return register
+
+    def completion(
+        self,
+        *,
+        argument: str,
+        prompt: str | None = None,
+        resource_template: str | None = None,
+    ) -> Callable[[F], F]:
+        """Declare the completer of one prompt argument or one resource-template variable.
+
+        The handler, `def f(value: str, arguments: Mapping[str, str]) -> Iterable[str]` (or
+        `async def`), gets what the user typed so far and the arguments already chosen, and
+        returns the suggestions, best first; the server sends at most 100 of them with the total
+        (server/utilities/completion). A plain `def` runs in a worker thread.
+        """
+        if (prompt is None) == (resource_template is None):
+            raise TypeError("completion takes exactly one of prompt=... or resource_template=...")
+        if not isinstance(argument, str) or not argument:
+            raise TypeError("completion needs the argument's name")
+        if prompt is not None:
+            key: CompletionKey = ("ref/prompt", prompt, argument)
+        else:
+            variables = _template_pattern(str(resource_template)).groupindex
+            if argument not in variables:
+                raise ValueError(
+                    f"{resource_template!r} has no variable {argument!r} to complete "
+                    f"(it has {sorted(variables)})"
+                )
+            key = ("ref/resource", str(resource_template), argument)
+
+        def register(handler: F) -> F:
+            if key in self.completions:
+                raise ValueError(f"the completer of {key[1]!r} {argument!r} is declared twice")
+            self.completions[key] = handler
             return handler
 
         return register

@@ -63,6 +63,7 @@ _MODERN_METHODS: Final = frozenset(
         "resources/list",
         "resources/templates/list",
         "resources/read",
+        "completion/complete",
     }
 )
 _LEGACY_METHODS: Final = (_MODERN_METHODS - {"server/discover"}) | {"ping"}
@@ -277,6 +278,11 @@ class Server:
         if method == "ping":
             return {}
         self.registry.ensure_loaded()
+        if method == "completion/complete":
+            # Imported with the tools, like _methods: the first answer does not wait for it.
+            from ._completions import complete
+
+            return await complete(self.registry, params)
         if method.endswith("/list"):
             return self._list(method, params)
         call = self._call(method, params)
