@@ -31,7 +31,7 @@ from ._content import (
     text_contents,
 )
 from ._context import Context, InvalidInputResponse, RequestCancelled
-from ._inputs import InputRequest, elicit_form, elicit_url, list_roots, sample
+from ._inputs import InputRequest, choice_titles, elicit_form, elicit_url, list_roots, sample
 from ._registry import Registry, ToolAnnotations
 from ._results import InputRequired, ToolError, ToolResult
 
@@ -90,6 +90,7 @@ __all__ = (
     "ToolResult",
     "audio_block",
     "blob_contents",
+    "choice_titles",
     "elicit_form",
     "elicit_url",
     "embedded_blob",
