@@ -2,8 +2,7 @@
 
 server/utilities/completion: a `ref/prompt` (by name) or `ref/resource` (a URI or URI template)
 and the `argument` being typed; the result holds at most 100 `values`, with `total` and
-`hasMore`; an invalid prompt name (a ref that names nothing) is -32602; a server without the
-completions capability answers -32601.
+`hasMore`; an invalid prompt name (a ref that names nothing) is -32602.
 """
 
 from __future__ import annotations
@@ -257,7 +256,7 @@ async def test_a_failing_completer_is_an_internal_error_that_tells_no_secrets(
     ]
 
 
-async def test_a_server_without_completers_does_not_offer_the_method() -> None:
+async def test_a_server_without_completers_answers_with_no_suggestions() -> None:
     registry = Registry()
 
     @registry.prompt()
@@ -265,8 +264,13 @@ async def test_a_server_without_completers_does_not_offer_the_method() -> None:
         return topic
 
     client = MemoryClient(make_server(registry=registry), capabilities=ALL_CAPABILITIES)
-    code, _ = await rpc_code(client, prompt_ref("plain", "topic", ""))
-    assert code == -32601
+    assert await completion(client, prompt_ref("plain", "topic", "")) == {
+        "values": [],
+        "total": 0,
+        "hasMore": False,
+    }
+    code, _ = await rpc_code(client, prompt_ref("other", "topic", ""))
+    assert code == -32602
 
 
 async def handler(value: str, arguments: Mapping[str, str]) -> list[str]:

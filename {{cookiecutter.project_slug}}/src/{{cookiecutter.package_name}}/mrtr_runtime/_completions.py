@@ -4,7 +4,9 @@ server/utilities/completion (2025-11-25 and 2026-07-28 alike): the request names
 (`{type: "ref/prompt", name}` or `{type: "ref/resource", uri}`), the `argument` being typed
 (`{name, value}`) and, optionally, `context.arguments` already chosen; the result is
 `{completion: {values (at most 100), total, hasMore}}`. Completers are declared with
-`Registry.completion`.
+`Registry.completion`. The method is always served (the capability is declared before the
+tools load, so it cannot depend on them): with no completer, every real argument simply has
+no suggestions.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Final
 
 import anyio.to_thread
 
-from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, JSONObject, RpcError, clip
+from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, RpcError, clip
 from ._registry import CompletionKey, Registry
 
 __all__ = ("MAX_COMPLETION_VALUES", "MAX_COUNTED_VALUES", "complete")
@@ -33,9 +35,6 @@ _logger = logging.getLogger("mrtr_runtime")
 
 async def complete(registry: Registry, params: Mapping[str, Any]) -> JSONObject:
     """The CompleteResult for `params`; raises `RpcError` for anything the client got wrong."""
-    if not registry.completions:
-        # server/utilities/completion: no completions capability -> -32601.
-        raise RpcError(METHOD_NOT_FOUND, "This server offers no completions")
     key = _key(registry, params)
     value = params["argument"]["value"]
     chosen = _context_arguments(params)
