@@ -245,6 +245,10 @@ def content_registry() -> Registry:
     async def wrong_role() -> dict[str, Any]:
         return {"role": "system", "content": text_block("hi")}
 
+    @registry.prompt()
+    async def not_json_prompt() -> dict[str, Any]:
+        return prompt_message("user", {"type": "text", "text": object()})
+
     @registry.resource("memo://logo", mime_type="image/png")
     async def logo() -> bytes:
         return PNG
@@ -260,6 +264,14 @@ def content_registry() -> Registry:
     @registry.resource("memo://malformed")
     async def malformed() -> list[dict[str, Any]]:
         return [{"uri": "memo://malformed", "text": "t", "blob": "AA=="}]
+
+    @registry.resource("memo://not-json")
+    async def not_json_contents() -> list[dict[str, Any]]:
+        return [{"uri": "memo://not-json", "text": "t", "mimeType": object()}]
+
+    @registry.resource("memo://empty")
+    async def empty() -> list[dict[str, Any]]:
+        return []
 
     @registry.resource_template("test://template/{id}/data", mime_type="application/json")
     async def item(id: int) -> str:
@@ -390,7 +402,7 @@ async def test_a_prompt_returns_embedded_resources_and_links(client: MemoryClien
     ]
 
 
-@pytest.mark.parametrize("name", ["no_messages", "wrong_role"])
+@pytest.mark.parametrize("name", ["no_messages", "wrong_role", "not_json_prompt"])
 async def test_a_prompt_returning_no_messages_is_an_internal_error(
     client: MemoryClient, name: str
 ) -> None:
@@ -416,11 +428,21 @@ async def test_a_resource_returns_several_contents(client: MemoryClient) -> None
     ]
 
 
-async def test_contents_with_both_text_and_blob_are_refused(client: MemoryClient) -> None:
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("memo://malformed", "malformed contents"),
+        ("memo://not-json", "malformed contents"),
+        ("memo://empty", "neither text, bytes nor contents"),
+    ],
+)
+async def test_contents_outside_the_schema_are_an_internal_error(
+    client: MemoryClient, uri: str, message: str
+) -> None:
     with pytest.raises(RpcError) as raised:
-        await client.request("resources/read", {"uri": "memo://malformed"})
+        await client.request("resources/read", {"uri": uri})
     assert raised.value.code == -32603
-    assert "malformed contents" in raised.value.message
+    assert message in raised.value.message
 
 
 async def test_a_template_read_echoes_the_uri_and_types_its_parameters(
