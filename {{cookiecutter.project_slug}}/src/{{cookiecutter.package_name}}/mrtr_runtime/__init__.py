@@ -30,7 +30,7 @@ from ._content import (
     text_block,
     text_contents,
 )
-from ._context import Context, InvalidInputResponse, RequestCancelled
+from ._context import Context, InvalidInputResponse, LoggingLevel, RequestCancelled
 from ._inputs import InputRequest, choice_titles, elicit_form, elicit_url, list_roots, sample
 from ._registry import Registry, ToolAnnotations
 from ._results import InputRequired, ToolError, ToolResult
@@ -80,6 +80,7 @@ __all__ = (
     "InputRequest",
     "InputRequired",
     "InvalidInputResponse",
+    "LoggingLevel",
     "Registry",
     "RequestCancelled",
     "Root",
