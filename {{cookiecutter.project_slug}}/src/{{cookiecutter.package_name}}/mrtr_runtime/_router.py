@@ -53,8 +53,9 @@ __all__ = (
 )
 
 
-#: server/utilities/caching: list results carry `ttlMs` and `cacheScope`. The lists are fixed
-#: for the life of the process, and hosts restart the process to pick up new tools.
+#: server/utilities/caching: list results carry `ttlMs` and `cacheScope`. A list changes only
+#: when something is declared after start-up, and that is announced (list_changed), so a
+#: client that follows the changes never keeps a stale list.
 LIST_TTL_MS: Final = 300_000
 
 _MODERN_METHODS: Final = frozenset(
