@@ -24,11 +24,14 @@ import pytest
 
 import support
 from mrtr_runtime import Context, Registry, RequestCancelled
+from mrtr_runtime._jsonrpc import Request
+from mrtr_runtime._router import Session
 from mrtr_runtime._subscriptions import MAX_LISTENS, MAX_RESOURCE_SUBSCRIPTIONS
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import MemoryClient, RpcError
 from support import (
     BOUND,
+    meta,
     raw_server,
     read_message,
     read_until_end,
@@ -234,6 +237,36 @@ async def test_a_stream_the_server_ends_is_cancelled_then_answered() -> None:
         assert result["resultType"] == "complete"
         assert result["_meta"][SUBSCRIPTION_ID] == stream.id
     assert server.end_subscriptions() == 0
+
+
+async def test_nothing_goes_out_on_a_stream_before_its_acknowledgment() -> None:
+    # subscriptions: the acknowledgment MUST be the first message carrying the subscription id,
+    # even when the lists change while it is being written.
+    registry = changing_registry()
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    class SlowPeer:
+        async def notify(self, method: str, params: dict[str, Any]) -> None:
+            if method == "notifications/subscriptions/acknowledged":
+                registry.tool("declared_meanwhile")(lambda: "x")
+                await settle(turns=5)
+            sent.append((method, params))
+
+        async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            raise AssertionError("no requests in this era")
+
+    server = support.make_server(registry=registry)
+    listen = Request(
+        "s", "subscriptions/listen", {"_meta": meta(), "notifications": {"toolsListChanged": True}}
+    )
+    stream = asyncio.create_task(server.handle_request(listen, Session(), SlowPeer()))
+    await settle(lambda: len(sent) >= 2, turns=100)
+    assert [method for method, _ in sent] == [
+        "notifications/subscriptions/acknowledged",
+        "notifications/tools/list_changed",
+    ]
+    stream.cancel()
+    await asyncio.wait({stream})
 
 
 @pytest.mark.parametrize(
