@@ -120,7 +120,6 @@ class Exchange:
         self.progress_token: object = meta.get("progressToken")
         self.log_level: object = meta.get(LOG_LEVEL_KEY)
         self.events: queue.Queue[Event] = queue.Queue()
-        self.finished = False
 
 
 class StdioChild:
@@ -168,7 +167,10 @@ class StdioChild:
                 capabilities = params.get("capabilities")
                 self._declared = capabilities if isinstance(capabilities, dict) else {}
             elif message["method"] == "logging/setLevel":
-                self._session_level = _severity(params.get("level"))
+                # An unknown level is the server's to refuse (-32602); the last valid one holds.
+                level = _severity(params.get("level"))
+                if level is not None:
+                    self._session_level = level
         with self._table_lock:
             exchange = Exchange(message, next(self._ids))
             self._exchanges[exchange.private_id] = exchange
@@ -178,7 +180,6 @@ class StdioChild:
         return exchange
 
     def finish(self, exchange: Exchange) -> None:
-        exchange.finished = True
         with self._table_lock:
             self._exchanges.pop(exchange.private_id, None)
 
