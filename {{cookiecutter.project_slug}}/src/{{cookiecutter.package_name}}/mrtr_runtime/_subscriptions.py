@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -154,22 +155,29 @@ class Subscriptions:
         self.listens: set[Listener] = set()
         #: Legacy sessions' listeners; each lives as long as its session (which holds it).
         self._sessions: weakref.WeakSet[Listener] = weakref.WeakSet()
+        #: `announce` may run in any thread while the loop opens and closes listeners.
+        self._lock = threading.Lock()
 
     def open_listen(self, listener: Listener) -> None:
-        if len(self.listens) >= MAX_LISTENS:
-            raise OverflowError(f"at most {MAX_LISTENS} subscriptions/listen streams are open")
-        self.listens.add(listener)
+        with self._lock:
+            if len(self.listens) >= MAX_LISTENS:
+                raise OverflowError(f"at most {MAX_LISTENS} subscriptions/listen streams are open")
+            self.listens.add(listener)
 
     def close_listen(self, listener: Listener) -> None:
         listener.close()
-        self.listens.discard(listener)
+        with self._lock:
+            self.listens.discard(listener)
 
     def add_session(self, listener: Listener) -> None:
-        self._sessions.add(listener)
+        with self._lock:
+            self._sessions.add(listener)
 
     def announce(self, change: RegistryChange, uri: str | None = None) -> None:
         """Tell every listener that wants it; callable from any thread."""
-        for listener in [*self.listens, *self._sessions]:
+        with self._lock:
+            listeners = [*self.listens, *self._sessions]
+        for listener in listeners:
             listener.announce(change, uri)
 
     def end_listens(self) -> int:
