@@ -112,6 +112,8 @@ def test_annotations_travel_on_every_block_that_takes_them() -> None:
     [
         ({"audience": "user"}, "audience"),
         ({"audience": ["user", "robot"]}, "audience"),
+        ({"audience": 3}, "audience"),
+        ({"lastModified": 20260101}, "lastModified"),
         ({"priority": 1.5}, "priority"),
         ({"priority": -0.1}, "priority"),
         ({"priority": True}, "priority"),

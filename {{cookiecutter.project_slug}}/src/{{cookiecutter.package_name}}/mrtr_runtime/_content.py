@@ -44,7 +44,7 @@ def _annotations(annotations: Mapping[str, Any] | None) -> dict[str, Any] | None
         )
     audience = annotations.get("audience")
     if audience is not None and (
-        isinstance(audience, str) or not all(role in _ROLES for role in audience)
+        not isinstance(audience, list | tuple) or not all(role in _ROLES for role in audience)
     ):
         raise ValueError('annotations["audience"] is a list of "user" and "assistant"')
     priority = annotations.get("priority")
@@ -54,6 +54,9 @@ def _annotations(annotations: Mapping[str, Any] | None) -> dict[str, Any] | None
         or not 0 <= priority <= 1
     ):
         raise ValueError('annotations["priority"] is a number from 0 to 1')
+    last_modified = annotations.get("lastModified")
+    if last_modified is not None and not isinstance(last_modified, str):
+        raise ValueError('annotations["lastModified"] is an ISO 8601 timestamp string')
     built = dict(annotations)
     if audience is not None:
         built["audience"] = list(audience)
