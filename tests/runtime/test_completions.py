@@ -11,7 +11,10 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtr_runtime import Registry
 from mrtr_runtime.testing import MemoryClient, RpcError
@@ -273,6 +276,55 @@ async def test_a_server_without_completers_answers_with_no_suggestions() -> None
     assert code == -32602
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+REFS = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["ref/prompt", "ref/resource", "ref/tool"]) | JSON_VALUES,
+        "name": st.sampled_from(["code_review", "nope"]) | JSON_VALUES,
+        "uri": st.sampled_from(["test://template/{id}/data", "memo://fixed"]) | JSON_VALUES,
+    },
+)
+ARGUMENTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.sampled_from(["language", "framework", "id"]) | JSON_VALUES,
+        "value": st.sampled_from(["py", "", "7"]) | JSON_VALUES,
+    },
+)
+PARAMS = st.fixed_dictionaries(
+    {},
+    optional={
+        "ref": REFS | JSON_VALUES,
+        "argument": ARGUMENTS | JSON_VALUES,
+        "context": st.fixed_dictionaries({}, optional={"arguments": JSON_VALUES}) | JSON_VALUES,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(PARAMS)
+def test_any_params_get_a_completion_or_invalid_params_never_a_crash(params: Json) -> None:
+    async def ask() -> None:
+        client = MemoryClient(make_server(registry=FUZZ_REGISTRY), capabilities=ALL_CAPABILITIES)
+        try:
+            result = await client.request("completion/complete", params)
+        except RpcError as error:
+            assert error.code == -32602, error
+            return
+        values = result["completion"]["values"]
+        assert len(values) <= 100
+        assert all(isinstance(value, str) for value in values)
+
+    anyio.run(ask)
+
+
 async def handler(value: str, arguments: Mapping[str, str]) -> list[str]:
     return [value]
 
@@ -291,3 +343,33 @@ def test_a_completer_names_exactly_one_thing() -> None:
     with pytest.raises(ValueError, match="twice"):
         registry.completion(argument="a", prompt="p")(handler)
     assert list(registry.completions) == [("ref/prompt", "p", "a")]
+
+
+def fuzz_registry() -> Registry:
+    """Completers that never fail, so that any -32603 is the server's own doing."""
+    registry = Registry()
+
+    @registry.prompt()
+    async def code_review(language: str, framework: str = "") -> str:
+        return language
+
+    @registry.completion(prompt="code_review", argument="language")
+    async def complete_language(value: str, arguments: Mapping[str, str]) -> list[str]:
+        return [language for language in LANGUAGES if language.startswith(value)]
+
+    @registry.resource_template("test://template/{id}/data")
+    async def item(id: int) -> str:
+        return str(id)
+
+    @registry.completion(resource_template="test://template/{id}/data", argument="id")
+    def complete_id(value: str, arguments: Mapping[str, str]) -> list[str]:
+        return [value + digit for digit in "0123456789"] * 20
+
+    @registry.resource("memo://fixed")
+    async def fixed() -> str:
+        return "fixed"
+
+    return registry
+
+
+FUZZ_REGISTRY = fuzz_registry()
