@@ -2,20 +2,35 @@
 
 Test-only: `tests/test_conformance.py` copies this file into a baked project's
 `src/<package>/tools/`; generated projects never contain it. Because it imports nothing but
-`..mrtr_runtime`'s public face, it also proves that face can express every MRTR shape the
-suite checks: one elicitation, sampling, roots, state that must round-trip, several requests at
-once, several rounds, a tampered state, degrading to the client's declared capabilities, a
-prompt that asks for input, and a tool that cannot run without a capability.
+`..mrtr_runtime`'s public face (and pydantic, as any tool module does), it also proves that
+face can express what the suite checks, in both eras: every kind of content (text, image,
+audio, embedded resources, a mix, an error), progress and log messages to the client, prompts
+with arguments, images and embedded resources, text, binary and templated resources,
+completions, forms with defaults and enums, a JSON Schema 2020-12 input schema, and every MRTR
+shape (one elicitation, sampling, roots, state that must round-trip, several requests at once,
+several rounds, a tampered state, degrading to the client's declared capabilities, a prompt
+that asks for input, a tool that cannot run without a capability). In the 2025-11-25 era the
+same `request_input` tools ask with real `sampling/createMessage` and `elicitation/create`.
 
-Names, keys and fields follow @modelcontextprotocol/conformance 0.2.0-alpha.12,
-`src/scenarios/server/input-required-result.ts` and `src/scenarios/server/stateless.ts`.
+Names, keys, URIs and texts follow @modelcontextprotocol/conformance 0.2.0-alpha.12,
+`src/scenarios/server/*.ts` (tools, prompts, resources, utils, elicitation-defaults,
+elicitation-enums, json-schema-2020-12, input-required-result, stateless).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import copy
+import io
+import itertools
+import json
+import struct
+import wave
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..mrtr_runtime import (
     Accepted,
@@ -26,8 +41,15 @@ from ..mrtr_runtime import (
     InputRequired,
     RootsResult,
     SamplingResult,
+    ToolError,
+    ToolResult,
+    audio_block,
+    choice_titles,
     elicit_form,
+    embedded_text,
+    image_block,
     list_roots,
+    prompt_message,
     sample,
 )
 from . import registry
@@ -65,7 +87,7 @@ def _accepted_name(answer: Accepted[Name] | Declined | Cancelled) -> str | None:
     return answer.content.name if isinstance(answer, Accepted) else None
 
 
-def _action(answer: Accepted[Name] | Declined | Cancelled) -> str:
+def _action(answer: Accepted[Any] | Declined | Cancelled) -> str:
     return {Accepted: "accept", Declined: "decline", Cancelled: "cancel"}[type(answer)]
 
 
@@ -236,6 +258,353 @@ async def test_streaming_elicitation(ctx: Context) -> str | InputRequired:
 
 @registry.tool()
 async def test_logging_tool(ctx: Context) -> str:
-    """Conformance: logs while running; without `_meta` logLevel the log goes to stderr only."""
-    ctx.log.info("test_logging_tool ran")
-    return "Logged to stderr."
+    """Conformance: logs to the client, which gets nothing unless it asked for a level."""
+    await ctx.send_log("info", "test_logging_tool ran")
+    return "Logged (to a client that asked for log messages)."
+
+
+_trigger_count = itertools.count(1)
+
+
+@registry.tool()
+async def test_trigger_tool_change() -> str:
+    """Conformance: adds a tool at runtime, so listeners get notifications/tools/list_changed."""
+    name = f"test_added_tool_{next(_trigger_count)}"
+
+    async def added() -> str:
+        return "A tool added at runtime."
+
+    added.__doc__ = "Conformance: added by test_trigger_tool_change."
+    registry.tool(name=name)(added)
+    return f"Added tool {name}."
+
+
+@registry.tool()
+async def test_trigger_prompt_change() -> str:
+    """Conformance: adds a prompt at runtime (notifications/prompts/list_changed)."""
+    name = f"test_added_prompt_{next(_trigger_count)}"
+
+    async def added() -> str:
+        return "A prompt added at runtime."
+
+    added.__doc__ = "Conformance: added by test_trigger_prompt_change."
+    registry.prompt(name=name)(added)
+    return f"Added prompt {name}."
+
+
+# -- content: tools-call-simple-text, -image, -audio, -embedded-resource, -mixed-content,
+#    -error ----------------------------------------------------------------------------------
+def _png_pixel(red: int, green: int, blue: int) -> bytes:
+    """A 1x1 RGB PNG (PNG spec: signature, IHDR, one filtered scanline in IDAT, IEND)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit RGB
+    pixels = zlib.compress(bytes((0, red, green, blue)))  # filter type 0, then the pixel
+    signature = b"\x89PNG\r\n\x1a\n"
+    return signature + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+def _wav_silence(milliseconds: int = 10, rate: int = 8000) -> bytes:
+    """A short mono 8-bit PCM WAV file of silence."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as audio:
+        audio.setnchannels(1)
+        audio.setsampwidth(1)
+        audio.setframerate(rate)
+        audio.writeframes(b"\x80" * (rate * milliseconds // 1000))
+    return buffer.getvalue()
+
+
+RED_PIXEL_PNG = _png_pixel(255, 0, 0)
+SILENCE_WAV = _wav_silence()
+
+
+@registry.tool()
+async def test_simple_text() -> str:
+    """Conformance: returns one text block."""
+    return "This is a simple text response for testing."
+
+
+@registry.tool()
+async def test_image_content() -> ToolResult:
+    """Conformance: returns a 1x1 red PNG as image content."""
+    return ToolResult.of(image_block(RED_PIXEL_PNG, "image/png"))
+
+
+@registry.tool()
+async def test_audio_content() -> ToolResult:
+    """Conformance: returns a short WAV as audio content."""
+    return ToolResult.of(audio_block(SILENCE_WAV, "audio/wav"))
+
+
+@registry.tool()
+async def test_embedded_resource() -> ToolResult:
+    """Conformance: returns a text resource embedded in the result."""
+    return ToolResult.of(
+        embedded_text(
+            "test://embedded-resource",
+            "This is an embedded resource content.",
+            mime_type="text/plain",
+        )
+    )
+
+
+@registry.tool()
+async def test_multiple_content_types() -> ToolResult:
+    """Conformance: returns text, an image and an embedded JSON resource, in that order."""
+    return ToolResult.of(
+        "Multiple content types test:",
+        image_block(RED_PIXEL_PNG, "image/png"),
+        embedded_text(
+            "test://mixed-content-resource",
+            json.dumps({"test": "data", "value": 123}),
+            mime_type="application/json",
+        ),
+    )
+
+
+@registry.tool()
+async def test_error_handling() -> str:
+    """Conformance: always fails, as a tool error (isError) and not a protocol error."""
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+# -- progress and logging: tools-call-with-progress, tools-call-with-logging ------------------
+STEP_SECONDS = 0.05  # the scenarios ask for ~50 ms between notifications
+
+
+@registry.tool()
+async def test_tool_with_progress(ctx: Context) -> str:
+    """Conformance: reports 0, 50 and 100 of 100 (when the caller sent a progressToken)."""
+    for step, progress in enumerate((0, 50, 100)):
+        if step:
+            await asyncio.sleep(STEP_SECONDS)
+        await ctx.report_progress(progress, 100)
+    return "Progress reported: 0, 50, 100 of 100."
+
+
+@registry.tool()
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Conformance: sends three info log messages while it runs."""
+    messages = ("Tool execution started", "Tool processing data", "Tool execution completed")
+    for step, message in enumerate(messages):
+        if step:
+            await asyncio.sleep(STEP_SECONDS)
+        await ctx.send_log("info", message)
+    return "Tool with logging executed: 3 log messages sent."
+
+
+# -- 2025-11-25 server-to-client requests: tools-call-sampling, tools-call-elicitation --------
+# The same request_input as in 2026-07-28: the legacy era asks with a real request.
+@registry.tool()
+async def test_sampling(prompt: str, ctx: Context) -> str | InputRequired:
+    """Conformance: asks the client's model to answer `prompt` (key `llm`)."""
+    answer = ctx.input_response_as("llm", SamplingResult)
+    if answer is None:
+        return ctx.request_input({"llm": sample(prompt, max_tokens=100)})
+    return f"LLM response: {answer.text}"
+
+
+class UserInfo(BaseModel):
+    username: str = Field(description="User's response")
+    email: str = Field(description="User's email address")
+
+
+@registry.tool()
+async def test_elicitation(message: str, ctx: Context) -> str | InputRequired:
+    """Conformance: asks the user for a username and an email (key `user_info`)."""
+    answer = ctx.form_answer("user_info", UserInfo)
+    if answer is None:
+        return ctx.request_input({"user_info": elicit_form(message, UserInfo)})
+    content = answer.content.model_dump() if isinstance(answer, Accepted) else None
+    return f"User response: action={_action(answer)}, content={json.dumps(content)}"
+
+
+class Sep1034Defaults(BaseModel):
+    name: str = "John Doe"
+    age: int = 30
+    score: float = 95.5
+    status: Literal["active", "inactive", "pending"] = "active"
+    verified: bool = True
+
+
+@registry.tool()
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str | InputRequired:
+    """Conformance: a form whose every field (string, integer, number, enum, boolean) has a
+    default (SEP-1034)."""
+    answer = ctx.form_answer("defaults", Sep1034Defaults)
+    if answer is None:
+        form = elicit_form("Please review and update the form fields", Sep1034Defaults)
+        return ctx.request_input({"defaults": form})
+    content = answer.content.model_dump() if isinstance(answer, Accepted) else None
+    return f"Elicitation completed: action={_action(answer)}, content={json.dumps(content)}"
+
+
+class Sep1330Enums(BaseModel):
+    untitledSingle: Literal["option1", "option2", "option3"]  # the suite's keys
+    titledSingle: Annotated[
+        Literal["value1", "value2", "value3"],
+        choice_titles(
+            {"value1": "First Option", "value2": "Second Option", "value3": "Third Option"}
+        ),
+    ]
+    legacyEnum: Annotated[
+        Literal["opt1", "opt2", "opt3"],
+        choice_titles(
+            {"opt1": "Option One", "opt2": "Option Two", "opt3": "Option Three"},
+            enum_names=True,
+        ),
+    ]
+    untitledMulti: list[Literal["option1", "option2", "option3"]]
+    titledMulti: Annotated[
+        list[Literal["value1", "value2", "value3"]],
+        choice_titles(
+            {"value1": "First Choice", "value2": "Second Choice", "value3": "Third Choice"}
+        ),
+    ]
+
+
+@registry.tool()
+async def test_elicitation_sep1330_enums(ctx: Context) -> str | InputRequired:
+    """Conformance: a form with every enum shape of SEP-1330: untitled and titled single
+    select, the deprecated enumNames, untitled and titled multi-select."""
+    answer = ctx.form_answer("choices", Sep1330Enums)
+    if answer is None:
+        return ctx.request_input({"choices": elicit_form("Please choose", Sep1330Enums)})
+    content = answer.content.model_dump() if isinstance(answer, Accepted) else None
+    return f"Elicitation completed: action={_action(answer)}, content={json.dumps(content)}"
+
+
+# -- json-schema-2020-12 ----------------------------------------------------------------------
+SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+class ContactArguments(BaseModel):
+    """The fields validate what a client sends; the schema it sees is SCHEMA_2020_12."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    address: dict[str, str] | None = None
+    contactMethod: Literal["phone", "email"] | None = None  # the suite's key
+    phone: str | None = None
+    email: str | None = None
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        # pydantic writes neither $anchor nor if/then/else, and rejects a $ref it did not make.
+        return copy.deepcopy(SCHEMA_2020_12)
+
+
+@registry.tool()
+async def json_schema_2020_12_tool(arguments: ContactArguments) -> str:
+    """Tool with JSON Schema 2020-12 features"""
+    return f"Contact: {arguments.model_dump_json(exclude_none=True)}"
+
+
+# -- prompts: prompts-list, prompts-get-simple, -with-args, -embedded-resource, -with-image ----
+@registry.prompt()
+async def test_simple_prompt() -> str:
+    """Conformance: a prompt with no arguments."""
+    return "This is a simple prompt for testing."
+
+
+@registry.prompt()
+async def test_prompt_with_arguments(
+    arg1: Annotated[str, Field(description="First test argument")],
+    arg2: Annotated[str, Field(description="Second test argument")],
+) -> str:
+    """Conformance: a prompt with two required arguments (arg1 completes: completion-complete)."""
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@registry.prompt()
+async def test_prompt_with_embedded_resource(
+    resourceUri: Annotated[str, Field(description="URI of the resource to embed")],
+) -> list[dict[str, Any]]:
+    """Conformance: a prompt that embeds the resource it is given."""
+    resource = embedded_text(
+        resourceUri, "Embedded resource content for testing.", mime_type="text/plain"
+    )
+    return [
+        prompt_message("user", resource),
+        prompt_message("user", "Please process the embedded resource above."),
+    ]
+
+
+@registry.prompt()
+async def test_prompt_with_image() -> list[dict[str, Any]]:
+    """Conformance: a prompt that shows an image."""
+    return [
+        prompt_message("user", image_block(RED_PIXEL_PNG, "image/png")),
+        prompt_message("user", "Please analyze the image above."),
+    ]
+
+
+# -- completion-complete ----------------------------------------------------------------------
+CITY_WORDS = ("paris", "park", "party", "pasta", "london", "lisbon")
+
+
+@registry.completion(prompt="test_prompt_with_arguments", argument="arg1")
+def complete_arg1(value: str, arguments: Mapping[str, str]) -> Iterable[str]:
+    """The words that start with what was typed so far."""
+    return [word for word in CITY_WORDS if word.startswith(value.lower())]
+
+
+@registry.completion(resource_template="test://template/{id}/data", argument="id")
+def complete_template_id(value: str, arguments: Mapping[str, str]) -> Iterable[str]:
+    """The ids that start with the digits typed so far."""
+    return [str(number) for number in range(100, 130) if str(number).startswith(value)]
+
+
+# -- resources: resources-list, -read-text, -read-binary, -templates-read, -subscribe,
+#    -unsubscribe, sep-2164-resource-not-found (an unknown URI: nothing to declare) ------------
+@registry.resource("test://static-text", name="static-text", mime_type="text/plain")
+async def static_text() -> str:
+    """Conformance: a static text resource."""
+    return "This is the content of the static text resource."
+
+
+@registry.resource("test://static-binary", name="static-binary", mime_type="image/png")
+async def static_binary() -> bytes:
+    """Conformance: a static binary resource (a 1x1 PNG)."""
+    return RED_PIXEL_PNG
+
+
+@registry.resource_template(
+    "test://template/{id}/data", name="template-data", mime_type="application/json"
+)
+async def template_data(id: str) -> str:
+    """Conformance: a resource template; the id comes back in the data."""
+    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+
+@registry.resource("test://watched-resource", name="watched-resource", mime_type="text/plain")
+async def watched_resource() -> str:
+    """Conformance: a resource clients subscribe to."""
+    return "Watched resource content"

@@ -507,7 +507,9 @@ class ScriptedServer:
     def __init__(self, response: Json) -> None:
         self.response = response
 
-    async def handle_request(self, request: Any, session: Any, peer: Any) -> Json:
+    async def handle_request(
+        self, request: Any, session: Any, peer: Any, cancellation: Any = None
+    ) -> Json:
         return {"jsonrpc": "2.0", "id": request.id, **self.response}
 
 

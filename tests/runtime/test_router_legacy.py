@@ -75,7 +75,13 @@ async def test_initialize_answers_with_the_legacy_handshake_shape() -> None:
     result = await client.initialize()
     assert result == {
         "protocolVersion": "2025-11-25",
-        "capabilities": {"tools": {}, "prompts": {}, "resources": {}},
+        "capabilities": {
+            "completions": {},
+            "logging": {},
+            "prompts": {"listChanged": True},
+            "resources": {"listChanged": True, "subscribe": True},
+            "tools": {"listChanged": True},
+        },
         "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION},
         "instructions": "Be careful.",
     }
@@ -159,7 +165,7 @@ async def test_discover_on_a_legacy_request_is_method_not_found() -> None:
     assert caught.value.code == -32601
 
 
-@pytest.mark.parametrize("method", ["tools/run", "logging/setLevel", "completion/nope"])
+@pytest.mark.parametrize("method", ["tools/run", "logging/getLevel", "completion/nope"])
 async def test_an_unknown_legacy_method_is_method_not_found(method: str) -> None:
     client = await legacy_client()
     with pytest.raises(RpcError) as caught:

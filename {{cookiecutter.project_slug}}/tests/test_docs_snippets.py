@@ -1,4 +1,6 @@
-"""Every python block of docs/multi-round-handlers.md runs, and does what the page says.
+"""Every python block of the docs pages runs, and does what its page says.
+
+The pages: docs/multi-round-handlers.md and docs/results-and-completions.md.
 
 Convention (stated at the top of the page): each block is a whole tools module whose first line
 is `# src/<package>/tools/<name>.py`, importing `..mrtr_runtime` and
@@ -9,6 +11,7 @@ throwaway package whose `registry` is fresh, then the tests drive the tool throu
 
 from __future__ import annotations
 
+import base64
 import re
 import sys
 import types
@@ -37,6 +40,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "multi-round-handlers.md"
+RESULTS_DOC = DOC.with_name("results-and-completions.md")
+DOCS = (DOC, RESULTS_DOC)
 KEY_HEX = "c4e6a8b0d2f41357a9c1e3f5b7d90246c8e0a2f4b6d81357e9c1a3f5b7d90246"
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 HEADER = re.compile(rf"# src/{PACKAGE}/tools/([a-z_][a-z0-9_]*)\.py")
@@ -53,10 +58,10 @@ def exercises(name: str) -> Callable[[F], F]:
     return lambda test: test
 
 
-def snippets() -> dict[str, str]:
-    """The python blocks of the page, by the module name on their first line."""
+def snippets(doc: Path = DOC) -> dict[str, str]:
+    """The python blocks of a page, by the module name on their first line."""
     found: dict[str, str] = {}
-    for block in BLOCK.findall(DOC.read_text(encoding="utf-8")):
+    for block in BLOCK.findall(doc.read_text(encoding="utf-8")):
         first_line = block.partition("\n")[0]
         header = HEADER.fullmatch(first_line)
         assert header, (
@@ -64,6 +69,16 @@ def snippets() -> dict[str, str]:
         )
         assert header[1] not in found, f"two blocks are both {header[1]}.py"
         found[header[1]] = block
+    return found
+
+
+def all_snippets() -> dict[str, tuple[Path, str]]:
+    """Every page's blocks, by module name, with the page each comes from."""
+    found: dict[str, tuple[Path, str]] = {}
+    for doc in DOCS:
+        for name, block in snippets(doc).items():
+            assert name not in found, f"two pages both have {name}.py"
+            found[name] = (doc, block)
     return found
 
 
@@ -84,11 +99,12 @@ def load_snippet() -> Iterator[Callable[[str], Registry]]:
         package.registry = registry  # type: ignore[attr-defined]
         module = types.ModuleType(f"{package.__name__}.{name}")
         module.__package__ = package.__name__
-        module.__file__ = str(DOC)
+        doc, block = all_snippets()[name]
+        module.__file__ = str(doc)
         for loaded in (package, module):
             sys.modules[loaded.__name__] = loaded
             added.append(loaded.__name__)
-        code = compile(snippets()[name], f"{DOC.name}:{name}.py", "exec")
+        code = compile(block, f"{doc.name}:{name}.py", "exec")
         # The page is part of this project (not outside input), and running it is the point.
         exec(code, module.__dict__)  # noqa: S102
         return registry
@@ -144,7 +160,7 @@ async def run(
 
 
 def test_every_snippet_is_exercised() -> None:
-    assert set(snippets()) == EXERCISED
+    assert set(all_snippets()) == EXERCISED
 
 
 def test_the_page_states_the_snippet_convention_and_has_the_five_skeletons() -> None:
@@ -603,3 +619,199 @@ async def test_publish_notes_publishes_nothing_on_a_no(
     assert rounds == [["confirm"]]
     assert text_of(result) == "Nothing was published."
     assert not (tmp_path / "notes.md.published").exists()
+
+
+# -- docs/results-and-completions.md -----------------------------------------------------------
+
+
+def test_the_results_page_states_the_convention_and_has_its_three_modules() -> None:
+    text = RESULTS_DOC.read_text(encoding="utf-8")
+    assert "`from . import registry`" in text
+    assert "tests/test_docs_snippets.py" in text
+    assert list(snippets(RESULTS_DOC)) == ["show_picture", "code_review", "order_laptop"]
+    assert "cookiecutter." not in text
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+
+
+@pytest.fixture
+def pictures(
+    load_snippet: Callable[[str], Registry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> MemoryClient:
+    """A client of `show_picture` over a pictures folder in tmp_path."""
+    registry = load_snippet("show_picture")
+    module = sys.modules[f"{PACKAGE}._doc_show_picture.show_picture"]
+    monkeypatch.setattr(module, "PICTURES", tmp_path / "pictures")
+    (tmp_path / "pictures").mkdir()
+    (tmp_path / "pictures" / "cat.png").write_bytes(PNG)
+    (tmp_path / "pictures" / "notes.txt").write_text("not a picture")
+    (tmp_path / "secret.png").write_bytes(PNG)
+    return MemoryClient(serve(registry), capabilities={})
+
+
+@pytest.mark.anyio
+@exercises("show_picture")
+async def test_show_picture_returns_the_image_and_a_link_to_its_file(
+    pictures: MemoryClient, tmp_path: Path
+) -> None:
+    result = await pictures.request(
+        "tools/call", {"name": "show_picture", "arguments": {"name": "cat.png"}}
+    )
+    path = tmp_path / "pictures" / "cat.png"
+    assert result["content"] == [
+        {"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"},
+        {
+            "type": "resource_link",
+            "uri": path.resolve().as_uri(),
+            "name": "cat.png",
+            "mimeType": "image/png",
+            "size": len(PNG),
+        },
+    ]
+    assert "isError" not in result
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("../secret.png", "There is no picture"),
+        ("dog.png", "There is no picture"),
+        ("notes.txt", "is not a picture"),
+    ],
+)
+async def test_show_picture_refuses_what_is_not_a_picture_in_the_folder(
+    pictures: MemoryClient, name: str, reason: str
+) -> None:
+    result = await pictures.request(
+        "tools/call", {"name": "show_picture", "arguments": {"name": name}}
+    )
+    assert result["isError"] is True
+    assert reason in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_show_picture_refuses_a_picture_past_its_size_bound(
+    pictures: MemoryClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = sys.modules[f"{PACKAGE}._doc_show_picture.show_picture"]
+    monkeypatch.setattr(module, "MAX_BYTES", len(PNG) - 1)
+    result = await pictures.request(
+        "tools/call", {"name": "show_picture", "arguments": {"name": "cat.png"}}
+    )
+    assert result["isError"] is True
+    assert f"is {len(PNG)} bytes" in text_of(result)
+
+
+def complete(prompt: str, argument: str, value: str, **chosen: str) -> Json:
+    return {
+        "ref": {"type": "ref/prompt", "name": prompt},
+        "argument": {"name": argument, "value": value},
+        "context": {"arguments": chosen},
+    }
+
+
+@pytest.mark.anyio
+@exercises("code_review")
+async def test_code_review_completes_its_arguments_and_embeds_the_code(
+    load_snippet: Callable[[str], Registry],
+) -> None:
+    client = MemoryClient(serve(load_snippet("code_review")), capabilities={})
+    languages = await client.request(
+        "completion/complete", complete("code_review", "language", "Py")
+    )
+    assert languages["completion"] == {"values": ["python"], "total": 1, "hasMore": False}
+    frameworks = await client.request(
+        "completion/complete", complete("code_review", "framework", "f", language="python")
+    )
+    assert frameworks["completion"]["values"] == ["fastapi", "flask"]
+    unknown = await client.request(
+        "completion/complete", complete("code_review", "framework", "", language="cobol")
+    )
+    assert unknown["completion"]["values"] == []
+    prompt = await client.request(
+        "prompts/get",
+        {
+            "name": "code_review",
+            "arguments": {"language": "python", "framework": "flask", "code": "print(1)"},
+        },
+    )
+    assert prompt["messages"] == [
+        {
+            "role": "user",
+            "content": {
+                "type": "text",
+                "text": "Review this python (flask) code. Point out bugs first, then style.",
+            },
+        },
+        {
+            "role": "user",
+            "content": {
+                "type": "resource",
+                "resource": {"uri": "snippet:///review.python", "text": "print(1)"},
+            },
+        },
+    ]
+    with pytest.raises(RpcError) as raised:
+        await client.request("completion/complete", complete("review", "language", ""))
+    assert raised.value.code == -32602
+
+
+def order_call(**retry: Any) -> Json:
+    return {"name": "order_laptop", "arguments": {"team": "core"}, **retry}
+
+
+@pytest.mark.anyio
+@exercises("order_laptop")
+async def test_order_laptop_asks_with_titled_choices_and_takes_a_valid_order(
+    load_snippet: Callable[[str], Registry],
+) -> None:
+    client = MemoryClient(serve(load_snippet("order_laptop")), capabilities=FORMS_ONLY)
+    first = await client.request("tools/call", order_call())
+    properties = first["inputRequests"]["order"]["params"]["requestedSchema"]["properties"]
+    assert properties["size"] == {
+        "type": "string",
+        "oneOf": [
+            {"const": "13", "title": "13-inch, light"},
+            {"const": "15", "title": "15-inch, roomy"},
+        ],
+        "default": "13",
+    }
+    assert properties["extras"] == {
+        "type": "array",
+        "description": "Up to two",
+        "maxItems": 2,
+        "items": {
+            "anyOf": [
+                {"const": "dock", "title": "USB-C dock"},
+                {"const": "bag", "title": "Laptop bag"},
+                {"const": "mouse", "title": "Wireless mouse"},
+            ]
+        },
+        "default": [],
+    }
+    too_many = await client.request(
+        "tools/call",
+        order_call(
+            inputResponses={"order": accept(size="15", extras=["dock", "bag", "mouse"])},
+            requestState=first["requestState"],
+        ),
+    )
+    message = too_many["inputRequests"]["order"]["params"]["message"]
+    assert message.startswith("That answer was not valid (extras: ")
+    done = await client.request(
+        "tools/call",
+        order_call(
+            inputResponses={"order": accept(size="15", extras=["dock", "bag"], quantity=2)},
+            requestState=too_many["requestState"],
+        ),
+    )
+    assert text_of(done) == "Ordered 2 x 15-inch for core with dock, bag."
+    declined = await client.request(
+        "tools/call",
+        order_call(
+            inputResponses={"order": {"action": "decline"}}, requestState=first["requestState"]
+        ),
+    )
+    assert text_of(declined) == "Nothing was ordered."

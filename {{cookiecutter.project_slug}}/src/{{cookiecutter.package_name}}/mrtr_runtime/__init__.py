@@ -20,8 +20,20 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._context import Context, InvalidInputResponse, RequestCancelled
-from ._inputs import InputRequest, elicit_form, elicit_url, list_roots, sample
+from ._content import (
+    ContentBlock,
+    audio_block,
+    blob_contents,
+    embedded_blob,
+    embedded_text,
+    image_block,
+    prompt_message,
+    resource_link,
+    text_block,
+    text_contents,
+)
+from ._context import Context, InvalidInputResponse, LoggingLevel, RequestCancelled
+from ._inputs import InputRequest, choice_titles, elicit_form, elicit_url, list_roots, sample
 from ._registry import Registry, ToolAnnotations
 from ._results import InputRequired, ToolError, ToolResult
 
@@ -63,12 +75,14 @@ def __getattr__(name: str) -> Any:
 __all__ = (
     "Accepted",
     "Cancelled",
+    "ContentBlock",
     "Context",
     "Declined",
     "ElicitResult",
     "InputRequest",
     "InputRequired",
     "InvalidInputResponse",
+    "LoggingLevel",
     "Registry",
     "RequestCancelled",
     "Root",
@@ -77,8 +91,18 @@ __all__ = (
     "ToolAnnotations",
     "ToolError",
     "ToolResult",
+    "audio_block",
+    "blob_contents",
+    "choice_titles",
     "elicit_form",
     "elicit_url",
+    "embedded_blob",
+    "embedded_text",
+    "image_block",
     "list_roots",
+    "prompt_message",
+    "resource_link",
     "sample",
+    "text_block",
+    "text_contents",
 )

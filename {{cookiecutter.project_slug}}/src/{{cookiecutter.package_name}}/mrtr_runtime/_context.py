@@ -16,13 +16,15 @@ if TYPE_CHECKING:
 from ._capabilities import ClientCapabilities
 from ._inputs import InputRequest
 from ._results import InputRequired
-from ._wire import ELICIT, INPUT_METHODS
+from ._wire import ELICIT, INPUT_METHODS, LOG_LEVELS
 
 __all__ = (
+    "MAX_LOG_MESSAGES",
     "MAX_STATE_BYTES",
     "Cancellation",
     "Context",
     "InvalidInputResponse",
+    "LoggingLevel",
     "Notifier",
     "RequestCancelled",
 )
@@ -31,6 +33,10 @@ ModelT = TypeVar("ModelT", bound="BaseModel")
 FormT = TypeVar("FormT", bound="BaseModel")
 Notifier = Callable[[str, dict[str, Any]], Awaitable[None]]
 Era = Literal["modern", "legacy"]
+#: server/utilities/logging "Log Levels", least severe first (the order of `LOG_LEVELS`).
+LoggingLevel = Literal[
+    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
+]
 
 _logger = logging.getLogger("mrtr_runtime.tools")
 
@@ -64,6 +70,11 @@ class InvalidInputResponse(Exception):
         super().__init__(f"Invalid inputResponses[{key!r}]: {detail}")
         self.key = key
 
+
+#: server/utilities/logging: servers SHOULD rate limit log messages. One request sends at most
+#: this many; the rest are dropped (and counted once on stderr), so a tool logging in a loop
+#: cannot flood the client.
+MAX_LOG_MESSAGES: Final = 1000
 
 #: How much handler state may travel between rounds: it rides in every retry, and host logs
 #: keep requestState. Enough for ids, a digest of what a question showed, a step name.
@@ -106,6 +117,8 @@ class Context:
         "_answers",
         "_cancellation",
         "_last_progress",
+        "_log_floor",
+        "_logs_sent",
         "_notify",
         "_rejected",
         "client_capabilities",
@@ -129,6 +142,7 @@ class Context:
         notify: Notifier | None = None,
         cancellation: Cancellation | None = None,
         state: object = None,
+        log_level: LoggingLevel | None = None,
     ) -> None:
         self._answers = answers
         self._cancellation = cancellation
@@ -136,6 +150,9 @@ class Context:
         self._rejected: dict[str, str] = {}
         self._notify = notify
         self._last_progress: float | None = None
+        #: The least severe level the client asked for; None: it asked for no log messages.
+        self._log_floor = None if log_level is None else LOG_LEVELS.index(log_level)
+        self._logs_sent = 0
         self.request_state = request_state
         self.client_capabilities = client_capabilities
         self.protocol_version = protocol_version
@@ -280,3 +297,42 @@ class Context:
         if message is not None:
             params["message"] = message
         await self._notify("notifications/progress", params)
+
+    async def send_log(
+        self, level: LoggingLevel, data: object, *, logger: str | None = None
+    ) -> None:
+        """Send the client a log message (`notifications/message`) if it asked for `level`.
+
+        server/utilities/logging: a 2026-07-28 request asks with `_meta.logLevel` and gets
+        nothing without it; a 2025-11-25 client sets its level with `logging/setLevel`, and
+        gets nothing before it does. `data` is any JSON value (a string, or an object of
+        details); `logger` names the part of the tool it comes from. Nothing is sent once the
+        request is cancelled, nor past MAX_LOG_MESSAGES for one request. The messages go to
+        the client, never to stdout as text: for the server's own log use `ctx.log` (stderr).
+        """
+        if level not in LOG_LEVELS:
+            raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
+        floor = self._log_floor
+        if floor is None or self._notify is None or self.cancelled:
+            return
+        if LOG_LEVELS.index(level) < floor:
+            return
+        if self._logs_sent >= MAX_LOG_MESSAGES:
+            if self._logs_sent == MAX_LOG_MESSAGES:
+                _logger.warning(
+                    "log messages to the client stopped at %d for this request", MAX_LOG_MESSAGES
+                )
+                self._logs_sent += 1
+            return
+        try:
+            # The wire carries JSON only: a value that is not is the tool's mistake, named here
+            # rather than failing the whole call where the message is written.
+            json.dumps(data, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as error:
+            raise ValueError(f"send_log data must be plain JSON: {error}") from None
+        self._logs_sent += 1
+        params: dict[str, Any] = {"level": level}
+        if logger is not None:
+            params["logger"] = logger
+        params["data"] = data
+        await self._notify("notifications/message", params)

@@ -8,17 +8,21 @@ a result that could not cross a real pipe fails here as it would there.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from itertools import count
 from typing import Any, Literal, cast
 
 from ._client_rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient
+from ._context import Cancellation, RequestCancelled
 from ._jsonrpc import (
     INTERNAL_ERROR,
     JSONObject,
     Notification,
     Request,
+    RequestId,
     RpcError,
     encode,
     error_response,
@@ -31,10 +35,11 @@ from ._wire import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
+    META_SUBSCRIPTION_ID,
     MODERN_VERSIONS,
 )
 
-__all__ = ("MemoryClient",)
+__all__ = ("MemoryClient", "Subscription")
 
 Era = Literal["modern", "legacy"]
 
@@ -76,8 +81,12 @@ class MemoryClient(RoundsClient):
         self.protocol_version = protocol_version
         self.session = Session()
         self.initialize_result: dict[str, Any] | None = None
-        #: Notifications the server sent (progress etc.), in order.
+        #: Notifications the server sent (progress, log messages, list changes...), in order.
         self.notifications: list[JSONObject] = []
+        #: Requests being served, so that `notifications/cancelled` reaches them.
+        self._in_flight: dict[RequestId, tuple[Cancellation, asyncio.Task[JSONObject]]] = {}
+        #: Set when a notification arrives (what `listen` waits on for its acknowledgment).
+        self._arrival = asyncio.Event()
         #: Legacy era: the server's requests to this client ({"method", "params"}), in order.
         self.server_requests: list[JSONObject] = []
         self._callback_failures: list[Exception] = []
@@ -100,16 +109,80 @@ class MemoryClient(RoundsClient):
         return result
 
     async def send(self, message: JSONObject) -> JSONObject | None:
-        """One raw message in; the response out (None for notifications)."""
+        """One raw message in; the response out (None for notifications and for a request
+        cancelled with `notifications/cancelled` before it finished, which gets none)."""
         if "id" not in message:
-            # In process nothing is in flight between calls, so a cancellation has no target.
-            self.server.handle_notification(
+            target = self.server.handle_notification(
                 Notification(message["method"], message.get("params", {}))
             )
+            running = self._in_flight.get(target) if target is not None else None
+            if running is not None:
+                # What the stdio transport does: the flag for handlers, then the task.
+                running[0].cancel()
+                running[1].cancel()
             return None
         request = Request(message["id"], message["method"], message.get("params", {}))
-        response = await self.server.handle_request(request, self.session, _Peer(self))
-        return _over_the_wire(response, request)
+        cancellation = Cancellation()
+        task = asyncio.create_task(
+            self.server.handle_request(request, self.session, _Peer(self), cancellation)
+        )
+        self._in_flight[request.id] = (cancellation, task)
+        try:
+            await asyncio.wait({task})
+        finally:
+            del self._in_flight[request.id]
+            if not task.done():  # the caller itself was cancelled: so is its request
+                task.cancel()
+        if cancellation.cancelled:
+            # basic/utilities/cancellation: nothing is sent for a cancelled request.
+            return None
+        return _over_the_wire(task.result(), request)
+
+    async def cancel(self, request_id: RequestId, reason: str | None = None) -> None:
+        """Send `notifications/cancelled` for one of this client's requests."""
+        params: dict[str, Any] = {"requestId": request_id}
+        if reason is not None:
+            params["reason"] = reason
+        await self.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+
+    @asynccontextmanager
+    async def listen(self, notifications: Mapping[str, Any]) -> AsyncIterator[Subscription]:
+        """Open a 2026-07-28 `subscriptions/listen` stream; it is cancelled on leaving the block.
+
+        ``async with client.listen({"toolsListChanged": True}) as stream:`` -- then
+        ``stream.acknowledged`` is the filter the server agreed to, and ``stream.notifications``
+        what arrived on the stream so far. A refused stream raises RpcError.
+        """
+        request_id = next(self._ids)
+        params = {"_meta": self._meta(), "notifications": dict(notifications)}
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen"}
+        stream = asyncio.create_task(self.send({**message, "params": params}))
+        try:
+            acknowledged = self._acknowledgment(request_id)
+            while acknowledged is None and not stream.done():
+                self._arrival.clear()
+                arrived = asyncio.create_task(self._arrival.wait())
+                await asyncio.wait({stream, arrived}, return_when=asyncio.FIRST_COMPLETED)
+                arrived.cancel()
+                acknowledged = self._acknowledgment(request_id)
+            if acknowledged is None:
+                _raise_error(stream.result(), "subscriptions/listen")
+                raise InvalidServerResponse("subscriptions/listen answered without acknowledging")
+            yield Subscription(self, request_id, acknowledged, stream)
+        finally:
+            if not stream.done():
+                await self.cancel(request_id, "the listening block ended")
+            await asyncio.wait({stream})
+
+    def _acknowledgment(self, request_id: RequestId) -> dict[str, Any] | None:
+        for notification in self.notifications:
+            if (
+                notification["method"] == "notifications/subscriptions/acknowledged"
+                and _subscription_id(notification) == request_id
+            ):
+                agreed: dict[str, Any] = notification["params"]["notifications"]
+                return agreed
+        return None
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Send a request and return its ``result``; raise RpcError for an error response.
@@ -126,12 +199,7 @@ class MemoryClient(RoundsClient):
         response = await self.send(
             {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": payload}
         )
-        if response is None:  # pragma: no cover - a message with an id always gets a response
-            raise RuntimeError("no response to a request")
-        if "error" in response:
-            error = response["error"]
-            raise RpcError(error["code"], error["message"], error.get("data"))
-        result: dict[str, Any] = response["result"]
+        result = _raise_error(response, method)
         meta = payload.get("_meta")
         if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta and "resultType" not in result:
             # 2026-07-28 basic/index: "The result MUST include a resultType field".
@@ -149,6 +217,55 @@ class MemoryClient(RoundsClient):
         # call_tool(meta=...): the caller's keys on top of this client's own (request() sends
         # a caller's `_meta` exactly as given).
         return {**self._meta(), **meta} if self.era == "modern" else dict(meta)
+
+
+def _raise_error(response: JSONObject | None, method: str) -> dict[str, Any]:
+    """The result of `response`; raises RpcError for an error response."""
+    if response is None:
+        raise RequestCancelled(f"{method} was cancelled")
+    if "error" in response:
+        error = response["error"]
+        raise RpcError(error["code"], error["message"], error.get("data"))
+    result: dict[str, Any] = response["result"]
+    return result
+
+
+class Subscription:
+    """A `subscriptions/listen` stream opened by `MemoryClient.listen`."""
+
+    def __init__(
+        self,
+        client: MemoryClient,
+        request_id: RequestId,
+        acknowledged: dict[str, Any],
+        stream: asyncio.Task[JSONObject | None],
+    ) -> None:
+        #: The subscription id: the JSON-RPC id of the listen request.
+        self.id = request_id
+        #: The filter the server agreed to honour (its acknowledgment's `notifications`).
+        self.acknowledged = acknowledged
+        self._client = client
+        self._stream = stream
+
+    @property
+    def notifications(self) -> list[JSONObject]:
+        """The notifications that carried this subscription's id, after its acknowledgment."""
+        return [
+            notification
+            for notification in self._client.notifications
+            if _subscription_id(notification) == self.id
+            and notification["method"] != "notifications/subscriptions/acknowledged"
+        ]
+
+    async def closed(self) -> dict[str, Any]:
+        """Wait for the server to end the stream; its answer to the listen request."""
+        await asyncio.wait({self._stream})
+        return _raise_error(self._stream.result(), "subscriptions/listen")
+
+
+def _subscription_id(notification: JSONObject) -> object:
+    meta = notification.get("params", {}).get("_meta", {})
+    return meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, dict) else None
 
 
 def _over_the_wire(response: JSONObject, request: Request) -> JSONObject:
@@ -180,6 +297,7 @@ class _Peer:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         message = {"jsonrpc": "2.0", "method": method, "params": params}
         self._client.notifications.append(_json_copy(message))
+        self._client._arrival.set()
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         client = self._client

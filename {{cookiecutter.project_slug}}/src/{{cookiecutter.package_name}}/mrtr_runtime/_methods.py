@@ -8,7 +8,6 @@ the wire, and hosts wait on start-up (see `Registry.defer_package`).
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ._content import blob_contents, text_block, text_contents
 from ._context import Context, InvalidInputResponse, RequestCancelled
 from ._dispatch import Call
 from ._jsonrpc import (
@@ -34,7 +34,7 @@ from ._registry import (
     describe_validation_error,
     structured_text,
 )
-from ._results import ToolError, ToolResult, text_content
+from ._results import ToolError, ToolResult
 
 __all__ = ("prompt_call", "resource_call", "tool_call", "unanswerable")
 
@@ -234,32 +234,66 @@ def _not_json(tool: ToolDef) -> JSONObject:
     return ToolResult.error(f"Tool {tool.name!r} returned a value that is not JSON").to_wire()
 
 
+def _is_message(value: Any) -> bool:
+    # schema.ts PromptMessage: {role: "user" | "assistant", content: ContentBlock}.
+    return (
+        isinstance(value, dict)
+        and value.get("role") in ("user", "assistant")
+        and isinstance(value.get("content"), dict)
+        and isinstance(value["content"].get("type"), str)
+    )
+
+
 def _prompt_result(prompt: PromptDef, outcome: Any) -> JSONObject:
     if isinstance(outcome, str):
-        messages: list[Any] = [{"role": "user", "content": text_content(outcome)}]
-    elif isinstance(outcome, list) and all(
-        isinstance(message, dict) and "role" in message and "content" in message
-        for message in outcome
-    ):
+        messages: list[Any] = [{"role": "user", "content": text_block(outcome)}]
+    elif _is_message(outcome):
+        messages = [outcome]
+    elif isinstance(outcome, list) and all(map(_is_message, outcome)):
         messages = outcome
     else:
-        _logger.error("prompt %r returned %s", prompt.name, type(outcome).__name__)
+        _logger.error("prompt %r returned %s, not messages", prompt.name, type(outcome).__name__)
         raise RpcError(INTERNAL_ERROR, f"Prompt {prompt.name!r} returned no messages")
     result: JSONObject = {"messages": messages}
     if prompt.description:
         result["description"] = prompt.description
+    if not _json_safe(result):
+        _logger.error("prompt %r returned messages that are not JSON", prompt.name)
+        raise RpcError(INTERNAL_ERROR, f"Prompt {prompt.name!r} returned no messages")
     return result
 
 
+def _contents_of(item: Any) -> Any:
+    # An embedded resource block (embedded_text/embedded_blob) carries the same contents.
+    if isinstance(item, dict) and item.get("type") == "resource":
+        return item.get("resource")
+    return item
+
+
+def _is_contents(value: Any) -> bool:
+    # schema.ts TextResourceContents | BlobResourceContents: a uri and exactly one of text/blob.
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("uri"), str)
+        and isinstance(value.get("text"), str) != isinstance(value.get("blob"), str)
+    )
+
+
 def _resource_result(resource: ResourceDef, uri: str, outcome: Any) -> JSONObject:
-    content: JSONObject = {"uri": uri}
-    if resource.mime_type:
-        content["mimeType"] = resource.mime_type
+    # server/resources: the contents of the URI that was read, so a template's answer echoes
+    # the concrete URI, never the template.
     if isinstance(outcome, str):
-        content["text"] = outcome
+        contents: list[Any] = [text_contents(uri, outcome, mime_type=resource.mime_type)]
     elif isinstance(outcome, bytes):
-        content["blob"] = base64.b64encode(outcome).decode("ascii")
+        contents = [blob_contents(uri, outcome, mime_type=resource.mime_type)]
+    elif isinstance(outcome, list) and outcome:
+        contents = [_contents_of(item) for item in outcome]
+        if not all(map(_is_contents, contents)) or not _json_safe(contents):
+            _logger.error("resource %r returned contents of the wrong shape", uri)
+            raise RpcError(INTERNAL_ERROR, f"Reading {clip(uri)} returned malformed contents")
     else:
         _logger.error("resource %r returned %s", uri, type(outcome).__name__)
-        raise RpcError(INTERNAL_ERROR, f"Reading {clip(uri)} returned neither text nor bytes")
-    return {"contents": [content]}
+        raise RpcError(
+            INTERNAL_ERROR, f"Reading {clip(uri)} returned neither text, bytes nor contents"
+        )
+    return {"contents": contents}

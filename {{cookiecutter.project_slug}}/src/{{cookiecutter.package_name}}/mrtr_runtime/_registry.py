@@ -10,7 +10,7 @@ import pkgutil
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, get_type_hints
 
 import anyio.to_thread
 
@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
 __all__ = (
+    "CompletionKey",
     "PromptDef",
     "Registry",
+    "RegistryChange",
     "ResourceDef",
     "ResourceTemplateDef",
     "ToolAnnotations",
@@ -31,6 +33,12 @@ __all__ = (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: What changed: a list ("tools", "prompts", "resources"), or one resource's content ("resource").
+RegistryChange = Literal["tools", "prompts", "resources", "resource"]
+
+#: server/utilities/completion: what a completer completes, as `completion/complete` names it:
+#: ("ref/prompt", prompt name, argument) or ("ref/resource", URI template, variable).
+CompletionKey = tuple[str, str, str]
 
 # server/tools "Tool Names": SHOULD be 1-128 characters of A-Z, a-z, 0-9, _, - and .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -258,7 +266,12 @@ class Registry:
         self.prompts: dict[str, PromptDef] = {}
         self.resources: dict[str, ResourceDef] = {}
         self.resource_templates: list[ResourceTemplateDef] = []
+        #: Completers of prompt arguments and template variables (see `completion`).
+        self.completions: dict[CompletionKey, Callable[..., Any]] = {}
         self._deferred: list[str] = []
+        self._change_listeners: list[Callable[[RegistryChange, str | None], None]] = []
+        #: While a package loads, declarations are the start-up lists, not changes to them.
+        self._loading = 0
 
     def tool(
         self,
@@ -298,6 +311,7 @@ class Registry:
             self.tools[tool_name] = ToolDef(
                 tool_name, handler, signature, output_model, wire, unasked
             )
+            self._changed("tools")
             return handler
 
         return register
@@ -327,6 +341,7 @@ class Registry:
             self.prompts[prompt_name] = PromptDef(
                 prompt_name, handler, signature, text, wire, unasked
             )
+            self._changed("prompts")
             return handler
 
         return register
@@ -374,6 +389,7 @@ class Registry:
                 mime_type=mime_type,
                 uri_key="uri",
             )
+            self._changed("resources")
             return handler
 
         return register
@@ -400,6 +416,44 @@ class Registry:
             self.resource_templates.append(
                 ResourceTemplateDef(_template_pattern(uri_template), resource)
             )
+            self._changed("resources")
+            return handler
+
+        return register
+
+    def completion(
+        self,
+        *,
+        argument: str,
+        prompt: str | None = None,
+        resource_template: str | None = None,
+    ) -> Callable[[F], F]:
+        """Declare the completer of one prompt argument or one resource-template variable.
+
+        The handler, `def f(value: str, arguments: Mapping[str, str]) -> Iterable[str]` (or
+        `async def`), gets what the user typed so far and the arguments already chosen, and
+        returns the suggestions, best first; the server sends at most 100 of them with the total
+        (server/utilities/completion). A plain `def` runs in a worker thread.
+        """
+        if (prompt is None) == (resource_template is None):
+            raise TypeError("completion takes exactly one of prompt=... or resource_template=...")
+        if not isinstance(argument, str) or not argument:
+            raise TypeError("completion needs the argument's name")
+        if prompt is not None:
+            key: CompletionKey = ("ref/prompt", prompt, argument)
+        else:
+            variables = _template_pattern(str(resource_template)).groupindex
+            if argument not in variables:
+                raise ValueError(
+                    f"{resource_template!r} has no variable {argument!r} to complete "
+                    f"(it has {sorted(variables)})"
+                )
+            key = ("ref/resource", str(resource_template), argument)
+
+        def register(handler: F) -> F:
+            if key in self.completions:
+                raise ValueError(f"the completer of {key[1]!r} {argument!r} is declared twice")
+            self.completions[key] = handler
             return handler
 
         return register
@@ -430,14 +484,43 @@ class Registry:
 
     def load_package(self, package: str) -> None:
         """Import every public module of `package` so their decorators run, sorted by name."""
-        module = importlib.import_module(package)
-        names = sorted(
-            info.name
-            for info in pkgutil.iter_modules(module.__path__)
-            if not info.name.startswith("_")
-        )
-        for name in names:
-            importlib.import_module(f"{package}.{name}")
+        self._loading += 1
+        try:
+            module = importlib.import_module(package)
+            names = sorted(
+                info.name
+                for info in pkgutil.iter_modules(module.__path__)
+                if not info.name.startswith("_")
+            )
+            for name in names:
+                importlib.import_module(f"{package}.{name}")
+        finally:
+            self._loading -= 1
+
+    # -- change notices: how the server learns what changed after start-up -----------------
+
+    def on_change(self, listener: Callable[[RegistryChange, str | None], None]) -> None:
+        """Call `listener(change, uri)` for every later change (the server subscribes itself).
+
+        It is called in the thread that made the change, so it must only hand the news on.
+        """
+        self._change_listeners.append(listener)
+
+    def resource_updated(self, uri: str) -> None:
+        """Say that the content of the resource at `uri` changed.
+
+        Clients that subscribed to `uri` are sent `notifications/resources/updated` (2025-11-25
+        `resources/subscribe`, 2026-07-28 a `subscriptions/listen` stream naming it); nobody
+        else hears of it. Safe to call from a tool, a background task or another thread.
+        """
+        self._changed("resource", uri)
+
+    def _changed(self, change: RegistryChange, uri: str | None = None) -> None:
+        # server/tools, server/prompts, server/resources: the lists a client fetched changed.
+        if self._loading:
+            return
+        for listener in self._change_listeners:
+            listener(change, uri)
 
 
 def structured_text(value: Any) -> str:

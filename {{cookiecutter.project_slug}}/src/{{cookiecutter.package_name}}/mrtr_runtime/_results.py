@@ -6,13 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._content import ContentBlock, text_block
 from ._inputs import InputRequest
 
-__all__ = ("InputRequired", "ToolError", "ToolResult", "text_content")
+__all__ = ("InputRequired", "ToolError", "ToolResult")
 
 
-def text_content(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
+def _dumped(data: Any) -> Any:
+    dump = getattr(data, "model_dump", None)
+    return dump(mode="json", by_alias=True) if callable(dump) else data
 
 
 @dataclass(frozen=True)
@@ -29,19 +31,34 @@ class ToolResult:
 
     @classmethod
     def text(cls, text: str, *, structured: Any = None) -> ToolResult:
-        return cls(content=(text_content(text),), structured=structured)
+        return cls(content=(text_block(text),), structured=structured)
+
+    @classmethod
+    def of(
+        cls, *blocks: ContentBlock | str, structured: Any = None, is_error: bool = False
+    ) -> ToolResult:
+        """Any mix of content blocks (`image_block`, `resource_link`, `embedded_text`...; a
+        str is a text block), in order, with optional structured content (a pydantic model is
+        dumped to JSON). server/tools: a tool with structured content SHOULD also give its
+        JSON as text, so pass that text too when a host may show only text."""
+        content = tuple(text_block(block) if isinstance(block, str) else block for block in blocks)
+        for block in content:
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                raise TypeError(
+                    "ToolResult.of takes str or content blocks (text_block, image_block, ...), "
+                    f"not {type(block).__name__}"
+                )
+        return cls(content=content, structured=_dumped(structured), is_error=is_error)
 
     @classmethod
     def summarized(cls, summary: str, data: Any) -> ToolResult:
         """`data` as structuredContent (a pydantic model is dumped to JSON) with `summary` as
         the text a person reads: what a model sees when a host shows only text."""
-        dump = getattr(data, "model_dump", None)
-        structured = dump(mode="json", by_alias=True) if callable(dump) else data
-        return cls(content=(text_content(summary),), structured=structured)
+        return cls(content=(text_block(summary),), structured=_dumped(data))
 
     @classmethod
     def error(cls, text: str) -> ToolResult:
-        return cls(content=(text_content(text),), is_error=True)
+        return cls(content=(text_block(text),), is_error=True)
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"content": [dict(block) for block in self.content]}

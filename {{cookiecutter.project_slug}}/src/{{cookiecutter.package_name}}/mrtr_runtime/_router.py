@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ._capabilities import ClientCapabilities
-from ._context import Cancellation, Context, Era
+from ._context import Cancellation, Context, Era, LoggingLevel
 from ._dispatch import Call, RoundInput, run_round
 from ._jsonrpc import (
     INTERNAL_ERROR,
@@ -33,12 +33,16 @@ from ._jsonrpc import (
 )
 from ._legacy import run_legacy
 from ._registry import Registry
+from ._subscriptions import LIST_KINDS, MAX_RESOURCE_SUBSCRIPTIONS, Listener, Subscriptions
 from ._tokens import RequestStateCodec
 from ._wire import (
     LEGACY_VERSIONS,
+    LOG_LEVELS,
     META_CLIENT_CAPABILITIES,
+    META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
+    META_SUBSCRIPTION_ID,
     MODERN_VERSIONS,
 )
 
@@ -49,8 +53,9 @@ __all__ = (
 )
 
 
-#: server/utilities/caching: list results carry `ttlMs` and `cacheScope`. The lists are fixed
-#: for the life of the process, and hosts restart the process to pick up new tools.
+#: server/utilities/caching: list results carry `ttlMs` and `cacheScope`. A list changes only
+#: when something is declared after start-up, and that is announced (list_changed), so a
+#: client that follows the changes never keeps a stale list.
 LIST_TTL_MS: Final = 300_000
 
 _MODERN_METHODS: Final = frozenset(
@@ -63,9 +68,26 @@ _MODERN_METHODS: Final = frozenset(
         "resources/list",
         "resources/templates/list",
         "resources/read",
+        "completion/complete",
+        "subscriptions/listen",
     }
 )
-_LEGACY_METHODS: Final = (_MODERN_METHODS - {"server/discover"}) | {"ping"}
+_LEGACY_METHODS: Final = (_MODERN_METHODS - {"server/discover", "subscriptions/listen"}) | {
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+}
+#: Served apart from the tools/prompts/resources calls: one set lookup on the hot path.
+_SUBSCRIPTION_METHODS: Final = frozenset(
+    {"subscriptions/listen", "resources/subscribe", "resources/unsubscribe"}
+)
+#: basic/patterns/subscriptions "Notification Filter": the list flags, by the kind they follow.
+_LIST_FLAGS: Final = {
+    "toolsListChanged": "tools",
+    "promptsListChanged": "prompts",
+    "resourcesListChanged": "resources",
+}
 _CACHEABLE: Final = frozenset(
     {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list"}
 )
@@ -89,6 +111,10 @@ class Session:
 
     legacy_version: str | None = None
     legacy_capabilities: ClientCapabilities = field(default_factory=ClientCapabilities)
+    #: 2025-11-25 `logging/setLevel`; None until the client sets one (then no log messages).
+    log_level: LoggingLevel | None = None
+    #: 2025-11-25: where this session's list changes and resource updates go, once initialized.
+    listener: Listener | None = None
 
 
 @dataclass(slots=True)
@@ -99,6 +125,7 @@ class _Scope:
     version: str
     capabilities: ClientCapabilities
     progress_token: str | int | None
+    log_level: LoggingLevel | None = None
     cancellation: Cancellation | None = None
 
 
@@ -123,7 +150,21 @@ class Server:
             self.info["title"] = title
         #: Shared by every result: encoded, never mutated.
         self._result_meta: Final = {META_SERVER_INFO: self.info}
-        self.capabilities: dict[str, Any] = {"tools": {}, "prompts": {}, "resources": {}}
+        # One object for server/discover and initialize, so both eras read the same promises.
+        # server/utilities/logging: servers that emit log messages MUST declare `logging`.
+        # listChanged: a tool module (or a tool) may declare more after start-up, and every
+        # list change is announced (Registry.on_change); subscribe: `resources/subscribe`
+        # (2025-11-25) and a listen's `resourceSubscriptions` (2026-07-28), both honoured.
+        # completions: declared before the tools (and any completer) load, so always served.
+        self.capabilities: dict[str, Any] = {
+            "completions": {},
+            "logging": {},
+            "prompts": {"listChanged": True},
+            "resources": {"listChanged": True, "subscribe": True},
+            "tools": {"listChanged": True},
+        }
+        self._subscriptions = Subscriptions()
+        registry.on_change(self._subscriptions.announce)
 
     # -- entry points -------------------------------------------------------------------
 
@@ -147,6 +188,13 @@ class Server:
             _logger.exception("internal error serving %s", request.method)
             return error_response(request.id, INTERNAL_ERROR, "Internal error")
         return success_response(request.id, result)
+
+    def end_subscriptions(self) -> int:
+        """End every open `subscriptions/listen` (the server is stopping); how many there were.
+
+        Each listen then tells its client (`notifications/cancelled`) and answers its request.
+        """
+        return self._subscriptions.end_listens()
 
     def warm_up(self) -> None:
         """Load what `server/discover` did not need; raises if a tool module is broken."""
@@ -182,7 +230,7 @@ class Server:
         ):
             # With modern _meta the request is served by 2026-07-28 rules, which have no
             # initialize (basic/versioning): it falls through to -32601 below.
-            return self._initialize(params, session)
+            return self._initialize(params, session, peer)
         if method not in _MODERN_METHODS and method not in _LEGACY_METHODS:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {clip(method)}")
         scope = self._scope(params, session)
@@ -190,7 +238,10 @@ class Server:
         allowed = _MODERN_METHODS if scope.era == "modern" else _LEGACY_METHODS
         if method not in allowed:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found in {scope.version}: {clip(method)}")
-        result = await self._dispatch(method, params, scope, peer)
+        if method in _SUBSCRIPTION_METHODS:
+            result = await self._subscription(request.id, method, params, scope, session, peer)
+        else:
+            result = await self._dispatch(method, params, scope, session, peer)
         if scope.era == "legacy":
             return result
         # basic/index: the result MUST include resultType; servers SHOULD put serverInfo in _meta.
@@ -213,7 +264,11 @@ class Server:
         modern = meta is not None and META_PROTOCOL_VERSION in meta
         if not modern and session.legacy_version is not None:
             return _Scope(
-                "legacy", session.legacy_version, session.legacy_capabilities, progress_token
+                "legacy",
+                session.legacy_version,
+                session.legacy_capabilities,
+                progress_token,
+                session.log_level,
             )
         # basic/index: "A request missing any required field is malformed; the server MUST
         # reject it with JSON-RPC error code -32602".
@@ -239,9 +294,14 @@ class Server:
                 f"Unsupported protocol version: {clip(requested)}",
                 {"supported": list(MODERN_VERSIONS), "requested": clip(requested)},
             )
-        return _Scope("modern", requested, ClientCapabilities(capabilities), progress_token)
+        log_level = meta.get(META_LOG_LEVEL)
+        if log_level is not None:
+            log_level = _log_level(log_level, f"params._meta[{META_LOG_LEVEL!r}]")
+        return _Scope(
+            "modern", requested, ClientCapabilities(capabilities), progress_token, log_level
+        )
 
-    def _initialize(self, params: Mapping[str, Any], session: Session) -> JSONObject:
+    def _initialize(self, params: Mapping[str, Any], session: Session, peer: Peer) -> JSONObject:
         requested = params.get("protocolVersion")
         capabilities = params.get("capabilities", {})
         if not isinstance(requested, str) or not isinstance(capabilities, dict):
@@ -252,6 +312,7 @@ class Server:
         version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
         session.legacy_version = version
         session.legacy_capabilities = ClientCapabilities(capabilities)
+        self._watch(session, peer)
         result: JSONObject = {
             "protocolVersion": version,
             "capabilities": self.capabilities,
@@ -264,7 +325,12 @@ class Server:
     # -- methods ------------------------------------------------------------------------
 
     async def _dispatch(
-        self, method: str, params: Mapping[str, Any], scope: _Scope, peer: Peer
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        scope: _Scope,
+        session: Session,
+        peer: Peer,
     ) -> JSONObject:
         if method == "server/discover":
             discover: JSONObject = {
@@ -276,7 +342,16 @@ class Server:
             return discover
         if method == "ping":
             return {}
+        if method == "logging/setLevel":
+            # 2025-11-25 server/utilities/logging: the level holds for the session.
+            session.log_level = _log_level(params.get("level"), "level")
+            return {}
         self.registry.ensure_loaded()
+        if method == "completion/complete":
+            # Imported with the tools, like _methods: the first answer does not wait for it.
+            from ._completions import complete
+
+            return await complete(self.registry, params)
         if method.endswith("/list"):
             return self._list(method, params)
         call = self._call(method, params)
@@ -322,7 +397,104 @@ class Server:
             notify=peer.notify,
             cancellation=scope.cancellation,
             state=state,
+            log_level=scope.log_level,
         )
+
+    # -- subscriptions --------------------------------------------------------------------
+
+    async def _subscription(
+        self,
+        request_id: RequestId,
+        method: str,
+        params: Mapping[str, Any],
+        scope: _Scope,
+        session: Session,
+        peer: Peer,
+    ) -> JSONObject:
+        self.registry.ensure_loaded()
+        if method == "subscriptions/listen":
+            return await self._listen(request_id, params, scope, peer)
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError(INVALID_PARAMS, f"{method} needs a string uri")
+        listener = session.listener or self._watch(session, peer)
+        if method == "resources/unsubscribe":
+            listener.uris.discard(uri)
+            return {}
+        if self.registry.find_resource(uri) is None:
+            # The code resources/read gives the same URI (server/resources "Error Handling").
+            raise RpcError(INVALID_PARAMS, f"Resource not found: {clip(uri)}", {"uri": clip(uri)})
+        if uri not in listener.uris and len(listener.uris) >= MAX_RESOURCE_SUBSCRIPTIONS:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"At most {MAX_RESOURCE_SUBSCRIPTIONS} resource subscriptions per session; "
+                "unsubscribe from one first",
+            )
+        listener.uris.add(uri)
+        return {}
+
+    def _watch(self, session: Session, peer: Peer) -> Listener:
+        # server/tools, server/prompts, server/resources "List Changed Notification": an
+        # initialized 2025-11-25 session hears of every list change, and of the resources it
+        # subscribed to. A second initialize starts over.
+        if session.listener is not None:
+            session.listener.close()
+        session.listener = Listener(peer.notify, lists=LIST_KINDS)
+        self._subscriptions.add_session(session.listener)
+        return session.listener
+
+    async def _listen(
+        self, request_id: RequestId, params: Mapping[str, Any], scope: _Scope, peer: Peer
+    ) -> JSONObject:
+        """basic/patterns/subscriptions: acknowledge, then notices until the stream ends."""
+        wanted = params.get("notifications")
+        if not isinstance(wanted, dict):
+            raise RpcError(INVALID_PARAMS, "subscriptions/listen needs a notifications object")
+        agreed: dict[str, Any] = {flag: True for flag in _LIST_FLAGS if wanted.get(flag) is True}
+        uris: list[str] = []
+        if "resourceSubscriptions" in wanted:
+            asked = wanted["resourceSubscriptions"]
+            if not isinstance(asked, list) or not all(isinstance(uri, str) for uri in asked):
+                raise RpcError(INVALID_PARAMS, "resourceSubscriptions must be a list of URIs")
+            if len(asked) > MAX_RESOURCE_SUBSCRIPTIONS:
+                raise RpcError(
+                    INVALID_PARAMS,
+                    f"At most {MAX_RESOURCE_SUBSCRIPTIONS} resourceSubscriptions per stream",
+                )
+            # The acknowledgment carries the subset honoured: URIs of resources that exist.
+            uris = [uri for uri in dict.fromkeys(asked) if self.registry.find_resource(uri)]
+            agreed["resourceSubscriptions"] = uris
+        subscription_meta = {META_SUBSCRIPTION_ID: request_id}
+        listener = Listener(
+            peer.notify,
+            lists=(_LIST_FLAGS[flag] for flag in agreed if flag in _LIST_FLAGS),
+            uris=uris,
+            meta=subscription_meta,
+            cancellation=scope.cancellation,
+            started=False,
+        )
+        try:
+            self._subscriptions.open_listen(listener)
+        except OverflowError as error:
+            raise RpcError(INTERNAL_ERROR, f"{error}; cancel one first") from None
+        try:
+            # The acknowledgment MUST be the first message carrying the subscription's id.
+            await peer.notify(
+                "notifications/subscriptions/acknowledged",
+                {"_meta": subscription_meta, "notifications": agreed},
+            )
+            listener.start()
+            await listener.ended.wait()
+            # basic/patterns/cancellation: a server MUST send notifications/cancelled for a
+            # listen it tears down (the only cancellation a server sends); subscriptions
+            # "Graceful Closure": it SHOULD also answer the request.
+            await peer.notify(
+                "notifications/cancelled",
+                {"requestId": request_id, "reason": "the server is shutting down"},
+            )
+        finally:
+            self._subscriptions.close_listen(listener)
+        return {"_meta": subscription_meta}
 
     def _list(self, method: str, params: Mapping[str, Any]) -> JSONObject:
         # utilities/pagination: everything fits on one page, so any cursor is one we never issued.
@@ -347,3 +519,14 @@ class Server:
         if method == "prompts/get":
             return prompt_call(self.registry, params)
         return resource_call(self.registry, params)
+
+
+def _log_level(value: object, where: str) -> LoggingLevel:
+    # server/utilities/logging "Error Handling": an unknown level is -32602 Invalid params.
+    for level in LOG_LEVELS:
+        if value == level:
+            return level
+    shown = clip(value) if isinstance(value, str) else type(value).__name__
+    raise RpcError(
+        INVALID_PARAMS, f"Invalid log level in {where}: {shown}; one of {', '.join(LOG_LEVELS)}"
+    )

@@ -104,10 +104,11 @@ class Write(Protocol):
 class _Call(Cancellation):
     """One request being served: its task, and the cancellation flag its handler reads."""
 
-    __slots__ = ("task",)
+    __slots__ = ("method", "task")
 
-    def __init__(self) -> None:
+    def __init__(self, method: str) -> None:
         super().__init__()
+        self.method = method
         self.task: asyncio.Task[None] | None = None
 
 
@@ -261,7 +262,7 @@ class Connection:
 
     def _start(self, request: Request) -> None:
         self.idle.clear()
-        call = _Call()
+        call = _Call(request.method)
         call.task = asyncio.get_running_loop().create_task(self._serve(request, call))
         self.in_flight[request.id] = call
         call.task.add_done_callback(lambda _: self._finished(request.id))
@@ -714,6 +715,17 @@ async def _serve_pipes(
     stopped = loop.create_task(stop.wait())
     eof = loop.create_task(stdin_done.wait())
     await asyncio.wait({stopped, eof}, return_when=asyncio.FIRST_COMPLETED)
+    # basic/patterns/subscriptions "Graceful Closure": each open listen stream is ended first;
+    # it tells its client and answers its request, so it neither holds the drain below nor
+    # is abandoned with an error.
+    if server.end_subscriptions() and stop.is_set():
+        listens = {
+            call.task
+            for call in connection.in_flight.values()
+            if call.method == "subscriptions/listen" and call.task is not None
+        }
+        if listens:
+            await asyncio.wait(listens, timeout=WRITE_GRACE_SECONDS)
     if not stop.is_set():
         # stdin closed: let in-flight work finish, within a bound, then stop.
         drained = loop.create_task(connection.idle.wait())

@@ -12,10 +12,13 @@ __all__ = (
     "INPUT_METHODS",
     "LEGACY_VERSIONS",
     "LIST_ROOTS",
+    "LOG_LEVELS",
     "META_CLIENT_CAPABILITIES",
     "META_CLIENT_INFO",
+    "META_LOG_LEVEL",
     "META_PROTOCOL_VERSION",
     "META_SERVER_INFO",
+    "META_SUBSCRIPTION_ID",
     "MODERN_VERSIONS",
     "SAMPLE",
 )
@@ -31,6 +34,22 @@ META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+#: server/utilities/logging: the per-request level; without it no `notifications/message`.
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+#: basic/patterns/subscriptions: on every message of a `subscriptions/listen` stream.
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+
+#: server/utilities/logging "Log Levels" (RFC 5424 severities), least severe first.
+LOG_LEVELS: Final = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 
 # basic/patterns/mrtr: the three requests an `inputRequests` value may be.
 ELICIT: Final = "elicitation/create"

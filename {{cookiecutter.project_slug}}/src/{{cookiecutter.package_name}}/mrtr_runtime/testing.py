@@ -15,6 +15,11 @@ A tool test needs a server and a client::
 ``get_prompt`` / ``read_resource``, which drive every input round; ``request`` sends one raw
 request. `answers` turns a mapping of input keys to answers into a callback; it must answer
 every question a round asks, and fails loudly on a key it does not know.
+
+Both keep every notification the server sent, in order, in ``notifications`` (log messages,
+progress, list changes; `ClientSession` can also hand each to ``notification_handler``).
+``MemoryClient.listen(filter)`` opens a 2026-07-28 ``subscriptions/listen`` stream for the
+length of an ``async with`` block.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from ._client_rounds import (
     request_with_inputs,
 )
 from ._jsonrpc import RpcError
-from ._memory import MemoryClient
+from ._memory import MemoryClient, Subscription
 
 __all__ = (
     "Accepted",
@@ -46,6 +51,7 @@ __all__ = (
     "Requester",
     "RpcError",
     "SessionClosed",
+    "Subscription",
     "TooManyRounds",
     "UnexpectedInput",
     "answers",

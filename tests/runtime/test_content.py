@@ -1,0 +1,474 @@
+"""Results of every kind: content blocks, prompt messages and resource contents on the wire.
+
+schema.ts (2025-11-25 and 2026-07-28 share these shapes): ContentBlock is TextContent |
+ImageContent | AudioContent | ResourceLink | EmbeddedResource; image and audio `data` and blob
+contents are base64; an EmbeddedResource holds TextResourceContents or BlobResourceContents;
+PromptMessage is `{role, content: ContentBlock}`; `resources/read` returns `contents`, each
+with the URI read. Every shape is checked in both eras.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Literal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from mrtr_runtime import (
+    Registry,
+    ToolResult,
+    audio_block,
+    blob_contents,
+    embedded_blob,
+    embedded_text,
+    image_block,
+    prompt_message,
+    resource_link,
+    text_block,
+    text_contents,
+)
+from mrtr_runtime.testing import MemoryClient, RpcError
+from support import ALL_CAPABILITIES, Json, make_server
+
+pytestmark = pytest.mark.anyio
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+# -- the builders ----------------------------------------------------------------------------
+
+
+def test_each_block_has_the_schema_shape() -> None:
+    assert text_block("hi") == {"type": "text", "text": "hi"}
+    assert image_block(PNG, "image/png") == {
+        "type": "image",
+        "data": b64(PNG),
+        "mimeType": "image/png",
+    }
+    assert audio_block(WAV, "audio/wav") == {
+        "type": "audio",
+        "data": b64(WAV),
+        "mimeType": "audio/wav",
+    }
+    assert resource_link("file:///a.txt", name="a.txt") == {
+        "type": "resource_link",
+        "uri": "file:///a.txt",
+        "name": "a.txt",
+    }
+    assert resource_link(
+        "file:///a.txt",
+        name="a.txt",
+        title="A",
+        description="The a file",
+        mime_type="text/plain",
+        size=12,
+    ) == {
+        "type": "resource_link",
+        "uri": "file:///a.txt",
+        "name": "a.txt",
+        "title": "A",
+        "description": "The a file",
+        "mimeType": "text/plain",
+        "size": 12,
+    }
+    assert embedded_text("memo://n", "note", mime_type="text/plain") == {
+        "type": "resource",
+        "resource": {"uri": "memo://n", "mimeType": "text/plain", "text": "note"},
+    }
+    assert embedded_blob("memo://b", b"\x00\xff") == {
+        "type": "resource",
+        "resource": {"uri": "memo://b", "blob": b64(b"\x00\xff")},
+    }
+    assert text_contents("memo://n", "x") == {"uri": "memo://n", "text": "x"}
+    assert blob_contents("memo://b", b"\x01", mime_type="application/octet-stream") == {
+        "uri": "memo://b",
+        "mimeType": "application/octet-stream",
+        "blob": "AQ==",
+    }
+
+
+def test_annotations_travel_on_every_block_that_takes_them() -> None:
+    annotations = {"audience": ("user",), "priority": 0.5, "lastModified": "2026-01-01T00:00:00Z"}
+    wire = {"audience": ["user"], "priority": 0.5, "lastModified": "2026-01-01T00:00:00Z"}
+    assert text_block("t", annotations=annotations)["annotations"] == wire
+    assert image_block(PNG, "image/png", annotations=annotations)["annotations"] == wire
+    assert audio_block(WAV, "audio/wav", annotations=annotations)["annotations"] == wire
+    assert resource_link("u://x", name="x", annotations=annotations)["annotations"] == wire
+    assert embedded_text("u://x", "t", annotations=annotations)["annotations"] == wire
+    assert embedded_blob("u://x", b"", annotations=annotations)["annotations"] == wire
+    assert "annotations" not in text_block("t", annotations={})
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({"audience": "user"}, "audience"),
+        ({"audience": ["user", "robot"]}, "audience"),
+        ({"audience": 3}, "audience"),
+        ({"lastModified": 20260101}, "lastModified"),
+        ({"priority": 1.5}, "priority"),
+        ({"priority": -0.1}, "priority"),
+        ({"priority": True}, "priority"),
+        ({"priority": "high"}, "priority"),
+        ({"importance": 1}, "unknown annotation keys"),
+    ],
+)
+def test_annotations_outside_the_schema_are_refused(annotations: Json, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        text_block("t", annotations=annotations)
+
+
+def test_binary_blocks_take_bytes_never_text_that_may_be_base64_already() -> None:
+    with pytest.raises(TypeError, match="raw bytes"):
+        image_block(b64(PNG), "image/png")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="raw bytes"):
+        embedded_blob("u://x", "AQ==")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="MIME type"):
+        audio_block(WAV, "wav")
+    with pytest.raises(TypeError):
+        text_block(b"bytes")  # type: ignore[arg-type]
+
+
+def test_links_and_messages_refuse_what_the_schema_cannot_carry() -> None:
+    with pytest.raises(ValueError, match="name"):
+        resource_link("u://x", name="")
+    with pytest.raises(ValueError, match="URI"):
+        resource_link("", name="x")
+    for size in (-1, True, 1.5):
+        with pytest.raises(ValueError, match="byte count"):
+            resource_link("u://x", name="x", size=size)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="role"):
+        prompt_message("system", "hi")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="content"):
+        prompt_message("user", {"text": "no type"})
+    with pytest.raises(TypeError, match="content blocks"):
+        ToolResult.of({"text": "no type"})
+
+
+@given(st.binary(max_size=4096), st.sampled_from(["image_block", "audio_block", "embedded_blob"]))
+def test_any_bytes_come_back_whole_from_base64(data: bytes, builder: str) -> None:
+    if builder == "image_block":
+        encoded = image_block(data, "image/png")["data"]
+    elif builder == "audio_block":
+        encoded = audio_block(data, "audio/ogg")["data"]
+    else:
+        encoded = embedded_blob("u://x", data)["resource"]["blob"]
+    assert base64.b64decode(encoded, validate=True) == data
+
+
+def test_tool_result_of_keeps_the_blocks_in_order_and_turns_strings_into_text() -> None:
+    link = resource_link("file:///r.txt", name="r.txt")
+    result = ToolResult.of("first", image_block(PNG, "image/png"), link)
+    assert result.to_wire() == {
+        "content": [
+            {"type": "text", "text": "first"},
+            {"type": "image", "data": b64(PNG), "mimeType": "image/png"},
+            link,
+        ]
+    }
+    assert ToolResult.of("bad", is_error=True).to_wire()["isError"] is True
+    assert ToolResult.of().to_wire() == {"content": []}
+
+
+# -- on the wire, both eras --------------------------------------------------------------------
+
+
+class Reading(BaseModel):
+    celsius: float
+    station: str
+
+
+def content_registry() -> Registry:
+    registry = Registry()
+
+    @registry.tool()
+    async def picture() -> ToolResult:
+        """An image and a link to where it came from."""
+        return ToolResult.of(
+            image_block(PNG, "image/png"),
+            resource_link("file:///camera/1.png", name="1.png", mime_type="image/png"),
+        )
+
+    @registry.tool()
+    async def sound() -> ToolResult:
+        return ToolResult.of(audio_block(WAV, "audio/wav"))
+
+    @registry.tool()
+    async def mixed() -> ToolResult:
+        return ToolResult.of(
+            "Here is everything:",
+            image_block(PNG, "image/png"),
+            audio_block(WAV, "audio/wav"),
+            embedded_text("memo://note", "a note", mime_type="text/plain"),
+            embedded_blob("memo://raw", b"\x00\x01", mime_type="application/octet-stream"),
+        )
+
+    @registry.tool(output_model=Reading)
+    async def weather() -> ToolResult:
+        reading = Reading(celsius=21.5, station="north")
+        return ToolResult.of(
+            image_block(PNG, "image/png"), reading.model_dump_json(), structured=reading
+        )
+
+    @registry.tool(output_model=Reading)
+    async def broken_weather() -> ToolResult:
+        return ToolResult.of(image_block(PNG, "image/png"), structured={"celsius": "warm"})
+
+    @registry.tool()
+    async def not_json() -> ToolResult:
+        return ToolResult.of({"type": "text", "text": object()})
+
+    @registry.prompt()
+    async def describe_image() -> dict[str, Any]:
+        """One message with an image."""
+        return prompt_message("user", image_block(PNG, "image/png"))
+
+    @registry.prompt()
+    async def review(resource_uri: str) -> list[dict[str, Any]]:
+        return [
+            prompt_message("user", embedded_text(resource_uri, "def f(): ...")),
+            prompt_message("assistant", "I read it."),
+            prompt_message("user", resource_link(resource_uri, name="source")),
+        ]
+
+    @registry.prompt()
+    async def no_messages() -> list[str]:
+        return ["a plain string is not a message"]
+
+    @registry.prompt()
+    async def wrong_role() -> dict[str, Any]:
+        return {"role": "system", "content": text_block("hi")}
+
+    @registry.prompt()
+    async def not_json_prompt() -> dict[str, Any]:
+        return prompt_message("user", {"type": "text", "text": object()})
+
+    @registry.resource("memo://logo", mime_type="image/png")
+    async def logo() -> bytes:
+        return PNG
+
+    @registry.resource("memo://bundle")
+    async def bundle() -> list[dict[str, Any]]:
+        return [
+            text_contents("memo://bundle/readme", "read me", mime_type="text/markdown"),
+            blob_contents("memo://bundle/data", b"\x02", mime_type="application/octet-stream"),
+            embedded_text("memo://bundle/embedded", "unwrapped"),
+        ]
+
+    @registry.resource("memo://malformed")
+    async def malformed() -> list[dict[str, Any]]:
+        return [{"uri": "memo://malformed", "text": "t", "blob": "AA=="}]
+
+    @registry.resource("memo://not-json")
+    async def not_json_contents() -> list[dict[str, Any]]:
+        return [{"uri": "memo://not-json", "text": "t", "mimeType": object()}]
+
+    @registry.resource("memo://empty")
+    async def empty() -> list[dict[str, Any]]:
+        return []
+
+    @registry.resource_template("test://template/{id}/data", mime_type="application/json")
+    async def item(id: int) -> str:
+        return f'{{"id": {id}, "double": {id * 2}}}'
+
+    @registry.resource_template("test://scope/{kind}/{name}")
+    async def scoped(kind: Literal["user", "team"], name: str) -> str:
+        return f"{kind}:{name}"
+
+    return registry
+
+
+@pytest.fixture(params=["modern", "legacy"])
+async def client(request: pytest.FixtureRequest) -> MemoryClient:
+    client = MemoryClient(make_server(registry=content_registry()), capabilities=ALL_CAPABILITIES)
+    if request.param == "legacy":
+        await client.initialize()
+    return client
+
+
+def era_keys(client: MemoryClient, result: Json) -> Json:
+    """`result` without the keys only one era adds (resultType, _meta, ttlMs, cacheScope)."""
+    if client.era == "legacy":
+        assert "resultType" not in result
+    else:
+        assert result["resultType"] == "complete"
+    return {
+        key: value
+        for key, value in result.items()
+        if key not in {"resultType", "_meta", "ttlMs", "cacheScope"}
+    }
+
+
+async def test_a_tool_returns_an_image_and_a_resource_link(client: MemoryClient) -> None:
+    result = await client.request("tools/call", {"name": "picture"})
+    assert era_keys(client, result) == {
+        "content": [
+            {"type": "image", "data": b64(PNG), "mimeType": "image/png"},
+            {
+                "type": "resource_link",
+                "uri": "file:///camera/1.png",
+                "name": "1.png",
+                "mimeType": "image/png",
+            },
+        ]
+    }
+
+
+async def test_a_tool_returns_audio(client: MemoryClient) -> None:
+    result = await client.request("tools/call", {"name": "sound"})
+    assert era_keys(client, result)["content"] == [
+        {"type": "audio", "data": b64(WAV), "mimeType": "audio/wav"}
+    ]
+
+
+async def test_a_tool_mixes_every_kind_of_block(client: MemoryClient) -> None:
+    result = await client.request("tools/call", {"name": "mixed"})
+    assert [block["type"] for block in era_keys(client, result)["content"]] == [
+        "text",
+        "image",
+        "audio",
+        "resource",
+        "resource",
+    ]
+    assert result["content"][3]["resource"] == {
+        "uri": "memo://note",
+        "mimeType": "text/plain",
+        "text": "a note",
+    }
+    assert result["content"][4]["resource"] == {
+        "uri": "memo://raw",
+        "mimeType": "application/octet-stream",
+        "blob": b64(b"\x00\x01"),
+    }
+
+
+async def test_structured_content_with_an_output_schema_still_holds(client: MemoryClient) -> None:
+    result = await client.request("tools/call", {"name": "weather"})
+    assert result["structuredContent"] == {"celsius": 21.5, "station": "north"}
+    assert result["content"][0]["type"] == "image"
+    assert result["content"][1] == {
+        "type": "text",
+        "text": Reading(celsius=21.5, station="north").model_dump_json(),
+    }
+    assert "isError" not in result
+    # server/tools: with an outputSchema, structured results MUST conform.
+    broken = await client.request("tools/call", {"name": "broken_weather"})
+    assert broken["isError"] is True
+    assert "outputSchema" in broken["content"][0]["text"]
+
+
+async def test_a_block_that_is_not_json_becomes_an_error_result(client: MemoryClient) -> None:
+    result = await client.request("tools/call", {"name": "not_json"})
+    assert result["isError"] is True
+    assert "not JSON" in result["content"][0]["text"]
+
+
+async def test_a_prompt_returns_one_message_with_an_image(client: MemoryClient) -> None:
+    result = await client.request("prompts/get", {"name": "describe_image"})
+    assert era_keys(client, result) == {
+        "description": "One message with an image.",
+        "messages": [
+            {
+                "role": "user",
+                "content": {"type": "image", "data": b64(PNG), "mimeType": "image/png"},
+            }
+        ],
+    }
+
+
+async def test_a_prompt_returns_embedded_resources_and_links(client: MemoryClient) -> None:
+    result = await client.request(
+        "prompts/get", {"name": "review", "arguments": {"resource_uri": "file:///f.py"}}
+    )
+    assert era_keys(client, result)["messages"] == [
+        {
+            "role": "user",
+            "content": {
+                "type": "resource",
+                "resource": {"uri": "file:///f.py", "text": "def f(): ..."},
+            },
+        },
+        {"role": "assistant", "content": {"type": "text", "text": "I read it."}},
+        {
+            "role": "user",
+            "content": {"type": "resource_link", "uri": "file:///f.py", "name": "source"},
+        },
+    ]
+
+
+@pytest.mark.parametrize("name", ["no_messages", "wrong_role", "not_json_prompt"])
+async def test_a_prompt_returning_no_messages_is_an_internal_error(
+    client: MemoryClient, name: str
+) -> None:
+    with pytest.raises(RpcError) as raised:
+        await client.request("prompts/get", {"name": name})
+    assert raised.value.code == -32603
+    assert "returned no messages" in raised.value.message
+
+
+async def test_a_binary_resource_reads_as_base64(client: MemoryClient) -> None:
+    result = await client.request("resources/read", {"uri": "memo://logo"})
+    assert era_keys(client, result) == {
+        "contents": [{"uri": "memo://logo", "mimeType": "image/png", "blob": b64(PNG)}]
+    }
+
+
+async def test_a_resource_returns_several_contents(client: MemoryClient) -> None:
+    result = await client.request("resources/read", {"uri": "memo://bundle"})
+    assert era_keys(client, result)["contents"] == [
+        {"uri": "memo://bundle/readme", "mimeType": "text/markdown", "text": "read me"},
+        {"uri": "memo://bundle/data", "mimeType": "application/octet-stream", "blob": "Ag=="},
+        {"uri": "memo://bundle/embedded", "text": "unwrapped"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("memo://malformed", "malformed contents"),
+        ("memo://not-json", "malformed contents"),
+        ("memo://empty", "neither text, bytes nor contents"),
+    ],
+)
+async def test_contents_outside_the_schema_are_an_internal_error(
+    client: MemoryClient, uri: str, message: str
+) -> None:
+    with pytest.raises(RpcError) as raised:
+        await client.request("resources/read", {"uri": uri})
+    assert raised.value.code == -32603
+    assert message in raised.value.message
+
+
+async def test_a_template_read_echoes_the_uri_and_types_its_parameters(
+    client: MemoryClient,
+) -> None:
+    result = await client.request("resources/read", {"uri": "test://template/123/data"})
+    assert era_keys(client, result) == {
+        "contents": [
+            {
+                "uri": "test://template/123/data",
+                "mimeType": "application/json",
+                "text": '{"id": 123, "double": 246}',
+            }
+        ]
+    }
+    scoped = await client.request("resources/read", {"uri": "test://scope/team/core"})
+    assert scoped["contents"] == [{"uri": "test://scope/team/core", "text": "team:core"}]
+
+
+@pytest.mark.parametrize("uri", ["test://template/abc/data", "test://scope/robot/core"])
+async def test_a_template_parameter_of_the_wrong_type_is_invalid_params(
+    client: MemoryClient, uri: str
+) -> None:
+    with pytest.raises(RpcError) as raised:
+        await client.request("resources/read", {"uri": uri})
+    assert raised.value.code == -32602
+    assert uri in raised.value.message
