@@ -12,6 +12,7 @@ with the machine's own certificate store (``UV_SYSTEM_CERTS``), which CI's netwo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -72,7 +73,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     (project / ".gitignore").unlink()
     (project / PREVIOUS_KEYS_FILE).write_text("# retired keys\n", encoding="ascii")
     dist = output / "dist"
-    run([find_uv_bin(), "build", "--out-dir", dist, project], cwd=output, env=UV_SETTINGS)
+    run(
+        [find_uv_bin(), "build", "--out-dir", dist, project],
+        cwd=output,
+        env=UV_SETTINGS,
+    )
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
     return Built(project, wheel, sdist)
@@ -88,7 +93,9 @@ def host_env(home: Path) -> dict[str, str]:
     }
 
 
-def test_the_sdist_and_the_wheel_ship_the_server_and_never_a_signing_key(built: Built) -> None:
+def test_the_sdist_and_the_wheel_ship_the_server_and_never_a_signing_key(
+    built: Built,
+) -> None:
     # The bake has a key file at its root (the post-gen hook wrote it): it must stay there.
     assert (built.project / KEY_FILE).is_file()
     with tarfile.open(built.sdist) as sdist:
@@ -198,7 +205,14 @@ def test_the_wheel_runs_with_uvx_and_rounds_survive_a_restart_and_a_key_rotation
 def installed_python(built: Built, env: Mapping[str, str]) -> str:
     """The interpreter of the environment ``uvx`` runs the wheel in."""
     found = subprocess.run(
-        [uvx(), "--from", str(built.wheel), "python", "-c", "import sys; print(sys.executable)"],
+        [
+            uvx(),
+            "--from",
+            str(built.wheel),
+            "python",
+            "-c",
+            "import sys; print(sys.executable)",
+        ],
         cwd="/",
         env=dict(env),
         capture_output=True,
@@ -243,3 +257,76 @@ def test_twenty_installed_servers_starting_at_once_make_one_key(
         str(key_file): 19,
     }
     assert sorted(path.name for path in key_file.parent.iterdir()) == [KEY_FILE]
+
+
+def early_python_311() -> str | None:
+    """A Python 3.11.0-3.11.2 on this machine (Debian 12's python3 is 3.11.2), if any."""
+    for candidate in ("/usr/bin/python3.11", "/usr/bin/python3"):
+        if not Path(candidate).is_file():
+            continue
+        version = subprocess.run(
+            [candidate, "-c", "import sys; print(*sys.version_info[:3])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout.split()
+        if version[:2] == ["3", "11"] and int(version[2]) <= 2:
+            return candidate
+    return None
+
+
+@pytest.mark.parametrize("calls", [400, 4000])
+def test_the_wheel_serves_a_flood_on_the_earliest_python_it_allows(
+    built: Built, tmp_path: Path, calls: int
+) -> None:
+    # requires-python is >=3.11 and uvx takes the first Python it finds. Before 3.11.3 asyncio's
+    # pipe transports have no is_reading(): flow control (past 64 running and 256 queued) must not
+    # ask for it.
+    early = early_python_311()
+    if early is None:
+        pytest.skip("no Python 3.11.0-3.11.2 on this machine")
+    env = host_env(tmp_path)
+    found = subprocess.run(
+        [
+            uvx(),
+            "--python",
+            early,
+            "--from",
+            str(built.wheel),
+            "python",
+            "-c",
+            "import sys; print(sys.executable)",
+        ],
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    flood = "".join(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": number,
+                "method": "tools/list",
+                "params": {"_meta": meta()},
+            }
+        )
+        + "\n"
+        for number in range(calls)
+    )
+    done = subprocess.run(
+        [found.stdout.strip(), "-m", DEFAULT_PACKAGE],
+        cwd="/",
+        env=env,
+        input=flood,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    ids = [json.loads(line)["id"] for line in done.stdout.splitlines()]
+    assert sorted(ids) == list(range(calls)), done.stderr[-3000:]

@@ -388,7 +388,6 @@ class Connection:
 class _Input(Protocol):
     """What flow control needs of a reader: asyncio's ReadTransport, or `_ThreadReader`."""
 
-    def is_reading(self) -> bool: ...
     def pause_reading(self) -> None: ...
     def resume_reading(self) -> None: ...
     def close(self) -> None: ...
@@ -465,9 +464,6 @@ class _ThreadReader:
         else:
             self._connection.feed_eof()
             self._finished.set()
-
-    def is_reading(self) -> bool:
-        return self._reading
 
     def pause_reading(self) -> None:
         self._reading = False
@@ -683,6 +679,10 @@ async def _serve_pipes(
         loop, wire_out, stop, shared_with_input=_same_socket(wire_in, wire_out)
     )
     reading: list[_Input | None] = [None]
+    # Whether we asked the reader to read: kept here because asyncio's pipe transports only gained
+    # `is_reading()` in later 3.11 releases (3.11.2, Debian 12's python3, raises
+    # NotImplementedError), and a reader starts out reading.
+    input_on = [True]
 
     def flow_changed() -> None:
         # Read unless requests are already held for a place, or the client has stopped
@@ -691,7 +691,8 @@ async def _serve_pipes(
         if reader is None:
             return
         wanted = not writer.paused and connection.wants_input
-        if wanted != reader.is_reading():
+        if wanted != input_on[0]:
+            input_on[0] = wanted
             (reader.resume_reading if wanted else reader.pause_reading)()
 
     connection = Connection(
