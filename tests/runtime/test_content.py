@@ -10,12 +10,14 @@ with the URI read. Every shape is checked in both eras.
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from test_startup import request, run_server
 
 from mrtr_runtime import (
     Registry,
@@ -31,7 +33,7 @@ from mrtr_runtime import (
     text_contents,
 )
 from mrtr_runtime.testing import MemoryClient, RpcError
-from support import ALL_CAPABILITIES, Json, make_server
+from support import ALL_CAPABILITIES, PACKAGE, Json, make_server
 
 pytestmark = pytest.mark.anyio
 
@@ -41,6 +43,24 @@ WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+# -- start-up ----------------------------------------------------------------------------------
+
+
+def test_the_content_builders_load_with_the_tools_not_before_the_first_answer(
+    tmp_path: Path,
+) -> None:
+    tools_source = (
+        "import sys\n"
+        "before = [name for name in sys.modules if name.endswith('mrtr_runtime._content')]\n"
+        f"from {PACKAGE}.mrtr_runtime import image_block\n"
+        "print('content before tools:', before, image_block.__module__, file=sys.stderr)\n"
+    )
+    responses, stderr, status = run_server(tmp_path, tools_source, request(1, "server/discover"))
+    assert status == 0, stderr
+    assert [response["id"] for response in responses] == [1]
+    assert f"content before tools: [] {PACKAGE}.mrtr_runtime._content" in stderr
 
 
 # -- the builders ----------------------------------------------------------------------------

@@ -20,18 +20,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._content import (
-    ContentBlock,
-    audio_block,
-    blob_contents,
-    embedded_blob,
-    embedded_text,
-    image_block,
-    prompt_message,
-    resource_link,
-    text_block,
-    text_contents,
-)
 from ._context import Context, InvalidInputResponse, LoggingLevel, RequestCancelled
 from ._inputs import InputRequest, choice_titles, elicit_form, elicit_url, list_roots, sample
 from ._registry import Registry, ToolAnnotations
@@ -47,19 +35,42 @@ if TYPE_CHECKING:
         RootsResult,
         SamplingResult,
     )
+    from ._content import (
+        ContentBlock,
+        audio_block,
+        blob_contents,
+        embedded_blob,
+        embedded_text,
+        image_block,
+        prompt_message,
+        resource_link,
+        text_block,
+        text_contents,
+    )
 
 __version__ = "0.2.0"
 
-# The answer models are pydantic models, imported on first use (PEP 562): the first answer a
-# server sends must not wait for pydantic, which comes with the tools.
+# Imported on first use (PEP 562), which is when the tools load: the first answer a server
+# sends must not wait for them. The answer models are pydantic models, which come with the
+# tools; the content builders are only ever called by tools.
 _LAZY = {
     "Accepted": "._answers",
     "Cancelled": "._answers",
+    "ContentBlock": "._content",
     "Declined": "._answers",
     "ElicitResult": "._answers",
     "Root": "._answers",
     "RootsResult": "._answers",
     "SamplingResult": "._answers",
+    "audio_block": "._content",
+    "blob_contents": "._content",
+    "embedded_blob": "._content",
+    "embedded_text": "._content",
+    "image_block": "._content",
+    "prompt_message": "._content",
+    "resource_link": "._content",
+    "text_block": "._content",
+    "text_contents": "._content",
 }
 
 

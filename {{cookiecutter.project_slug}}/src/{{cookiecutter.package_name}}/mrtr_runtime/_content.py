@@ -4,7 +4,7 @@ The shapes are the `ContentBlock` union of schema.ts (2025-11-25 and 2026-07-28 
 every one): TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource, with
 TextResourceContents / BlobResourceContents inside an embedded resource and in
 `resources/read` results. Plain dicts, built here once and checked as they are built, so a
-tool never spells a wire key. Pure: no pydantic (it loads with the runtime's face).
+tool never spells a wire key. Pure, no pydantic; the face loads it on first use, with the tools.
 """
 
 from __future__ import annotations

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._content import ContentBlock, text_block
 from ._inputs import InputRequest
 
+if TYPE_CHECKING:
+    from ._content import ContentBlock
+
 __all__ = ("InputRequired", "ToolError", "ToolResult")
+
+
+def _text(text: str) -> dict[str, Any]:
+    # _content.text_block's shape; _content itself loads with the tools, not at start-up.
+    return {"type": "text", "text": text}
 
 
 def _dumped(data: Any) -> Any:
@@ -31,7 +38,7 @@ class ToolResult:
 
     @classmethod
     def text(cls, text: str, *, structured: Any = None) -> ToolResult:
-        return cls(content=(text_block(text),), structured=structured)
+        return cls(content=(_text(text),), structured=structured)
 
     @classmethod
     def of(
@@ -41,7 +48,7 @@ class ToolResult:
         str is a text block), in order, with optional structured content (a pydantic model is
         dumped to JSON). server/tools: a tool with structured content SHOULD also give its
         JSON as text, so pass that text too when a host may show only text."""
-        content = tuple(text_block(block) if isinstance(block, str) else block for block in blocks)
+        content = tuple(_text(block) if isinstance(block, str) else block for block in blocks)
         for block in content:
             if not isinstance(block, dict) or not isinstance(block.get("type"), str):
                 raise TypeError(
@@ -54,11 +61,11 @@ class ToolResult:
     def summarized(cls, summary: str, data: Any) -> ToolResult:
         """`data` as structuredContent (a pydantic model is dumped to JSON) with `summary` as
         the text a person reads: what a model sees when a host shows only text."""
-        return cls(content=(text_block(summary),), structured=_dumped(data))
+        return cls(content=(_text(summary),), structured=_dumped(data))
 
     @classmethod
     def error(cls, text: str) -> ToolResult:
-        return cls(content=(text_block(text),), is_error=True)
+        return cls(content=(_text(text),), is_error=True)
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"content": [dict(block) for block in self.content]}
