@@ -202,11 +202,12 @@ def test_the_wheel_runs_with_uvx_and_rounds_survive_a_restart_and_a_key_rotation
     assert third_id != first_id and where == str(key_file)
 
 
-def installed_python(built: Built, env: Mapping[str, str]) -> str:
-    """The interpreter of the environment ``uvx`` runs the wheel in."""
+def installed_python(built: Built, env: Mapping[str, str], *, python: str | None = None) -> str:
+    """The interpreter of the environment ``uvx`` runs the wheel in (on ``python`` if given)."""
     found = subprocess.run(
         [
             uvx(),
+            *(["--python", python] if python else []),
             "--from",
             str(built.wheel),
             "python",
@@ -287,24 +288,7 @@ def test_the_wheel_serves_a_flood_on_the_earliest_python_it_allows(
     if early is None:
         pytest.skip("no Python 3.11.0-3.11.2 on this machine")
     env = host_env(tmp_path)
-    found = subprocess.run(
-        [
-            uvx(),
-            "--python",
-            early,
-            "--from",
-            str(built.wheel),
-            "python",
-            "-c",
-            "import sys; print(sys.executable)",
-        ],
-        cwd="/",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    python = installed_python(built, env, python=early)
     flood = "".join(
         json.dumps(
             {
@@ -318,7 +302,7 @@ def test_the_wheel_serves_a_flood_on_the_earliest_python_it_allows(
         for number in range(calls)
     )
     done = subprocess.run(
-        [found.stdout.strip(), "-m", DEFAULT_PACKAGE],
+        [python, "-m", DEFAULT_PACKAGE],
         cwd="/",
         env=env,
         input=flood,
