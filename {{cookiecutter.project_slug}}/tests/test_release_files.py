@@ -9,6 +9,7 @@ for PyPI, ``mcp-name: <the name in server.json>``.
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -45,3 +46,32 @@ def test_the_bundle_lists_every_registered_tool_at_the_package_version(tmp_path:
     assert not any(name.endswith(".pyc") or ".mrtr-signing-key" in name for name in names)
     assert manifest["version"] == __version__
     assert [tool["name"] for tool in manifest["tools"]] == list(registry.tools)
+
+
+def test_the_bundle_never_ships_hidden_files_or_symlinks(tmp_path: Path) -> None:
+    # A bundle goes to other people: a .env, an editor's swap file, a copy of the key or a link
+    # to it that sits in src/ must stay behind.
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("manifest.json", "pyproject.toml", "README.md", "src"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, project / name)
+    package = project / "src" / "{{ cookiecutter.package_name }}"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("API_TOKEN=not-for-the-bundle\n", encoding="utf-8")
+    (package / ".env").write_text("API_TOKEN=not-for-the-bundle\n", encoding="utf-8")
+    (package / "tools" / ".plan.swp").write_bytes(b"swap")
+    (package / ".hidden").mkdir()
+    (package / ".hidden" / "notes.py").write_text("x = 1\n", encoding="utf-8")
+    (package / "key_link").symlink_to(secret)
+
+    with zipfile.ZipFile(bundle.build(project, tmp_path / "dist")) as opened:
+        names = opened.namelist()
+        contents = b"".join(opened.read(name) for name in names)
+
+    assert not [name for name in names if "/." in name or name.endswith("key_link")], names
+    assert b"not-for-the-bundle" not in contents
+    assert any(name.endswith("/tools/__init__.py") for name in names)

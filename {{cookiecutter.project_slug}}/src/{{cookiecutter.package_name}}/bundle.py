@@ -67,15 +67,24 @@ def bundle_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def source_files(root: Path) -> Iterator[Path]:
-    """The files of ``src/`` that ship, relative to ``root``, sorted."""
+    """The files of ``src/`` that ship, relative to ``root``, sorted.
+
+    Hidden files and directories (``.env``, editor swap files, a copy of the signing key) and
+    symlinks never ship: a bundle is handed to other people, and a link may point at a secret.
+    """
     for directory, subdirectories, files in os.walk(root / "src"):
         subdirectories[:] = sorted(
-            name for name in subdirectories if name not in SKIPPED_DIRECTORIES
+            name
+            for name in subdirectories
+            if name not in SKIPPED_DIRECTORIES
+            and not name.startswith(".")
+            and not Path(directory, name).is_symlink()
         )
         for name in sorted(files):
             path = Path(directory, name)
-            if path.suffix not in SKIPPED_SUFFIXES:
-                yield path.relative_to(root)
+            if name.startswith(".") or path.is_symlink() or path.suffix in SKIPPED_SUFFIXES:
+                continue
+            yield path.relative_to(root)
 
 
 def lay_out(root: Path, target: Path) -> None:
