@@ -193,16 +193,33 @@ def install(project: Path, extras: str) -> Path:
     return python
 
 
+def bake_project(output: Path, **answers: str) -> Path:
+    """Bake into ``output`` with ``answers``; cookiecutter's own files go next to ``output``."""
+    output.mkdir(parents=True, exist_ok=True)
+    project = cookiecutter(
+        str(REPO),
+        no_input=True,
+        extra_context=answers,
+        output_dir=str(output),
+        config_file=str(cookiecutter_config(output.parent)),
+    )
+    return Path(project)
+
+
+def bake_every_combination(
+    tmp_path_factory: pytest.TempPathFactory, label: str, **answers: str
+) -> dict[str, Path]:
+    """One bake per option combination (plus ``answers``), each in its own temporary directory."""
+    baked = {}
+    for combination, combination_answers in COMBINATIONS.items():
+        output = tmp_path_factory.mktemp(f"{label}-{combination}") / "out"
+        output.mkdir()
+        baked[combination] = bake_project(output, **combination_answers, **answers)
+    return baked
+
+
 def bake_and_install(output: Path, combination: str) -> Installed:
     answers = COMBINATIONS[combination]
-    project = Path(
-        cookiecutter(
-            str(REPO),
-            no_input=True,
-            extra_context=dict(answers),
-            output_dir=str(output),
-            config_file=str(cookiecutter_config(output.parent)),
-        )
-    )
+    project = bake_project(output, **answers)
     install(project, "dev,aws" if answers["include_aws_example"] == "yes" else "dev")
     return Installed(project, combination)

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bakery import COMBINATIONS, DEFAULT_PACKAGE, DEFAULT_SLUG, KEY_FILE, REPO, run
-from cookiecutter.main import cookiecutter
+from bakery import COMBINATIONS, DEFAULT_PACKAGE, DEFAULT_SLUG, KEY_FILE, REPO, bake_project, run
 from host_client import LiveServer, answer, fill, meta
 from uv import find_uv_bin
 
@@ -56,18 +55,7 @@ def uvx() -> str:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     output = tmp_path_factory.mktemp("installed-mode")
-    (output / "replay").mkdir()
-    config = output / "cookiecutter.yaml"
-    config.write_text(f'replay_dir: "{output / "replay"}"\n', encoding="utf-8")
-    project = Path(
-        cookiecutter(
-            str(REPO),
-            no_input=True,
-            extra_context=dict(COMBINATIONS["no-aws"]),
-            output_dir=str(output),
-            config_file=str(config),
-        )
-    )
+    project = bake_project(output / "bake", **COMBINATIONS["no-aws"])
     # Without its .gitignore, and with a previous-keys file beside the key: the sdist must still
     # leave both keys out (pyproject.toml excludes them itself).
     (project / ".gitignore").unlink()

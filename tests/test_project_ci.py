@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bakery import COMBINATIONS, DEFAULT_SLUG, REPO, cookiecutter_config, run
-from cookiecutter.main import cookiecutter
+from bakery import COMBINATIONS, DEFAULT_SLUG, REPO, bake_every_combination, run
 from peers.node import PeersUnavailableError, ensure_node_peers
 
 WORKFLOWS = ("check.yml", "release.yml")
@@ -30,18 +29,7 @@ STANDARD_MODULES = frozenset({"pip"})
 @pytest.fixture(scope="module")
 def projects(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Path]:
     """One bake per combination for the whole module (the workflows are read, never run)."""
-    baked = {}
-    for combination, answers in COMBINATIONS.items():
-        output = tmp_path_factory.mktemp(f"ci-{combination}")
-        project = cookiecutter(
-            str(REPO),
-            no_input=True,
-            extra_context=dict(answers),
-            output_dir=str(output),
-            config_file=str(cookiecutter_config(output)),
-        )
-        baked[combination] = Path(project)
-    return baked
+    return bake_every_combination(tmp_path_factory, "ci")
 
 
 def run_steps(workflow: Path) -> list[dict[str, str]]:

@@ -17,8 +17,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from bakery import COMBINATIONS, DEFAULT_PACKAGE, DEFAULT_SLUG, REPO, cookiecutter_config
-from cookiecutter.main import cookiecutter
+from bakery import COMBINATIONS, DEFAULT_PACKAGE, DEFAULT_SLUG, REPO, bake_every_combination
 
 SCHEMA_VERSION = "2025-12-11"
 SCHEMA_URL = f"https://static.modelcontextprotocol.io/schemas/{SCHEMA_VERSION}/server.schema.json"
@@ -29,18 +28,7 @@ OWNER = "Octo-Cat42"
 @pytest.fixture(scope="module")
 def projects(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Path]:
     """One bake per combination, published by the GitHub owner OWNER, for the whole module."""
-    baked = {}
-    for combination, answers in COMBINATIONS.items():
-        output = tmp_path_factory.mktemp(f"registry-{combination}")
-        project = cookiecutter(
-            str(REPO),
-            no_input=True,
-            extra_context={**answers, "github_owner": OWNER},
-            output_dir=str(output),
-            config_file=str(cookiecutter_config(output)),
-        )
-        baked[combination] = Path(project)
-    return baked
+    return bake_every_combination(tmp_path_factory, "registry", github_owner=OWNER)
 
 
 def validator() -> jsonschema.Draft7Validator:
