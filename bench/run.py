@@ -172,10 +172,15 @@ def setup(
 
 
 def setup_http(
-    specs: Mapping[str, driver.ServerSpec], info: Mapping[str, Any], log: Callable[[str], None]
+    specs: Mapping[str, driver.ServerSpec],
+    info: Mapping[str, Any],
+    log: Callable[[str], None],
+    *,
+    floor: bool,
 ) -> tuple[dict[str, http_bench.HttpServerSpec], list[str]]:
     """The HTTP servers, from the stdio ones: `<slug> http` with the same command, key and
-    directory, and the SDK's `http_sdk_server.py` on the baked venv's HTTP stack."""
+    directory, the SDK's `http_sdk_server.py` on the baked venv's HTTP stack, and (with `floor`)
+    `http_floor_server.py` in the baked venv."""
     http_specs: dict[str, http_bench.HttpServerSpec] = {}
     errors: list[str] = []
     if "baked" in specs:
@@ -187,6 +192,9 @@ def setup_http(
             baked.cwd,
             exits_zero_on_sigterm=True,
         )
+        if floor:
+            argv = [info["baked"]["python"], str(BENCH / "http_floor_server.py"), "{port}"]
+            http_specs["floor"] = http_bench.HttpServerSpec("floor", argv, _base_env(), BENCH)
         if "sdk" in specs:
             log("preparing the SDK venv's HTTP stack (the baked venv's uvicorn, httptools, uvloop)")
             try:
@@ -533,7 +541,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         goal_results = goals(metrics)
     http_report: dict[str, Any] | None = None
     if "http" in sections:
-        http_specs, http_errors = setup_http(specs, info, log)
+        floor = "floor" in args.servers.split(",")
+        http_specs, http_errors = setup_http(specs, info, log, floor=floor)
         setup_errors += http_errors
         # One replica runs on the servers' CPU; the second of `baked x2` on the driver's, which
         # the load client shares with it (its own CPU share is in the table).
