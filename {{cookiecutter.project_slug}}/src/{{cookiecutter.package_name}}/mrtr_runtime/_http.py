@@ -17,9 +17,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -90,6 +92,7 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _KEEPALIVE: Final = b":\n\n"
+_STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 
 def _error_body(code: int, message: str, request_id: object = None, data: object = None) -> bytes:
@@ -484,6 +487,29 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _uvicorn_server_class() -> type[Any]:
+    import uvicorn
+
+    class Uvicorn(uvicorn.Server):
+        """uvicorn's server, but a SIGTERM or SIGINT that stops it cleanly ends the process with
+        status 0, as the stdio server does (uvicorn re-raises the signal once it has stopped,
+        so the process would end "killed by SIGTERM" however cleanly it shut down)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in _STOP_SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Uvicorn
+
+
 def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> int:
     """Serve `server` over Streamable HTTP until SIGINT/SIGTERM. Returns the exit status: 0, 1
     when the tools could not be loaded, 2 when uvicorn is missing or the address is taken."""
@@ -512,7 +538,7 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         server_header=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
-    uvicorn_server = uvicorn.Server(config)
+    uvicorn_server = _uvicorn_server_class()(config)
     sys.stderr.write(f"{name}: serving MCP at http://{shown_host}:{bound_port}{ENDPOINT}\n")
     sys.stderr.flush()
     with sock:
