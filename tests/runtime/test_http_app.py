@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from mrtr_runtime import Context, Registry
+from mrtr_runtime import _http as http_module
 from mrtr_runtime._http import MAX_IN_FLIGHT, MAX_WAITING, HttpApp, HttpSettings
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import MemoryClient
@@ -85,8 +86,10 @@ class Client:
         chunks: Sequence[bytes] | None = None,
         disconnect: anyio.Event | None = None,
         on_body: anyio.Event | None = None,
+        unfinished: bool = False,
     ) -> Exchange:
-        """Send one request; `disconnect` set means the client closes the connection."""
+        """Send one request; `disconnect` set means the client closes the connection;
+        `unfinished` means the body's last part says more is coming, and nothing comes."""
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         parts = list(chunks) if chunks is not None else [raw]
         fields = {"host": "127.0.0.1:8000", "content-type": "application/json"}
@@ -105,7 +108,11 @@ class Client:
         async def receive() -> dict[str, Any]:
             if parts:
                 part = parts.pop(0)
-                return {"type": "http.request", "body": part, "more_body": bool(parts)}
+                return {
+                    "type": "http.request",
+                    "body": part,
+                    "more_body": bool(parts) or unfinished,
+                }
             await gone.wait()
             return {"type": "http.disconnect"}
 
@@ -417,6 +424,16 @@ async def test_bodies_past_the_limit_are_413_declared_or_streamed() -> None:
     assert ten_times.status == 413
     at_the_limit = await client.post(b" " * 990 + b"[]", headers={"content-length": "1000"})
     assert at_the_limit.status == 400  # read whole, then found to be a batch
+
+
+async def test_a_body_that_never_finishes_gets_408(
+    http: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_module, "BODY_TIMEOUT_SECONDS", 0.2)
+    with anyio.fail_after(10):
+        reply = await http.post(b"", chunks=[b'{"jsonrpc": "2.0",'], unfinished=True)
+    assert reply.status == 408
+    assert reply.headers["connection"] == "close"
 
 
 # -- concurrency --------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ from ._router import Server, Session
 __all__ = (
     "ENDPOINT",
     "MAX_BODY_BYTES",
+    "MAX_CONNECTIONS",
     "MAX_IN_FLIGHT",
     "MAX_WAITING",
     "HttpApp",
@@ -69,6 +70,11 @@ MAX_BODY_BYTES: Final = MAX_LINE_BYTES
 MAX_IN_FLIGHT: Final = 64
 #: ... and past these the answer is 503 with Retry-After, which load balancers understand.
 MAX_WAITING: Final = 4 * MAX_IN_FLIGHT
+#: Connections held open at once (uvicorn answers 503 past them): enough for every request
+#: running or waiting plus idle keep-alive ones, and a bound on the bodies read at once.
+MAX_CONNECTIONS: Final = MAX_IN_FLIGHT + MAX_WAITING + 128
+#: A body must arrive within this (408 after): a client trickling bytes holds no connection long.
+BODY_TIMEOUT_SECONDS: Final = 30.0
 #: basic/transports/streamable-http "Receiving Messages": an SSE comment this often keeps a quiet
 #: stream (a listen, a long tool) from being closed by proxies and idle timeouts.
 KEEPALIVE_SECONDS: Final = 15.0
@@ -313,7 +319,17 @@ class HttpApp:
                 _error_body(INVALID_REQUEST, "Not Acceptable: accept application/json"),
             )
             return
-        body = await self._read_body(headers, receive, send)
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT_SECONDS):
+                body = await self._read_body(headers, receive, send)
+        except TimeoutError:
+            await _respond(
+                send,
+                408,
+                _error_body(INVALID_REQUEST, "Request Timeout: the body did not arrive in time"),
+                [_JSON, (b"connection", b"close")],
+            )
+            return
         if body is None:
             return
         settings = self.settings
@@ -536,6 +552,7 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         log_config=None,
         access_log=False,
         server_header=False,
+        limit_concurrency=MAX_CONNECTIONS,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
     uvicorn_server = _uvicorn_server_class()(config)
