@@ -121,6 +121,11 @@ def test_pyproject_declares_exactly_the_promised_dependencies(
     assert ("aws" in extras) is aws
     if aws:
         assert extras["aws"] == ["boto3>=1.34"]
+    # HTTP mode is an extra of its own (the stdio server keeps its two dependencies); the dev
+    # extra pulls it in, because the project's tests and type checks cover HTTP mode too.
+    http = [re.split(r"[\s<>=!~;\[]", dep, maxsplit=1)[0] for dep in extras["http"]]
+    assert http == ["uvicorn", "httptools", "uvloop"]
+    assert f"{DEFAULT_SLUG}[http]" in extras["dev"]
     dev = " ".join(extras["dev"])
     for tool in ("pytest", "ruff", "mypy"):
         assert tool in dev
