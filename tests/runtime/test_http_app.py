@@ -294,6 +294,30 @@ async def test_closing_the_connection_cancels_the_request_and_nothing_more_is_se
     assert not reply.sent_after_disconnect
 
 
+async def test_a_quiet_stream_gets_keepalive_comments(monkeypatch: pytest.MonkeyPatch) -> None:
+    # "Receiving Messages": an SSE comment keeps intermediaries from closing a quiet stream.
+    monkeypatch.setattr(http_module, "KEEPALIVE_SECONDS", 0.05)
+    server = make_server()
+    app = app_over(server)
+    http = Client(app)
+    acknowledged = anyio.Event()
+    replies: list[Exchange] = []
+
+    async def listen() -> None:
+        params = {"notifications": {"toolsListChanged": True}}
+        replies.append(await http.rpc("subscriptions/listen", params, on_body=acknowledged))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(listen)
+            await acknowledged.wait()
+            await anyio.sleep(0.3)
+            await lifespan(app, "lifespan.shutdown")
+    comments = [chunk for chunk in replies[0].chunks if chunk == b":\n\n"]
+    assert len(comments) >= 2
+    assert [event.get("method") for event in replies[0].events()][-1] is None
+
+
 # -- statuses -----------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -133,6 +134,12 @@ def _headers(scope: Scope) -> dict[str, str]:
     return found
 
 
+@functools.lru_cache(maxsize=1024)
+def _access_problem(policy: AccessPolicy, host: str | None, origin: str | None) -> str | None:
+    # A client sends the same Host and Origin on every request: judge each pair once.
+    return policy.host_problem(host) or policy.origin_problem(origin)
+
+
 def _accepts(accept: str | None, media_type: str) -> bool:
     if accept is None:
         return True
@@ -149,13 +156,14 @@ class _Exchange:
     an SSE stream; after a disconnect nothing more is sent ("Cancellation": the server MUST NOT
     send further messages for a cancelled request)."""
 
-    __slots__ = ("closed", "send", "sse_allowed", "streaming")
+    __slots__ = ("_keepalive", "closed", "send", "sse_allowed", "streaming")
 
     def __init__(self, send: Send, *, sse_allowed: bool) -> None:
         self.send = send
         self.sse_allowed = sse_allowed
         self.streaming = False
         self.closed = False
+        self._keepalive: asyncio.Task[None] | None = None
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if self.closed or not self.sse_allowed:
@@ -171,6 +179,8 @@ class _Exchange:
         if not self.streaming:
             self.streaming = True
             await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            if not last:
+                self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive())
         await self.send(
             {
                 "type": "http.response.body",
@@ -179,9 +189,17 @@ class _Exchange:
             }
         )
 
-    async def keepalive(self) -> None:
-        if self.streaming and not self.closed:
-            await self.send({"type": "http.response.body", "body": _KEEPALIVE, "more_body": True})
+    async def _keep_alive(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(KEEPALIVE_SECONDS)
+            if not self.closed:
+                await self.send(
+                    {"type": "http.response.body", "body": _KEEPALIVE, "more_body": True}
+                )
+
+    def stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
 
     async def finish(self, message: JSONObject, status: int) -> None:
         if self.closed:
@@ -279,9 +297,7 @@ class HttpApp:
             await _respond(send, 404, b"Not Found", [(b"content-type", b"text/plain")])
             return
         headers = _headers(scope)
-        problem = self.policy.host_problem(headers.get("host")) or self.policy.origin_problem(
-            headers.get("origin")
-        )
+        problem = _access_problem(self.policy, headers.get("host"), headers.get("origin"))
         if problem is not None:
             await _respond(send, 403, _error_body(INVALID_REQUEST, problem))
             return
@@ -450,36 +466,27 @@ class HttpApp:
     ) -> None:
         exchange = _Exchange(send, sse_allowed=_accepts(accept, "text/event-stream"))
         cancellation = Cancellation()
-        served = asyncio.ensure_future(
-            self.server.reply(request, self._session, exchange, cancellation)
+        serving = asyncio.current_task()
+        if serving is None:  # an ASGI server always runs the app in a task
+            raise RuntimeError("HttpApp must run inside an asyncio task")
+        watcher = asyncio.get_running_loop().create_task(
+            _watch_for_disconnect(receive, exchange, cancellation, serving)
         )
-        # basic/patterns/cancellation: over HTTP, the client closing the connection IS the cancel.
-        disconnected = asyncio.ensure_future(receive())
         try:
-            while True:
-                done, _ = await asyncio.wait(
-                    {served, disconnected},
-                    timeout=KEEPALIVE_SECONDS,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if served in done:
-                    break
-                if disconnected in done:
-                    if disconnected.result().get("type") == "http.disconnect":
-                        exchange.closed = True
-                        cancellation.cancel()
-                        served.cancel()
-                        with contextlib.suppress(asyncio.CancelledError, Exception):
-                            await served
-                        return
-                    disconnected = asyncio.ensure_future(receive())
-                    continue
-                await exchange.keepalive()
+            reply = await self.server.reply(request, self._session, exchange, cancellation)
+        except asyncio.CancelledError:
+            if not exchange.closed:
+                raise
+            serving.uncancel()  # our own cancellation: the request is over, not the server
+            return
         finally:
-            disconnected.cancel()
-            if not served.done():
-                served.cancel()
-        reply = served.result()
+            watcher.cancel()
+            exchange.stop_keepalive()
+        if exchange.closed:
+            # The handler finished anyway (it ignored the cancellation): nothing is sent.
+            if serving.cancelling():
+                serving.uncancel()
+            return
         error = reply.message.get("error")
         status = 200 if error is None else http_status(error["code"], malformed=reply.malformed)
         try:
@@ -488,6 +495,18 @@ class HttpApp:
             # A handler's result that is not JSON: the stdio transport answers the same way.
             _logger.exception("a result for %s could not be encoded", request.method)
             await exchange.finish(error_response(request.id, INTERNAL_ERROR, "Internal error"), 200)
+
+
+async def _watch_for_disconnect(
+    receive: Receive, exchange: _Exchange, cancellation: Cancellation, serving: asyncio.Task[Any]
+) -> None:
+    """basic/patterns/cancellation: over HTTP, the client closing the connection IS the cancel.
+    The handler sees `ctx.cancelled` and its task is cancelled; nothing more is sent."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    exchange.closed = True
+    cancellation.cancel()
+    serving.cancel()
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:
