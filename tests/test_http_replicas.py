@@ -1,11 +1,11 @@
 """Replicas: two ``<slug> http`` processes that share one signing key serve one conversation.
 
-The AWS bake, installed with the ``http`` extra, runs as two replicas started the way the
-project's Docker image starts: its ENTRYPOINT, with arguments in place of its CMD, as
-``docker run IMAGE --host 127.0.0.1 --port 0`` would. In front of them a round-robin proxy of a
-few lines forwards each POST to the next replica in turn and logs which one served it: no sticky
-sessions, no shared store, only the key file (made with ``<slug> keygen --path``) and a bearer
-token. Through the proxy a plain HTTP client completes ``deploy_to_aws`` against moto's
+The AWS bake, installed with its dev extra (which brings the ``http`` one), runs as two replicas
+started the way the project's Docker image starts: its ENTRYPOINT, with arguments in place of its
+CMD, as ``docker run IMAGE --host 127.0.0.1 --port 0`` would. In front of them a round-robin
+proxy of a few lines forwards each POST to the next replica in turn and logs which one served it:
+no sticky sessions, no shared store, only the key file (made with ``<slug> keygen --path``) and a
+bearer token. Through the proxy a plain HTTP client completes ``deploy_to_aws`` against moto's
 standalone server, ``plan_release``, a conversation whose first replica was SIGKILLed after round
 one, and one across two replicas in the middle of a key rotation. Each test prints the proxy's
 log (``pytest -rA`` shows it).
@@ -79,14 +79,7 @@ RELEASE_ARGS: Json = {
 }
 # RFC 9110 section 7.6.1: connection-specific fields are not forwarded by an intermediary.
 HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "content-length",
-        "host",
-        "upgrade",
-    }
+    {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade"}
 )
 
 
@@ -137,7 +130,6 @@ class Replica:
     name: str
     process: subprocess.Popen[bytes]
     url: str
-    log: Path
 
     @property
     def label(self) -> str:
@@ -171,7 +163,7 @@ def start_replica(name: str, command: Sequence[str], env: Mapping[str, str], log
             process.wait()
             pytest.fail(f"replica {name} did not start:\n{log.read_text(encoding='utf-8')}")
         time.sleep(0.05)
-    return Replica(name, process, listening[1], log)
+    return Replica(name, process, listening[1])
 
 
 @dataclass(frozen=True)
@@ -410,14 +402,8 @@ def assert_alternating(hops: Sequence[Hop]) -> None:
 
 @pytest.fixture(scope="module")
 def project(installed: Callable[[str], Installed]) -> Installed:
-    project = installed("aws")
-    # The session's AWS bake has the dev and aws extras; the HTTP server is the http extra.
-    run(
-        [project.python, "-m", "pip", "install", "--quiet", "-e", ".[dev,aws,http]"],
-        cwd=project.project,
-        timeout=900,
-    )
-    return project
+    """The session's AWS bake: its dev extra brings the http one."""
+    return installed("aws")
 
 
 @pytest.fixture(scope="module")
