@@ -163,6 +163,13 @@ def registered_names(project: BakedProject) -> dict[str, list[str]]:
     return names
 
 
+def leaf_errors(error: BaseException) -> list[BaseException]:
+    """The errors inside the SDK's nested task-group exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaf_errors(inner)]
+    return [error]
+
+
 def text_of(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
@@ -450,3 +457,19 @@ async def test_sdk_auto_mode_plans_a_release_through_three_rounds_over_streamabl
     assert result.structured_content["status"] == "confirmed"
     assert result.structured_content["version"] == "1.3.0"
     assert len(user.asked) == 3  # each round's question came back through a new POST
+
+
+async def test_sdk_legacy_mode_over_streamable_http_is_told_the_supported_version(
+    http_url: str,
+) -> None:
+    """The 2025-11-25 era stays a stdio feature: its `initialize` gets -32022 naming 2026-07-28."""
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        with pytest.RaisesGroup(MCPError, flatten_subgroups=True) as raised:
+            async with User().client(http_url, mode="legacy"):
+                pass
+
+    (error,) = leaf_errors(raised.value)
+    assert isinstance(error, MCPError)
+    assert error.error.code == -32022  # UnsupportedProtocolVersionError
+    assert error.error.data == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
+    assert "2025-11-25 clients connect over stdio" in error.error.message
