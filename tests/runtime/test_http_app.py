@@ -403,6 +403,7 @@ async def test_bodies_that_are_not_a_request_are_400(http: Client, body: bytes, 
 async def test_a_notification_is_accepted_with_202_and_no_body(http: Client) -> None:
     reply = await http.post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}})
     assert (reply.status, reply.body) == (202, b"")
+    assert "content-type" not in reply.headers
 
 
 @pytest.mark.parametrize(
