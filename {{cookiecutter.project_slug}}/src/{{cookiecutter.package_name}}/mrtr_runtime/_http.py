@@ -119,7 +119,10 @@ async def _respond(
     body: bytes = b"",
     headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    fields = [*(headers if headers is not None else [_JSON]), (b"content-length", str(len(body)).encode("ascii"))]
+    fields = [
+        *(headers if headers is not None else [_JSON]),
+        (b"content-length", str(len(body)).encode("ascii")),
+    ]
     await send({"type": "http.response.start", "status": status, "headers": fields})
     await send({"type": "http.response.body", "body": body})
 
