@@ -45,6 +45,7 @@ MCP_PATH = "/mcp"
 URL_PATTERN = re.compile(r"(http://\S+/mcp)")
 CONFIGS = ("baked", "sdk", "floor", "baked x2")
 STARTUP_TIMEOUT = 60.0
+ECHO_IN_BODY = json.dumps(driver.ECHO_TEXT).encode()  # the echoed text, as it appears in JSON
 STOP_GRACE = 10.0
 
 
@@ -137,10 +138,6 @@ class Replica:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    @property
-    def host(self) -> str:
-        return self.url.split("/")[2]
 
     def _copy_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -263,7 +260,8 @@ async def _connect(url: str) -> _Connection:
 
 
 class _Post:
-    """A POST to `/mcp` whose body is `prefix + id + middle [+ state + suffix]`, pre-serialised."""
+    """A POST to `/mcp`, pre-serialised as head and body halves around the JSON-RPC id; a NUL in
+    `suffix` (never in JSON text) marks where `build` puts a completion's `requestState`."""
 
     def __init__(self, host: str, method: str, name: str, params: Mapping[str, Any]) -> None:
         marker = "__BENCH_ID__"
@@ -281,8 +279,8 @@ class _Post:
             f"Mcp-Name: {name}\r\nContent-Length: "
         ).encode()
 
-    def build(self, request_id: int, middle: bytes = b"") -> bytes:
-        body = self.prefix + str(request_id).encode() + self.suffix.replace(b"\0", middle, 1)
+    def build(self, request_id: int, state: bytes = b"") -> bytes:
+        body = self.prefix + str(request_id).encode() + self.suffix.replace(b"\0", state, 1)
         return self.head + str(len(body)).encode() + b"\r\n\r\n" + body
 
 
@@ -372,11 +370,7 @@ class _Client:
                 flows.round2.build(self._id(), json.dumps(state).encode())
             )
             _expect(status, body, b"Deployed ", "round 2")
-            _expect(
-                *await conn.exchange(flows.echo.build(self._id())),
-                driver.ECHO_TEXT.encode(),
-                "echo",
-            )
+            _expect(*await conn.exchange(flows.echo.build(self._id())), ECHO_IN_BODY, "echo")
 
     def close(self) -> None:
         for conns in self.conns:
@@ -393,7 +387,7 @@ class _Client:
     async def _echo(self, worker: int) -> None:
         request = self.flows[self._replica(worker, 0)].echo.build(self._id())
         status, body = await self.conns[worker][0].exchange(request)
-        _expect(status, body, b'"hello, benchmark"', "echo")
+        _expect(status, body, ECHO_IN_BODY, "echo")
 
     async def _mrtr(self, worker: int) -> None:
         first = self.flows[self._replica(worker, 0)]
