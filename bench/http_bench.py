@@ -626,21 +626,24 @@ def render(report: Mapping[str, Any]) -> str:
     cpus = cfg.get("cpus")
     if cpus:
         where = (
-            f"load client on CPU {cpus['driver']}; baked, SDK and floor on CPU {cpus['servers']}; "
-            f"baked x2 on CPUs {cpus['servers']} and {cpus['driver']} (the second replica shares "
-            "the client's CPU: two replicas need two cores, and this machine has two)"
+            f"CPUs: load client {cpus['driver']}; baked, SDK and floor {cpus['servers']}; baked x2 "
+            f"{cpus['servers']} and {cpus['driver']} (its second replica shares the client's CPU: "
+            "two replicas need two cores, and this machine has two)"
         )
     else:
-        where = "nothing pinned"
+        where = "CPUs: nothing pinned"
     lines = [
         (
-            f"HTTP (2026-07-28 Streamable HTTP, POST /mcp, JSON responses): medians of "
-            f"{cfg['reps']} interleaved repetitions, {cfg['seconds']} s of load per workload after "
-            f"{cfg['warm_seconds']} s untimed; {cfg['connections']} keep-alive connections "
-            "(MRTR: as many concurrent flows) from one asyncio load client; baked x2 spreads "
-            "calls over both replicas and sends every round 2 to the other replica than its "
-            f"round 1; {where}"
+            "HTTP (2026-07-28 Streamable HTTP, POST /mcp, JSON responses): medians of "
+            f"{cfg['reps']} interleaved repetitions, {cfg['seconds']} s of load per workload "
+            f"after {cfg['warm_seconds']} s untimed"
         ),
+        (
+            f"load: {cfg['connections']} keep-alive connections (MRTR: as many concurrent flows) "
+            "from one asyncio client; baked x2 spreads calls over both replicas and sends every "
+            "round 2 to the other replica than its round 1"
+        ),
+        where,
     ]
     for name, entry in report["servers"].items():
         versions = ", ".join(f"{k} {v}" for k, v in entry.get("versions", {}).items())
