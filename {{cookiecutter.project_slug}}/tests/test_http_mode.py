@@ -1,6 +1,8 @@
-"""HTTP mode: ``python -m {{ cookiecutter.package_name }} http`` serves these tools over MCP's
-Streamable HTTP transport (2026-07-28), and a multi-round call finishes on a second server
-process started with the same key, as it would on another replica behind a load balancer.
+"""HTTP mode: the ``http`` command serves these tools over MCP's Streamable HTTP transport.
+
+``python -m <package> http`` speaks 2026-07-28 at ``/mcp``, and a multi-round call finishes on a
+second server process started with the same key, as it would on another replica behind a load
+balancer.
 
 ``call_until_complete`` is a whole 2026-07-28 client over HTTP in a few lines: every request
 carries ``_meta`` and the metadata headers; an ``input_required`` result is answered and the
