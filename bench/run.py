@@ -476,7 +476,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 short repetitions (a smoke run)")
     parser.add_argument("--out", type=Path, default=BENCH / "results.json", help="JSON output")
-    parser.add_argument("--reps", type=int, help="repetitions (default 7; 3 with --quick)")
+    parser.add_argument(
+        "--reps", type=int, help="repetitions per section (default 7 stdio, 5 HTTP; 3 and 2 quick)"
+    )
     parser.add_argument("--servers", default=",".join(SERVERS), help="subset, e.g. sdk,floor")
     parser.add_argument("--render", type=Path, help="only print the report of a results JSON")
     parser.add_argument(
@@ -490,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--sections",
         default=",".join(SECTIONS),
-        help="stdio, http or both (default); http measures baked and sdk only",
+        help="stdio, http or both (default); http measures baked (one and two replicas), sdk, floor",
     )
     args = parser.parse_args(argv)
     if args.render:
@@ -508,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sections = [s for s in args.sections.split(",") if s in SECTIONS]
     wanted = [s for s in args.servers.split(",") if s in SERVERS]
     if "stdio" not in sections:
-        wanted = [s for s in wanted if s != "floor"]  # the floor has no HTTP face
+        wanted = [s for s in wanted if s != "floor"]  # the HTTP floor runs in the baked venv
     started = time.perf_counter()
 
     def log(text: str) -> None:
