@@ -492,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--sections",
         default=",".join(SECTIONS),
-        help="stdio, http or both (default); http measures baked (one and two replicas), sdk, floor",
+        help="stdio, http or both (default); http: baked (one and two replicas), sdk, floor",
     )
     args = parser.parse_args(argv)
     if args.render:
