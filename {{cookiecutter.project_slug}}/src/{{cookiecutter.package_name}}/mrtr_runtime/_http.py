@@ -143,7 +143,9 @@ def _access_problem(policy: AccessPolicy, host: str | None, origin: str | None) 
     return policy.host_problem(host) or policy.origin_problem(origin)
 
 
+@functools.lru_cache(maxsize=256)
 def _accepts(accept: str | None, media_type: str) -> bool:
+    # Cached for the same reason: a client sends one Accept header on every request.
     if accept is None:
         return True
     kind = media_type.split("/", 1)[0]
@@ -574,6 +576,9 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         log_config=None,
         access_log=False,
         server_header=False,
+        # No X-Forwarded-* rewriting: nothing here reads the client's address, and a middleware
+        # on every request costs time.
+        proxy_headers=False,
         limit_concurrency=MAX_CONNECTIONS,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
