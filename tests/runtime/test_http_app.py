@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -297,25 +297,14 @@ async def test_closing_the_connection_cancels_the_request_and_nothing_more_is_se
 async def test_a_quiet_stream_gets_keepalive_comments(monkeypatch: pytest.MonkeyPatch) -> None:
     # "Receiving Messages": an SSE comment keeps intermediaries from closing a quiet stream.
     monkeypatch.setattr(http_module, "KEEPALIVE_SECONDS", 0.05)
-    server = make_server()
-    app = app_over(server)
-    http = Client(app)
-    acknowledged = anyio.Event()
-    replies: list[Exchange] = []
 
-    async def listen() -> None:
-        params = {"notifications": {"toolsListChanged": True}}
-        replies.append(await http.rpc("subscriptions/listen", params, on_body=acknowledged))
+    async def stay_quiet(server: Server) -> None:
+        await anyio.sleep(0.3)
 
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as group:
-            group.start_soon(listen)
-            await acknowledged.wait()
-            await anyio.sleep(0.3)
-            await lifespan(app, "lifespan.shutdown")
-    comments = [chunk for chunk in replies[0].chunks if chunk == b":\n\n"]
+    reply = await listen_until_shutdown(stay_quiet)
+    comments = [chunk for chunk in reply.chunks if chunk == b":\n\n"]
     assert len(comments) >= 2
-    assert [event.get("method") for event in replies[0].events()][-1] is None
+    assert [event.get("method") for event in reply.events()][-1] is None
 
 
 # -- statuses -----------------------------------------------------------------------------------
@@ -525,7 +514,9 @@ async def test_startup_loads_the_tools_and_a_broken_tools_package_fails_it() -> 
     assert await lifespan(app_over(server), "lifespan.startup") == ["lifespan.startup.failed"]
 
 
-async def test_a_listen_streams_its_notices_and_ends_at_shutdown() -> None:
+async def listen_until_shutdown(meanwhile: Callable[[Server], Awaitable[None]]) -> Exchange:
+    """A `subscriptions/listen` for list changes: once acknowledged, `meanwhile(server)` runs,
+    then the app shuts down (which ends the stream)."""
     server = make_server()
     app = app_over(server)
     http = Client(app)
@@ -533,26 +524,27 @@ async def test_a_listen_streams_its_notices_and_ends_at_shutdown() -> None:
     replies: list[Exchange] = []
 
     async def listen() -> None:
-        replies.append(
-            await http.rpc(
-                "subscriptions/listen",
-                {"notifications": {"toolsListChanged": True}},
-                on_body=acknowledged,
-            )
-        )
+        params = {"notifications": {"toolsListChanged": True}}
+        replies.append(await http.rpc("subscriptions/listen", params, on_body=acknowledged))
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
             group.start_soon(listen)
             await acknowledged.wait()
-
-            @server.registry.tool()
-            async def added_later() -> str:
-                return "new"
-
-            await anyio.sleep(0.05)
+            await meanwhile(server)
             await lifespan(app, "lifespan.shutdown")
-    events = replies[0].events()
+    return replies[0]
+
+
+async def test_a_listen_streams_its_notices_and_ends_at_shutdown() -> None:
+    async def add_a_tool(server: Server) -> None:
+        @server.registry.tool()
+        async def added_later() -> str:
+            return "new"
+
+        await anyio.sleep(0.05)
+
+    events = (await listen_until_shutdown(add_a_tool)).events()
     methods = [event.get("method") for event in events]
     assert methods == [
         "notifications/subscriptions/acknowledged",

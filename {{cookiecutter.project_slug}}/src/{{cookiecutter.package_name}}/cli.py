@@ -37,6 +37,7 @@ from .mrtr_runtime.server import (
     MAX_TTL_SECONDS,
     PREVIOUS_KEYS_FILE_NAME,
     Rotation,
+    Server,
     SigningConfigError,
     configure_logging,
     rotate_key_file,
@@ -165,28 +166,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve() -> int:
-    configure_logging()
-    try:
-        server = build_server()
-    except SigningConfigError as error:
-        # The message names the variable or file and how to fix it; it never quotes a key.
-        sys.stderr.write(f"{NAME}: cannot start: {error}\n")
-        return 2
-    return serve_stdio(server)
+    server = _server_or_none()
+    return 2 if server is None else serve_stdio(server)
 
 
 def serve_over_http(host: str, port: int) -> int:
     # Imported here: stdio serving never loads the HTTP side.
     from .mrtr_runtime.server import HttpSettings, serve_http
 
-    configure_logging()
-    try:
-        server = build_server()
-    except SigningConfigError as error:
-        sys.stderr.write(f"{NAME}: cannot start: {error}\n")
+    server = _server_or_none()
+    if server is None:
         return 2
     settings = HttpSettings.from_environment(os.environ, host=host, port=port)
     return serve_http(server, settings, name=NAME)
+
+
+def _server_or_none() -> Server | None:
+    """Logging configured and the server built, or None once the reason is on stderr."""
+    configure_logging()
+    try:
+        return build_server()
+    except SigningConfigError as error:
+        # The message names the variable or file and how to fix it; it never quotes a key.
+        sys.stderr.write(f"{NAME}: cannot start: {error}\n")
+        return None
 
 
 def write_bundle(output_dir: Path | None) -> int:

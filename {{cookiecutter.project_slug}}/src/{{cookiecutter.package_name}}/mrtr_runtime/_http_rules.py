@@ -268,6 +268,13 @@ def _matches(kind: str, header_value: str, body_value: object) -> bool:
     return isinstance(body_value, str) and header_value == body_value
 
 
+def _decoded(raw: str, header: str) -> str:
+    try:
+        return decode_header_value(raw)
+    except HeaderMismatch as problem:
+        raise HeaderMismatch(f"Header mismatch: {header} {problem}") from None
+
+
 def check_headers(
     headers: Mapping[str, str],
     request: Request,
@@ -304,10 +311,7 @@ def check_headers(
         if isinstance(body_name, str):
             if raw_name is None:
                 raise HeaderMismatch(f"Header mismatch: missing Mcp-Name header ({field})")
-            try:
-                name = decode_header_value(raw_name)
-            except HeaderMismatch as problem:
-                raise HeaderMismatch(f"Header mismatch: Mcp-Name {problem}") from None
+            name = _decoded(raw_name, "Mcp-Name")
             if name != body_name:
                 raise HeaderMismatch(
                     f"Header mismatch: Mcp-Name header {clip(name)!r} does not match body "
@@ -322,17 +326,11 @@ def check_headers(
             # "Parameter value is null / not in arguments": the server MUST NOT expect the
             # header; one sent anyway mirrors nothing, but must still be a valid value.
             if raw is not None:
-                try:
-                    decode_header_value(raw)
-                except HeaderMismatch as problem:
-                    raise HeaderMismatch(f"Header mismatch: {shown} {problem}") from None
+                _decoded(raw, shown)
             continue
         if raw is None:
             raise HeaderMismatch(f"Header mismatch: missing {shown} header")
-        try:
-            value = decode_header_value(raw)
-        except HeaderMismatch as problem:
-            raise HeaderMismatch(f"Header mismatch: {shown} {problem}") from None
+        value = _decoded(raw, shown)
         if not _matches(param.kind, value, body_value):
             raise HeaderMismatch(
                 f"Header mismatch: {shown} header {clip(value)!r} does not match the argument"
