@@ -3,8 +3,11 @@ description of the machine. Stdlib only; all of it lives under `<repo>/.cache/be
 
 - tools venv (`.cache/bench/tools`): cookiecutter, used only when the repo has no dev `.venv`.
 - the baked project (`.cache/bench/baked/<slug>`), re-baked every run, with `bench_tools.py`
-  dropped into its `tools/` package, and its venv (`.cache/bench/baked-venv`, `pip install -e`).
-- the SDK venv (`.cache/bench/sdk`): `mcp==2.3.0`, reused while that version is installed.
+  dropped into its `tools/` package, and its venv (`.cache/bench/baked-venv`,
+  `pip install -e '<project>[http]'`: the `http` extra for the HTTP section).
+- the SDK venv (`.cache/bench/sdk`): `mcp==2.3.0`, reused while that version is installed; for
+  the HTTP section it also gets the baked venv's versions of uvicorn, httptools and uvloop
+  (`sdk_http_python`), so both servers run on the same HTTP stack.
 pip's cache is `<repo>/.cache/pip` so repeated runs do not download again.
 """
 
@@ -27,6 +30,9 @@ LOGS = CACHE / "logs"
 PIP_CACHE = REPO / ".cache" / "pip"
 SDK_REQUIREMENT = "mcp==2.3.0"
 SDK_PACKAGES = ("mcp", "mcp-types", "pydantic", "pydantic-core", "anyio", "cryptography")
+# The ASGI server and its fast paths: the baked `http` extra installs them; uvicorn uses
+# httptools and uvloop whenever they are importable, for our server and the SDK's alike.
+HTTP_STACK = ("uvicorn", "httptools", "uvloop")
 
 
 class SetupError(RuntimeError):
@@ -126,7 +132,7 @@ def bake(tools_module: Path, *, reuse_on_failure: bool = False) -> tuple[Baked, 
     package = tools_inits[0].parent.parent.name
     venv = CACHE / "baked-venv"
     python = _venv(venv, "baked-venv.log")
-    _run([str(python), "-m", "pip", "install", "-q", "-e", str(project)], "baked-venv.log")
+    _run([str(python), "-m", "pip", "install", "-q", "-e", f"{project}[http]"], "baked-venv.log")
     script = venv / "bin" / project.name
     command = [str(script)] if script.exists() else [str(python), "-m", package]
     return Baked(project=project, package=package, python=python, command=command), note
@@ -166,6 +172,20 @@ def sdk_python() -> Path:
     python = _venv(CACHE / "sdk", "sdk-venv.log")
     if not _has(python, SDK_REQUIREMENT):
         _run([str(python), "-m", "pip", "install", "-q", SDK_REQUIREMENT], "sdk-venv.log")
+    return python
+
+
+def sdk_http_python(baked_python: Path) -> Path:
+    """The SDK venv with the same uvicorn, httptools and uvloop as the baked venv (the SDK
+    itself requires only uvicorn): the HTTP section then compares the two MCP layers, not two
+    HTTP parsers or event loops."""
+    python = sdk_python()
+    wanted = package_versions(baked_python, HTTP_STACK)
+    if "uvicorn" not in wanted:
+        raise SetupError("the baked venv has no uvicorn: is the project's `http` extra there?")
+    for name in HTTP_STACK:
+        if name in wanted:  # uvloop is left out where the extra leaves it out (Windows)
+            ensure_installed(python, f"{name}=={wanted[name]}", "sdk-venv.log")
     return python
 
 

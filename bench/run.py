@@ -2,12 +2,17 @@
 """Benchmark the baked server against the official SDK's MCPServer and a stdlib floor.
 
     python3 bench/run.py [--quick] [--out bench/results.json] [--reps N] [--servers a,b,c]
+                         [--sections stdio,http]
 
 Stdlib only. It bakes the template, drops `bench/bench_tools.py` into the baked project, makes
 the venvs it needs under `.cache/bench/` (see `envs.py`), then measures the three servers
 **interleaved** (round-robin per repetition, the order rotated each time) over raw
 newline-delimited JSON-RPC on pipes (`driver.py`; no client library in the timed path), prints a
 table with medians and ratios, checks the goals of issue 6 and writes JSON.
+
+The HTTP section (`http_bench.py`) then measures the baked project's `<slug> http` against the
+SDK's Streamable HTTP server (stateless, JSON responses) and against two replicas of itself,
+under a lean asyncio load client in this process, and checks the goal of issue 13.
 
 Not part of `dev.py test`: timings are never asserted anywhere. The exit status is 0 when every
 server ran every workload correctly (goals may still fail: they are reported, not enforced), 1
@@ -17,6 +22,7 @@ when a server was missing or misbehaved, 2 on a setup failure.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -33,9 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import driver  # the bench directory is not a package: run.py is run as a script
 import envs
+import http_bench
 
 BENCH = Path(__file__).resolve().parent
 SERVERS = ("baked", "sdk", "floor")
+SECTIONS = ("stdio", "http")
 TITLES = {"baked": "baked", "sdk": "SDK", "floor": "floor"}
 
 
@@ -161,6 +169,43 @@ def setup(
         except envs.SetupError as exc:
             errors.append(f"floor: {exc}")
     return specs, info, errors
+
+
+def setup_http(
+    specs: Mapping[str, driver.ServerSpec],
+    info: Mapping[str, Any],
+    log: Callable[[str], None],
+    *,
+    floor: bool,
+) -> tuple[dict[str, http_bench.HttpServerSpec], list[str]]:
+    """The HTTP servers, from the stdio ones: `<slug> http` with the same command, key and
+    directory, the SDK's `http_sdk_server.py` on the baked venv's HTTP stack, and (with `floor`)
+    `http_floor_server.py` in the baked venv."""
+    http_specs: dict[str, http_bench.HttpServerSpec] = {}
+    errors: list[str] = []
+    if "baked" in specs:
+        baked = specs["baked"]
+        http_specs["baked"] = http_bench.HttpServerSpec(
+            "baked",
+            [*baked.argv, "http", "--host", "127.0.0.1", "--port", "0"],
+            baked.env,
+            baked.cwd,
+            exits_zero_on_sigterm=True,
+        )
+        if floor:
+            argv = [info["baked"]["python"], str(BENCH / "http_floor_server.py"), "{port}"]
+            http_specs["floor"] = http_bench.HttpServerSpec("floor", argv, _base_env(), BENCH)
+        if "sdk" in specs:
+            log("preparing the SDK venv's HTTP stack (the baked venv's uvicorn, httptools, uvloop)")
+            try:
+                python = envs.sdk_http_python(Path(info["baked"]["python"]))
+                argv = [str(python), str(BENCH / "http_sdk_server.py"), "{port}"]
+                http_specs["sdk"] = http_bench.HttpServerSpec("sdk", argv, _base_env(), BENCH)
+            except envs.SetupError as exc:
+                errors.append(f"http sdk: {exc}")
+    elif "sdk" in specs:
+        errors.append("http sdk: needs the baked venv's HTTP stack; measure baked as well")
+    return http_specs, errors
 
 
 # -- measuring ------------------------------------------------------------------------------------
@@ -407,19 +452,22 @@ def render(report: Mapping[str, Any]) -> str:
         lines.append(f"{TITLES[name]}: {entry['command']} ({versions}{extra})")
         if entry.get("bake_note"):
             lines.append(f"  NOTE {entry['bake_note']}")
-    lines += [
-        (
-            f"{report['when']}, template {report['template_revision']}: medians of {config['reps']} "
-            f"interleaved repetitions; per repetition sequential {config['sequential']}, pipelined "
-            f"{config['pipelined']}, MRTR {config['mrtr']}, legacy {config['legacy']}; CPUs "
-            f"{config.get('cpus') or 'not pinned'}"
-        ),
-        "",
-        table(report["metrics"], report["tokens"]),
-        "",
-        "goals (baked):",
-        goal_lines(report["goals"]),
-    ]
+    if report["metrics"]:  # a run of the HTTP section alone has no stdio figures
+        lines += [
+            (
+                f"{report['when']}, template {report['template_revision']}: medians of "
+                f"{config['reps']} interleaved repetitions; per repetition sequential "
+                f"{config['sequential']}, pipelined {config['pipelined']}, MRTR {config['mrtr']}, "
+                f"legacy {config['legacy']}; CPUs {config.get('cpus') or 'not pinned'}"
+            ),
+            "",
+            table(report["metrics"], report["tokens"]),
+            "",
+            "goals (baked):",
+            goal_lines(report["goals"]),
+        ]
+    if report.get("http"):
+        lines += ["", http_bench.render(report["http"])]
     lines += [f"ERROR {error}" for error in report["errors"]]
     return "\n".join(lines) + "\n"
 
@@ -428,7 +476,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 short repetitions (a smoke run)")
     parser.add_argument("--out", type=Path, default=BENCH / "results.json", help="JSON output")
-    parser.add_argument("--reps", type=int, help="repetitions (default 7; 3 with --quick)")
+    parser.add_argument(
+        "--reps", type=int, help="repetitions per section (default 7 stdio, 5 HTTP; 3 and 2 quick)"
+    )
     parser.add_argument("--servers", default=",".join(SERVERS), help="subset, e.g. sdk,floor")
     parser.add_argument("--render", type=Path, help="only print the report of a results JSON")
     parser.add_argument(
@@ -438,6 +488,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--no-pin", action="store_true", help="let the scheduler place the driver and the servers"
+    )
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help="stdio, http or both (default); http: baked (one and two replicas), sdk, floor",
     )
     args = parser.parse_args(argv)
     if args.render:
@@ -449,7 +504,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = Config(
             args.reps, cfg.sequential, cfg.pipelined, cfg.mrtr, cfg.legacy, cfg.cost_blocks
         )
+    http_cfg = http_bench.QUICK if args.quick else http_bench.FULL
+    if args.reps:
+        http_cfg = dataclasses.replace(http_cfg, reps=args.reps)
+    sections = [s for s in args.sections.split(",") if s in SECTIONS]
     wanted = [s for s in args.servers.split(",") if s in SERVERS]
+    if "stdio" not in sections:
+        wanted = [s for s in wanted if s != "floor"]  # the HTTP floor runs in the baked venv
     started = time.perf_counter()
 
     def log(text: str) -> None:
@@ -470,11 +531,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not specs:
         return 2
     placement = driver.pin(not args.no_pin)
-    log(f"measuring {', '.join(specs)} ({cfg.reps} repetitions, interleaved; CPUs {placement})")
-    samples = measure(specs, cfg, log)
-    tokens = token_bench(info, log)
-    metrics = summarise(samples)
-    goal_results = goals(metrics)
+    samples = Samples()
+    tokens: dict[str, Any] = {}
+    metrics: dict[str, Any] = {}
+    goal_results: list[dict[str, Any]] = []
+    if "stdio" in sections:
+        log(f"measuring {', '.join(specs)} ({cfg.reps} repetitions, interleaved; CPUs {placement})")
+        samples = measure(specs, cfg, log)
+        tokens = token_bench(info, log)
+        metrics = summarise(samples)
+        goal_results = goals(metrics)
+    http_report: dict[str, Any] | None = None
+    if "http" in sections:
+        floor = "floor" in args.servers.split(",")
+        http_specs, http_errors = setup_http(specs, info, log, floor=floor)
+        setup_errors += http_errors
+        # One replica runs on the servers' CPU; the second of `baked x2` on the driver's, which
+        # the load client shares with it (its own CPU share is in the table).
+        placements: list[set[int] | None] = (
+            [set(placement["servers"]), set(placement["driver"])] if placement else [None]
+        )
+        log(f"HTTP: measuring {', '.join(http_specs)} ({http_cfg.reps} repetitions, interleaved)")
+        http_samples = http_bench.measure(http_specs, http_cfg, placements, log)
+        samples.errors += http_samples.errors
+        http_metrics = http_bench.summarise(http_samples)
+        http_report = {
+            "config": {**http_cfg.__dict__, "cpus": placement},
+            "servers": http_bench.describe(http_specs, info),
+            "metrics": http_metrics,
+            "goals": http_bench.goals(http_metrics),
+        }
     report = {
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "template_revision": envs.git_revision(),
@@ -485,6 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tokens": tokens,
         "goals": goal_results,
         "errors": setup_errors + samples.errors,
+        "http": http_report,
         "duration_s": round(time.perf_counter() - started, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -90,7 +90,7 @@ def test_aws_off_leaves_no_trace(bake: BakeFactory) -> None:
     readme = (baked.project / "README.md").read_text(encoding="utf-8")
     assert not re.search(r"^#+ .*\bAWS\b", readme, re.MULTILINE)
     pyproject = tomllib.loads((baked.project / "pyproject.toml").read_text(encoding="utf-8"))
-    assert set(pyproject["project"]["optional-dependencies"]) == {"dev"}
+    assert set(pyproject["project"]["optional-dependencies"]) == {"dev", "http"}
 
 
 def test_aws_on_ships_the_example(bake: BakeFactory) -> None:
@@ -121,6 +121,11 @@ def test_pyproject_declares_exactly_the_promised_dependencies(
     assert ("aws" in extras) is aws
     if aws:
         assert extras["aws"] == ["boto3>=1.34"]
+    # HTTP mode is an extra of its own (the stdio server keeps its two dependencies); the dev
+    # extra pulls it in, because the project's tests and type checks cover HTTP mode too.
+    http = [re.split(r"[\s<>=!~;\[]", dep, maxsplit=1)[0] for dep in extras["http"]]
+    assert http == ["uvicorn", "httptools", "uvloop"]
+    assert f"{DEFAULT_SLUG}[http]" in extras["dev"]
     dev = " ".join(extras["dev"])
     for tool in ("pytest", "ruff", "mypy"):
         assert tool in dev

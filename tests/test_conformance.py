@@ -21,8 +21,10 @@ failure and no warning, except:
   here is the adapter, not the server: Host/Origin validation against DNS rebinding, the
   Mcp-Method/Mcp-Name and Mcp-Param request headers of SEP-2243, SSE polling and resumption
   (SEP-1699), several concurrent SSE streams. A stdio server has no headers, no status codes and
-  no streams to test. The extension scenarios (tasks-*, sep-2640-* skills) belong to no protocol
-  version and are not part of either era's run.
+  no streams to test; tests/test_conformance_http.py asserts every one of them against the
+  project's own Streamable HTTP transport (`<slug> http`), with no adapter. The extension
+  scenarios (tasks-*, sep-2640-* skills) belong to no protocol version and are not part of
+  either era's run.
 
 Throughout, the adapter watches every child's stdout for what a stdio server must never write
 (its docstring lists the rules, per era), and each child must exit 0 when its stdin closes. The

@@ -10,24 +10,16 @@ from bakery import REPO, run
 
 # The files of the template foundation. The hooks are Jinja templates, but they are valid Python
 # before rendering too (the answers arrive inside a raw string), so they are linted as they are.
-LINTED = [
-    "dev.py",
-    "hooks/pre_gen_project.py",
-    "hooks/post_gen_project.py",
-    "tests/conftest.py",
-    "tests/bakery.py",
-    "tests/host_client.py",
-    "tests/test_bake.py",
-    "tests/test_baked_project.py",
-    "tests/test_cli.py",
-    "tests/test_dev_demo.py",
-    "tests/test_hosts.py",
-    "tests/test_installed.py",
-    "tests/test_pre_gen.py",
-    "tests/test_repo_tooling.py",
-    "tests/test_structure.py",
-    "tests/test_template_update.py",
-]
+#: The template's own Python: its tooling and every template test module, new ones included.
+LINTED = sorted(
+    [
+        "dev.py",
+        "hooks/pre_gen_project.py",
+        "hooks/post_gen_project.py",
+        *(str(path.relative_to(REPO)) for path in REPO.glob("tests/*.py")),
+        *(str(path.relative_to(REPO)) for path in REPO.glob("tests/peers/*.py")),
+    ]
+)
 RUFF = [
     sys.executable,
     "-m",

@@ -1,8 +1,9 @@
 """The official MCP Python SDK (`mcp==2.3.0`, test-only) as an independent client of a baked server.
 
 Our own client shares our own reading of the spec; this one was written by the SDK's authors.
-Every test spawns the baked server as a real subprocess through the SDK's stdio transport, which
-passes the child only HOME, LOGNAME, PATH, SHELL, TERM and USER plus the `env` we give it.
+Every stdio test spawns the baked server as a real subprocess through the SDK's stdio transport,
+which passes the child only HOME, LOGNAME, PATH, SHELL, TERM and USER plus the `env` we give it.
+The Streamable HTTP tests point the SDK's HTTP client at one `<slug> http` process instead.
 
 `deploy_to_aws` talks to moto's standalone server on 127.0.0.1 (AWS_ENDPOINT_URL, dummy
 credentials). The conformance fixtures (tests/peers/conformance_tools.py) are dropped into the
@@ -26,7 +27,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from moto.server import ThreadedMotoServer
-from peers.project import BakedProject, bake
+from peers.project import BakedProject, bake, serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +121,7 @@ class User:
         self.asked.append((context.request_id, "roots"))
         return types.ListRootsResult(roots=[types.Root(uri="file:///srv/peer", name="peer")])
 
-    def client(self, params: StdioServerParameters, *, mode: str = "2026-07-28") -> Client:
+    def client(self, params: StdioServerParameters | str, *, mode: str = "2026-07-28") -> Client:
         return Client(
             params,
             mode=mode,
@@ -160,6 +161,13 @@ def registered_names(project: BakedProject) -> dict[str, list[str]]:
     )
     names: dict[str, list[str]] = json.loads(done.stdout)
     return names
+
+
+def leaf_errors(error: BaseException) -> list[BaseException]:
+    """The errors inside the SDK's nested task-group exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaf_errors(inner)]
+    return [error]
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -405,3 +413,63 @@ async def test_sdk_gets_the_release_announcement_prompt_after_its_question(
     assert isinstance(content, types.TextContent)
     assert "developers who build on it" in content.text
     assert "a chat message" in content.text
+
+
+# -- over Streamable HTTP -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def http_url(
+    project: BakedProject, aws_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """One `<slug> http` for the module (pointed at moto); it must stop cleanly on SIGTERM."""
+    log_path = tmp_path_factory.mktemp("sdk-http") / "server.log"
+    with serve_http(project, log_path, aws_env) as server:
+        yield server.url
+        assert server.stop() == 0, server.log()
+
+
+async def test_sdk_deploys_to_moto_over_streamable_http(
+    http_url: str, aws_env: dict[str, str]
+) -> None:
+    user = User()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(http_url) as client:
+            result = await client.call_tool("deploy_to_aws", {"stack": "sdk-http"})
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result).startswith("Created stack 'sdk-http' in us-east-1: CREATE_COMPLETE.")
+    assert sorted(str(request_id) for request_id, _ in user.asked) == ["confirm", "role-arn"]
+    assert stack_status(aws_env, "sdk-http") == "CREATE_COMPLETE"
+
+
+async def test_sdk_auto_mode_plans_a_release_through_three_rounds_over_streamable_http(
+    http_url: str,
+) -> None:
+    user = User()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(http_url, mode="auto") as client:
+            assert client.protocol_version == "2026-07-28"  # negotiated by server/discover
+            result = await client.call_tool("plan_release", RELEASE_ARGS)
+
+    assert not result.is_error, text_of(result)
+    assert result.structured_content is not None
+    assert result.structured_content["status"] == "confirmed"
+    assert result.structured_content["version"] == "1.3.0"
+    assert len(user.asked) == 3  # each round's question came back through a new POST
+
+
+async def test_sdk_legacy_mode_over_streamable_http_is_told_the_supported_version(
+    http_url: str,
+) -> None:
+    """The 2025-11-25 era stays a stdio feature: its `initialize` gets -32022 naming 2026-07-28."""
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        with pytest.RaisesGroup(MCPError, flatten_subgroups=True) as raised:
+            async with User().client(http_url, mode="legacy"):
+                pass
+
+    (error,) = leaf_errors(raised.value)
+    assert isinstance(error, MCPError)
+    assert error.error.code == -32022  # UnsupportedProtocolVersionError
+    assert error.error.data == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
+    assert "2025-11-25 clients connect over stdio" in error.error.message

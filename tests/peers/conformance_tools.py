@@ -1,20 +1,22 @@
 """The fixtures the MCP conformance suite calls, written with the runtime's public tool API only.
 
-Test-only: `tests/test_conformance.py` copies this file into a baked project's
-`src/<package>/tools/`; generated projects never contain it. Because it imports nothing but
-`..mrtr_runtime`'s public face (and pydantic, as any tool module does), it also proves that
-face can express what the suite checks, in both eras: every kind of content (text, image,
-audio, embedded resources, a mix, an error), progress and log messages to the client, prompts
-with arguments, images and embedded resources, text, binary and templated resources,
-completions, forms with defaults and enums, a JSON Schema 2020-12 input schema, and every MRTR
-shape (one elicitation, sampling, roots, state that must round-trip, several requests at once,
-several rounds, a tampered state, degrading to the client's declared capabilities, a prompt
-that asks for input, a tool that cannot run without a capability). In the 2025-11-25 era the
-same `request_input` tools ask with real `sampling/createMessage` and `elicitation/create`.
+Test-only: `tests/test_conformance.py` (stdio) and `tests/test_conformance_http.py` (Streamable
+HTTP) copy this file into a baked project's `src/<package>/tools/`; generated projects never
+contain it. Because it imports nothing but `..mrtr_runtime`'s public face (and pydantic, as any
+tool module does), it also proves that face can express what the suite checks, in both eras:
+every kind of content (text, image, audio, embedded resources, a mix, an error), progress and
+log messages to the client, prompts with arguments, images and embedded resources, text, binary
+and templated resources, completions, forms with defaults and enums, a JSON Schema 2020-12 input
+schema, a parameter HTTP clients mirror in a header (`x-mcp-header`), and every MRTR shape (one
+elicitation, sampling, roots, state that must round-trip, several requests at once, several
+rounds, a tampered state, degrading to the client's declared capabilities, a prompt that asks
+for input, a tool that cannot run without a capability). In the 2025-11-25 era the same
+`request_input` tools ask with real `sampling/createMessage` and `elicitation/create`.
 
 Names, keys, URIs and texts follow @modelcontextprotocol/conformance 0.2.0-alpha.12,
 `src/scenarios/server/*.ts` (tools, prompts, resources, utils, elicitation-defaults,
-elicitation-enums, json-schema-2020-12, input-required-result, stateless).
+elicitation-enums, json-schema-2020-12, input-required-result, stateless,
+http-custom-header-server-validation).
 """
 
 from __future__ import annotations
@@ -290,6 +292,24 @@ async def test_trigger_prompt_change() -> str:
     added.__doc__ = "Conformance: added by test_trigger_prompt_change."
     registry.prompt(name=name)(added)
     return f"Added prompt {name}."
+
+
+# -- http-custom-header-server-validation ------------------------------------------------------
+# basic/transports/streamable-http "Custom Headers from Tool Parameters": a string parameter
+# marked `x-mcp-header` is mirrored by the client in an `Mcp-Param-Region` header, which the
+# server checks against the body. Over stdio there are no headers and it is a plain parameter.
+@registry.tool()
+async def test_custom_header(
+    region: Annotated[
+        str,
+        Field(
+            description="Where to run; sent as Mcp-Param-Region",
+            json_schema_extra={"x-mcp-header": "Region"},
+        ),
+    ],
+) -> str:
+    """Conformance: echoes a parameter that HTTP clients mirror in the Mcp-Param-Region header."""
+    return f"Region: {region}"
 
 
 # -- content: tools-call-simple-text, -image, -audio, -embedded-resource, -mixed-content,

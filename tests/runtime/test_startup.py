@@ -123,3 +123,21 @@ def test_the_first_answer_does_not_wait_for_pydantic(tmp_path: Path) -> None:
     assert status == 0, stderr
     assert [response["id"] for response in responses] == [1]
     assert "pydantic before tools: False" in stderr
+
+
+def test_a_stdio_server_never_loads_the_http_transport(tmp_path: Path) -> None:
+    # The HTTP side is an optional extra: serving stdio imports none of it, not even the
+    # runtime's own HTTP modules (checked once the tools are in, after the first answers).
+    tools_source = (
+        "import sys\n"
+        "loaded = sorted(name for name in sys.modules if name.split('.')[-1].startswith('_http')"
+        " or name.split('.')[0] in ('uvicorn', 'httptools', 'uvloop', 'h11'))\n"
+        "print('http modules:', loaded, file=sys.stderr)\n"
+    )
+    responses, stderr, status = run_server(
+        tmp_path, tools_source, request(1, "server/discover"), request(2, "tools/list")
+    )
+
+    assert status == 0, stderr
+    assert [response["id"] for response in responses] == [1, 2]
+    assert "http modules: []" in stderr

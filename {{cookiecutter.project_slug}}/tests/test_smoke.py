@@ -43,9 +43,13 @@ FORMS: Mapping[str, Mapping[str, object]] = {
 }
 
 
-async def fill_in(params: Mapping[str, Any]) -> dict[str, Any]:
+def fill_in_sync(params: Mapping[str, Any]) -> dict[str, Any]:
     field = next(iter(params["requestedSchema"]["properties"]))
     return {"action": "accept", "content": dict(FORMS[field])}
+
+
+async def fill_in(params: Mapping[str, Any]) -> dict[str, Any]:
+    return fill_in_sync(params)
 
 
 def assert_clean(session: ClientSession) -> None:

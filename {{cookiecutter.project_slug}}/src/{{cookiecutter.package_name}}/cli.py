@@ -2,6 +2,11 @@
 
 With no command, or ``serve``
     Run the stdio MCP server (what hosts start). stdout is the wire; logs go to stderr.
+``http [--host 127.0.0.1] [--port 8000]``
+    Serve the same tools over MCP's Streamable HTTP transport at ``/mcp`` (2026-07-28 only; needs
+    the ``http`` extra). Replicas started with the same signing key serve one conversation.
+    ``MRTR_HTTP_TOKEN``, ``MRTR_HTTP_ALLOWED_ORIGINS`` and ``MRTR_HTTP_ALLOWED_HOSTS`` set who may
+    call it (README.md, "Serving over HTTP").
 ``config <host> [--uv | --installed]``
     Print a ready-to-paste host configuration that starts this server with this interpreter
     (``--uv``: through ``uv run`` in this checkout; ``--installed``: ``uvx <slug>``, the package
@@ -32,6 +37,7 @@ from .mrtr_runtime.server import (
     MAX_TTL_SECONDS,
     PREVIOUS_KEYS_FILE_NAME,
     Rotation,
+    Server,
     SigningConfigError,
     configure_logging,
     rotate_key_file,
@@ -55,6 +61,19 @@ KEY_FILE_ENV = hosts.KEY_FILE_ENV
 #: env when set, so the server a host starts and ``keygen`` run from a shell use the same file.
 STATE_HOME_ENV = "XDG_STATE_HOME"
 CONFIG_CHOICES = (*hosts.HOSTS, "mcp-json", "all")
+#: basic/transports/streamable-http "Security & Endpoint": a local server SHOULD bind to localhost.
+HTTP_DEFAULT_HOST = "127.0.0.1"
+HTTP_DEFAULT_PORT = 8000
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number: {port} (0 to 65535)")
+    return port
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +84,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="command")
     commands.add_parser("serve", help="run the stdio server (the default)")
+    http = commands.add_parser(
+        "http",
+        help="serve over Streamable HTTP at /mcp (needs the 'http' extra)",
+        description=(
+            "Serve the tools over MCP's Streamable HTTP transport (2026-07-28) at /mcp until "
+            "SIGINT or SIGTERM. Access: MRTR_HTTP_TOKEN (bearer token), MRTR_HTTP_ALLOWED_ORIGINS "
+            "and MRTR_HTTP_ALLOWED_HOSTS (comma-separated)."
+        ),
+    )
+    http.add_argument(
+        "--host",
+        default=HTTP_DEFAULT_HOST,
+        help="address to bind (default: %(default)s; a container binds 0.0.0.0)",
+    )
+    http.add_argument(
+        "--port",
+        type=_port,
+        default=HTTP_DEFAULT_PORT,
+        help="0 picks a free port (default: %(default)s)",
+    )
     config = commands.add_parser("config", help="print a host configuration for this server")
     config.add_argument("host", choices=CONFIG_CHOICES, help="which host (or all)")
     form = config.add_mutually_exclusive_group()
@@ -121,18 +160,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return keygen(force=args.force, rotate=args.rotate, path=args.path)
     if args.command == "bundle":
         return write_bundle(args.output_dir)
+    if args.command == "http":
+        return serve_over_http(args.host, args.port)
     return serve()
 
 
 def serve() -> int:
+    server = _server_or_none()
+    return 2 if server is None else serve_stdio(server)
+
+
+def serve_over_http(host: str, port: int) -> int:
+    # Imported here: stdio serving never loads the HTTP side.
+    from .mrtr_runtime.server import HttpSettings, serve_http
+
+    server = _server_or_none()
+    if server is None:
+        return 2
+    settings = HttpSettings.from_environment(os.environ, host=host, port=port)
+    return serve_http(server, settings, name=NAME)
+
+
+def _server_or_none() -> Server | None:
+    """Logging configured and the server built, or None once the reason is on stderr."""
     configure_logging()
     try:
-        server = build_server()
+        return build_server()
     except SigningConfigError as error:
         # The message names the variable or file and how to fix it; it never quotes a key.
         sys.stderr.write(f"{NAME}: cannot start: {error}\n")
-        return 2
-    return serve_stdio(server)
+        return None
 
 
 def write_bundle(output_dir: Path | None) -> int:

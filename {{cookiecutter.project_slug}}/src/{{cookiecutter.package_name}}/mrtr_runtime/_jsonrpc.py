@@ -24,6 +24,7 @@ __all__ = (
     "InvalidMessage",
     "JSONObject",
     "LineSplitter",
+    "MalformedRequest",
     "Message",
     "Notification",
     "Request",
@@ -83,6 +84,11 @@ class RpcError(Exception):
 
     def __str__(self) -> str:
         return f"[{self.code}] {self.message}"
+
+
+class MalformedRequest(RpcError):
+    """An error in the request's own envelope (a missing or invalid `_meta` field), as opposed to
+    what it asked for. basic/index: on HTTP such a request gets 400 Bad Request."""
 
 
 @dataclass(frozen=True, slots=True)

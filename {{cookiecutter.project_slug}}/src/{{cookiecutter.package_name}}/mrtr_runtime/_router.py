@@ -23,6 +23,7 @@ from ._jsonrpc import (
     METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
     JSONObject,
+    MalformedRequest,
     Notification,
     Request,
     RequestId,
@@ -48,6 +49,7 @@ from ._wire import (
 
 __all__ = (
     "Peer",
+    "Reply",
     "Server",
     "Session",
 )
@@ -117,6 +119,15 @@ class Session:
     listener: Listener | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response message, and whether the request itself was malformed (rather than what it
+    asked for): HTTP sends the first with 400 (basic/index), stdio has no statuses."""
+
+    message: JSONObject
+    malformed: bool = False
+
+
 @dataclass(slots=True)
 class _Scope:
     """The era, version and capabilities a single request is served under."""
@@ -180,14 +191,27 @@ class Server:
         `cancellation` is the transport's flag for this request: handlers see it as
         `ctx.cancelled`, and progress stops once it is set.
         """
+        return (await self.reply(request, session, peer, cancellation)).message
+
+    async def reply(
+        self,
+        request: Request,
+        session: Session,
+        peer: Peer,
+        cancellation: Cancellation | None = None,
+    ) -> Reply:
+        """`handle_request`, telling also whether the request itself was malformed."""
         try:
             result = await self._serve(request, session, peer, cancellation)
         except RpcError as error:
-            return error_response(request.id, error.code, error.message, error.data)
+            return Reply(
+                error_response(request.id, error.code, error.message, error.data),
+                malformed=isinstance(error, MalformedRequest),
+            )
         except Exception:
             _logger.exception("internal error serving %s", request.method)
-            return error_response(request.id, INTERNAL_ERROR, "Internal error")
-        return success_response(request.id, result)
+            return Reply(error_response(request.id, INTERNAL_ERROR, "Internal error"))
+        return Reply(success_response(request.id, result))
 
     def end_subscriptions(self) -> int:
         """End every open `subscriptions/listen` (the server is stopping); how many there were.
@@ -273,7 +297,7 @@ class Server:
         # basic/index: "A request missing any required field is malformed; the server MUST
         # reject it with JSON-RPC error code -32602".
         if meta is None or META_PROTOCOL_VERSION not in meta:
-            raise RpcError(
+            raise MalformedRequest(
                 INVALID_PARAMS,
                 f"Missing params._meta[{META_PROTOCOL_VERSION!r}]: 2026-07-28 requests carry "
                 "their protocol version and client capabilities (2025-11-25 clients send "
@@ -281,10 +305,10 @@ class Server:
             )
         requested = meta[META_PROTOCOL_VERSION]
         if not isinstance(requested, str):
-            raise RpcError(INVALID_PARAMS, f"{META_PROTOCOL_VERSION} must be a string")
+            raise MalformedRequest(INVALID_PARAMS, f"{META_PROTOCOL_VERSION} must be a string")
         capabilities = meta.get(META_CLIENT_CAPABILITIES)
         if not isinstance(capabilities, dict):
-            raise RpcError(
+            raise MalformedRequest(
                 INVALID_PARAMS, f"Missing or invalid params._meta[{META_CLIENT_CAPABILITIES!r}]"
             )
         if requested not in MODERN_VERSIONS:
@@ -296,7 +320,10 @@ class Server:
             )
         log_level = meta.get(META_LOG_LEVEL)
         if log_level is not None:
-            log_level = _log_level(log_level, f"params._meta[{META_LOG_LEVEL!r}]")
+            try:
+                log_level = _log_level(log_level, f"params._meta[{META_LOG_LEVEL!r}]")
+            except RpcError as error:
+                raise MalformedRequest(error.code, error.message) from None
         return _Scope(
             "modern", requested, ClientCapabilities(capabilities), progress_token, log_level
         )

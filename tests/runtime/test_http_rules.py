@@ -1,0 +1,321 @@
+"""The Streamable HTTP rules as plain functions (2026-07-28 basic/transports/streamable-http):
+Host/Origin/bearer, the request metadata headers against the body, Base64 sentinel values,
+`x-mcp-header` parameters, the legacy refusal and the status per JSON-RPC error."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mrtr_runtime._http_rules import (
+    HEADER_MISMATCH,
+    AccessPolicy,
+    HeaderMismatch,
+    MirroredParam,
+    check_headers,
+    decode_header_value,
+    http_status,
+    legacy_request_problem,
+    mirrored_params,
+)
+from mrtr_runtime._jsonrpc import Request
+from support import MODERN, meta
+
+
+def modern(method: str, request_id: int = 1, **params: Any) -> Request:
+    return Request(request_id, method, {**params, "_meta": meta()})
+
+
+def headers(method: str, **extra: str) -> dict[str, str]:
+    return {"mcp-protocol-version": MODERN, "mcp-method": method, **extra}
+
+
+def encoded(text: str) -> str:
+    return f"=?base64?{base64.b64encode(text.encode()).decode()}?="
+
+
+# -- Host and Origin (DNS rebinding), bearer token ----------------------------------------------
+
+
+LOOPBACK = AccessPolicy.for_bind_address("127.0.0.1")
+EVERYWHERE = AccessPolicy.for_bind_address("0.0.0.0")  # noqa: S104 -- what a container binds
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "127.0.0.2"]
+)
+def test_a_loopback_server_accepts_loopback_host_names(host: str) -> None:
+    assert LOOPBACK.host_problem(host) is None
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["evil.example.com", "evil.example.com:8000", "10.0.0.1:8000", "127.0.0.1.evil.com", None],
+)
+def test_a_loopback_server_refuses_every_other_host_name(host: str | None) -> None:
+    # The DNS-rebinding attack: a page on evil.example.com resolved to 127.0.0.1.
+    assert LOOPBACK.host_problem(host) is not None
+
+
+@pytest.mark.parametrize("host", ["user@127.0.0.1", "127.0.0.1:port", "127.0.0.1/path", ""])
+def test_a_malformed_host_header_is_refused(host: str) -> None:
+    assert LOOPBACK.host_problem(host) is not None
+
+
+def test_a_server_bound_elsewhere_accepts_any_host_unless_given_a_list() -> None:
+    assert EVERYWHERE.host_problem("mcp.example.com") is None
+    listed = AccessPolicy.for_bind_address("0.0.0.0", allowed_hosts=["mcp.example.com"])  # noqa: S104
+    assert listed.host_problem("MCP.example.com:443") is None
+    assert listed.host_problem("localhost:8000") is None
+    assert listed.host_problem("other.example.com") is not None
+
+
+@pytest.mark.parametrize(
+    "origin",
+    ["http://localhost:6274", "http://127.0.0.1", "https://[::1]:3000", "http://LOCALHOST/"],
+)
+def test_loopback_origins_are_accepted(origin: str) -> None:
+    assert LOOPBACK.origin_problem(origin) is None
+    assert EVERYWHERE.origin_problem(origin) is None
+
+
+@pytest.mark.parametrize(
+    "origin", ["http://evil.example.com", "null", "file://", "http://127.0.0.1.evil.com", ""]
+)
+def test_every_other_origin_is_refused_even_when_bound_everywhere(origin: str) -> None:
+    # basic/transports/streamable-http "Security & Endpoint": an invalid Origin gets 403.
+    assert LOOPBACK.origin_problem(origin) is not None
+    assert EVERYWHERE.origin_problem(origin) is not None
+
+
+def test_listed_origins_are_accepted_and_no_origin_is_a_non_browser_client() -> None:
+    policy = AccessPolicy.for_bind_address(
+        "0.0.0.0",  # noqa: S104
+        allowed_origins=["https://app.example.com/"],
+    )
+    assert policy.origin_problem("https://APP.example.com") is None
+    assert policy.origin_problem("https://app.example.com.evil.com") is not None
+    assert policy.origin_problem(None) is None
+
+
+def test_the_bearer_token_is_required_exactly_when_configured() -> None:
+    assert LOOPBACK.authorised(None)
+    policy = AccessPolicy.for_bind_address("127.0.0.1", bearer_token="s3cret-token")
+    assert policy.authorised("Bearer s3cret-token")
+    assert policy.authorised("bearer   s3cret-token ")
+    for wrong in (None, "", "Bearer", "Bearer s3cret", "Basic s3cret-token", "s3cret-token"):
+        assert not policy.authorised(wrong), wrong
+
+
+# -- header values ------------------------------------------------------------------------------
+
+
+def test_values_are_trimmed_and_base64_sentinels_decoded() -> None:
+    # RFC 9110 section 5.5: optional whitespace around a field value is not part of it.
+    assert decode_header_value("  get_weather \t") == "get_weather"
+    assert decode_header_value(encoded("Hello, 世界")) == "Hello, 世界"
+    assert decode_header_value(encoded(" padded ")) == " padded "
+    assert decode_header_value(encoded("line1\nline2")) == "line1\nline2"
+    # Without the exact sentinel the value is literal.
+    assert decode_header_value("=?BASE64?SGVsbG8=?=") == "=?BASE64?SGVsbG8=?="
+    assert decode_header_value("SGVsbG8=") == "SGVsbG8="
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "=?base64?SGVsbG8?=",  # missing padding
+        "=?base64?SGVsbG9=?=",  # non-zero padding bits
+        "=?base64?SGV*bG8=?=",  # not in the alphabet
+        "=?base64?//79?=",  # not UTF-8
+        "caf\u00e9",  # not a header value at all
+        "line1\nline2",
+    ],
+)
+def test_malformed_values_are_mismatches(raw: str) -> None:
+    with pytest.raises(HeaderMismatch):
+        decode_header_value(raw)
+
+
+@given(st.text(max_size=200))
+def test_any_text_survives_the_sentinel_encoding(text: str) -> None:
+    try:
+        payload = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates are not text a client can send
+        return
+    assert decode_header_value(f"=?base64?{base64.b64encode(payload).decode()}?=") == text
+
+
+@given(st.text(max_size=200))
+def test_decoding_never_fails_but_with_a_header_mismatch(raw: str) -> None:
+    with contextlib.suppress(HeaderMismatch):
+        decode_header_value(raw)
+
+
+# -- the standard headers against the body ------------------------------------------------------
+
+
+def test_matching_headers_pass() -> None:
+    check_headers(headers("tools/list"), modern("tools/list"))
+    check_headers(
+        headers("tools/call", **{"mcp-name": " echo "}), modern("tools/call", name="echo")
+    )
+    check_headers(
+        headers("resources/read", **{"mcp-name": encoded("memo://notes/é")}),
+        modern("resources/read", uri="memo://notes/é"),
+    )
+    check_headers(headers("prompts/get", **{"mcp-name": "ask"}), modern("prompts/get", name="ask"))
+
+
+@pytest.mark.parametrize(
+    ("sent", "body"),
+    [
+        ({"mcp-method": "tools/list"}, modern("tools/list")),  # no MCP-Protocol-Version
+        (
+            {"mcp-protocol-version": "2025-11-25", "mcp-method": "tools/list"},
+            modern("tools/list"),
+        ),
+        ({"mcp-protocol-version": MODERN}, modern("tools/list")),  # no Mcp-Method
+        (headers("prompts/list"), modern("tools/list")),
+        (headers("TOOLS/LIST"), modern("tools/list")),  # values are case-sensitive
+        (headers("tools/call"), modern("tools/call", name="echo")),  # no Mcp-Name
+        (headers("tools/call", **{"mcp-name": "shout"}), modern("tools/call", name="echo")),
+        (headers("resources/read", **{"mcp-name": "memo://a"}), modern("resources/read", uri="b")),
+        (headers("prompts/get", **{"mcp-name": encoded("as")}), modern("prompts/get", name="ask")),
+    ],
+)
+def test_missing_or_mismatched_headers_are_rejected(sent: dict[str, str], body: Request) -> None:
+    with pytest.raises(HeaderMismatch, match="Header mismatch"):
+        check_headers(sent, body)
+
+
+def test_a_header_mismatch_is_400_with_the_transport_s_own_code() -> None:
+    assert HEADER_MISMATCH == -32020
+    assert http_status(HEADER_MISMATCH) == 400
+
+
+# -- x-mcp-header parameters --------------------------------------------------------------------
+
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "priority": {"type": "integer", "x-mcp-header": "Priority"},
+        "verbose": {"type": "boolean", "x-mcp-header": "Verbose"},
+        "ratio": {"type": "number", "x-mcp-header": "Ratio"},  # numbers may not be mirrored
+        "bad": {"type": "string", "x-mcp-header": "Bad Name"},  # not a token
+        "target": {
+            "type": "object",
+            "properties": {"zone": {"type": "string", "x-mcp-header": "Zone"}},
+        },
+        "tags": {"type": "array", "items": {"type": "string", "x-mcp-header": "Tag"}},
+        "query": {"type": "string"},
+    },
+}
+
+
+def test_only_valid_statically_reachable_annotations_are_mirrored() -> None:
+    assert mirrored_params(SCHEMA) == (
+        MirroredParam(("region",), "mcp-param-region", "string"),
+        MirroredParam(("priority",), "mcp-param-priority", "integer"),
+        MirroredParam(("verbose",), "mcp-param-verbose", "boolean"),
+        MirroredParam(("target", "zone"), "mcp-param-zone", "string"),
+    )
+
+
+def call(**arguments: Any) -> Request:
+    return modern("tools/call", name="query", arguments=arguments)
+
+
+def call_headers(**params: str) -> dict[str, str]:
+    return headers(
+        "tools/call", **{"mcp-name": "query"}, **{f"mcp-param-{k}": v for k, v in params.items()}
+    )
+
+
+MIRRORED = mirrored_params(SCHEMA)
+
+
+def test_mirrored_parameters_that_match_pass() -> None:
+    check_headers(
+        call_headers(region="us-west1", priority="42.0", verbose="false", zone=encoded(" z ")),
+        call(region="us-west1", priority=42, verbose=False, target={"zone": " z "}),
+        MIRRORED,
+    )
+    # "Parameter value is null" / "not in arguments": no header expected.
+    check_headers(call_headers(), call(region=None, query="SELECT 1"), MIRRORED)
+
+
+@pytest.mark.parametrize(
+    ("sent", "arguments"),
+    [
+        ({}, {"region": "us-west1"}),  # the client omitted the header: MUST reject
+        ({"region": "us-east1"}, {"region": "us-west1"}),
+        ({"region": "=?base64?SGVsbG8?="}, {"region": "Hello"}),  # invalid padding
+        ({"priority": "43"}, {"priority": 42}),
+        ({"priority": "forty-two"}, {"priority": 42}),
+        ({"priority": str(2**53)}, {"priority": 2**53}),  # outside JavaScript's safe range
+        ({"verbose": "True"}, {"verbose": True}),
+        ({"verbose": "1"}, {"verbose": True}),
+        ({"zone": "a"}, {"target": {"zone": "b"}}),
+        ({"region": "caf\u00e9"}, {}),  # a header with invalid characters, even unexpected
+    ],
+)
+def test_mirrored_parameters_that_do_not_match_are_rejected(
+    sent: dict[str, str], arguments: dict[str, Any]
+) -> None:
+    with pytest.raises(HeaderMismatch, match="Mcp-Param-"):
+        check_headers(call_headers(**sent), call(**arguments), MIRRORED)
+
+
+# -- the legacy era and statuses ----------------------------------------------------------------
+
+
+def test_a_2025_initialize_is_refused_naming_the_supported_version() -> None:
+    initialize = Request(
+        1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}}
+    )
+    problem = legacy_request_problem(initialize, None)
+    assert problem is not None
+    assert problem["code"] == -32022
+    assert problem["data"] == {"supported": [MODERN], "requested": "2025-11-25"}
+    assert "2026-07-28" in problem["message"]
+    assert "stdio" in problem["message"]
+    assert http_status(problem["code"]) == 400
+
+
+def test_a_2025_request_after_initialize_is_refused_by_its_version_header() -> None:
+    problem = legacy_request_problem(Request(2, "tools/list", {}), "2025-11-25")
+    assert problem is not None
+    assert problem["data"]["requested"] == "2025-11-25"
+
+
+def test_modern_requests_are_never_refused_as_legacy() -> None:
+    # With modern _meta even `initialize` is judged by 2026-07-28 rules: -32601, 404.
+    assert legacy_request_problem(modern("initialize"), MODERN) is None
+    assert legacy_request_problem(modern("tools/list"), "2025-11-25") is None
+    assert legacy_request_problem(Request(3, "tools/list", {}), MODERN) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "malformed", "status"),
+    [
+        (-32601, False, 404),
+        (-32700, False, 400),
+        (-32600, False, 400),
+        (-32021, False, 400),
+        (-32022, False, 400),
+        (-32602, True, 400),  # a missing _meta field (basic/index)
+        (-32602, False, 200),  # invalid tool arguments: the request itself was fine
+        (-32603, False, 200),
+        (-32002, False, 200),
+    ],
+)
+def test_each_error_class_travels_with_its_status(code: int, malformed: bool, status: int) -> None:
+    assert http_status(code, malformed=malformed) == status

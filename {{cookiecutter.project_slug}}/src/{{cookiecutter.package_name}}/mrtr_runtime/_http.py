@@ -1,0 +1,590 @@
+"""MCP's Streamable HTTP transport, 2026-07-28 (basic/transports/streamable-http), as an ASGI app.
+
+A thin shell like `_stdio.py`: it reads one POST, applies `_http_rules` (who may ask, whether the
+headers agree with the body), hands the request to the same `Server` the stdio transport uses,
+and writes the reply as JSON, or as an SSE stream when the request's handler sends notifications
+first (progress, log messages, a listen's notices). Closing the connection cancels the request
+("Cancellation"). Every request stands alone: no sessions, nothing kept between requests, so any
+number of replicas sharing one signing key serve one conversation (basic/patterns/mrtr).
+
+The HTTP server itself is uvicorn, imported only by `serve_http` (the optional `http` extra);
+nothing here is imported when serving stdio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ._context import Cancellation
+from ._http_rules import (
+    HEADER_MISMATCH,
+    AccessPolicy,
+    HeaderMismatch,
+    MirroredParam,
+    check_headers,
+    http_status,
+    legacy_request_problem,
+    mirrored_params,
+)
+from ._jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    MAX_LINE_BYTES,
+    InvalidMessage,
+    JSONObject,
+    Notification,
+    Request,
+    Response,
+    encode,
+    error_response,
+    parse_json,
+    parse_message,
+)
+from ._router import Server, Session
+
+__all__ = (
+    "ENDPOINT",
+    "MAX_BODY_BYTES",
+    "MAX_CONNECTIONS",
+    "MAX_IN_FLIGHT",
+    "MAX_WAITING",
+    "HttpApp",
+    "HttpSettings",
+    "serve_http",
+)
+
+ENDPOINT: Final = "/mcp"
+#: The largest request body accepted (413 beyond): the stdio transport's line limit.
+MAX_BODY_BYTES: Final = MAX_LINE_BYTES
+#: Requests served at once per process; as on stdio, a few more wait for a place ...
+MAX_IN_FLIGHT: Final = 64
+#: ... and past these the answer is 503 with Retry-After, which load balancers understand.
+MAX_WAITING: Final = 4 * MAX_IN_FLIGHT
+#: Connections held open at once (uvicorn answers 503 past them): enough for every request
+#: running or waiting plus idle keep-alive ones, and a bound on the bodies read at once.
+MAX_CONNECTIONS: Final = MAX_IN_FLIGHT + MAX_WAITING + 128
+#: A body must arrive within this (408 after): a client trickling bytes holds no connection long.
+BODY_TIMEOUT_SECONDS: Final = 30.0
+#: basic/transports/streamable-http "Receiving Messages": an SSE comment this often keeps a quiet
+#: stream (a listen, a long tool) from being closed by proxies and idle timeouts.
+KEEPALIVE_SECONDS: Final = 15.0
+#: How long a stopping server gives requests in flight (uvicorn's graceful shutdown).
+SHUTDOWN_GRACE_SECONDS: Final = 5
+ENV_TOKEN: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
+ENV_ALLOWED_ORIGINS: Final = "MRTR_HTTP_ALLOWED_ORIGINS"
+ENV_ALLOWED_HOSTS: Final = "MRTR_HTTP_ALLOWED_HOSTS"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_logger = logging.getLogger("mrtr_runtime")
+_JSON: Final = (b"content-type", b"application/json")
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    # "Receiving Messages": servers SHOULD ask reverse proxies not to buffer SSE.
+    (b"x-accel-buffering", b"no"),
+]
+_KEEPALIVE: Final = b":\n\n"
+_STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+def _error_body(code: int, message: str, request_id: object = None, data: object = None) -> bytes:
+    """A JSON-RPC error response; without an id when the request's is unknown (2026-07-28
+    schema: JSONRPCErrorResponse.id is optional)."""
+    body: JSONObject = error_response(None, code, message, data)
+    if request_id is None:
+        del body["id"]
+    else:
+        body["id"] = request_id
+    return encode(body)
+
+
+async def _respond(
+    send: Send,
+    status: int,
+    body: bytes = b"",
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    fields = [
+        *(headers if headers is not None else [_JSON]),
+        (b"content-length", str(len(body)).encode("ascii")),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": fields})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """Header names lower-cased (ASGI already does), repeated fields joined as RFC 9110 says."""
+    found: dict[str, str] = {}
+    for raw_name, raw_value in scope["headers"]:
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("latin-1")
+        found[name] = f"{found[name]}, {value}" if name in found else value
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _access_problem(policy: AccessPolicy, host: str | None, origin: str | None) -> str | None:
+    # A client sends the same Host and Origin on every request: judge each pair once.
+    return policy.host_problem(host) or policy.origin_problem(origin)
+
+
+@functools.lru_cache(maxsize=256)
+def _accepts(accept: str | None, media_type: str) -> bool:
+    # Cached for the same reason: a client sends one Accept header on every request.
+    if accept is None:
+        return True
+    kind = media_type.split("/", 1)[0]
+    for item in accept.split(","):
+        offered = item.split(";", 1)[0].strip().lower()
+        if offered in (media_type, f"{kind}/*", "*/*"):
+            return True
+    return False
+
+
+class _Exchange:
+    """One request's way back: the `Peer` its handler sees. Notifications turn the response into
+    an SSE stream; after a disconnect nothing more is sent ("Cancellation": the server MUST NOT
+    send further messages for a cancelled request)."""
+
+    __slots__ = ("_keepalive", "closed", "send", "sse_allowed", "streaming")
+
+    def __init__(self, send: Send, *, sse_allowed: bool) -> None:
+        self.send = send
+        self.sse_allowed = sse_allowed
+        self.streaming = False
+        self.closed = False
+        self._keepalive: asyncio.Task[None] | None = None
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if self.closed or not self.sse_allowed:
+            return
+        await self._event(encode({"jsonrpc": "2.0", "method": method, "params": params}))
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        # "Receiving Messages": the server MUST NOT send requests on the stream; MRTR carries
+        # them in results instead. Only the 2025-11-25 bridge asks, and it never runs here.
+        raise RuntimeError("no server-to-client requests over Streamable HTTP 2026-07-28")
+
+    async def _event(self, line: bytes, *, last: bool = False) -> None:
+        if not self.streaming:
+            self.streaming = True
+            await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            if not last:
+                self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive())
+        await self.send(
+            {
+                "type": "http.response.body",
+                "body": b"event: message\ndata: " + line.rstrip(b"\n") + b"\n\n",
+                "more_body": not last,
+            }
+        )
+
+    async def _keep_alive(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(KEEPALIVE_SECONDS)
+            if not self.closed:
+                await self.send(
+                    {"type": "http.response.body", "body": _KEEPALIVE, "more_body": True}
+                )
+
+    def stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+
+    async def finish(self, message: JSONObject, status: int) -> None:
+        if self.closed:
+            return
+        line = encode(message)
+        if self.streaming:
+            await self._event(line, last=True)
+        else:
+            await _respond(self.send, status, line)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    """How `serve_http` listens, and the bounds and access rules of the app."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    bearer_token: str | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_in_flight: int = MAX_IN_FLIGHT
+    max_waiting: int = MAX_WAITING
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str], *, host: str, port: int) -> HttpSettings:
+        """The access rules from `MRTR_HTTP_TOKEN`, `MRTR_HTTP_ALLOWED_ORIGINS` and
+        `MRTR_HTTP_ALLOWED_HOSTS` (comma-separated lists)."""
+
+        def listed(name: str) -> tuple[str, ...]:
+            return tuple(item.strip() for item in environ.get(name, "").split(",") if item.strip())
+
+        return cls(
+            host=host,
+            port=port,
+            allowed_hosts=listed(ENV_ALLOWED_HOSTS),
+            allowed_origins=listed(ENV_ALLOWED_ORIGINS),
+            bearer_token=environ.get(ENV_TOKEN, "").strip() or None,
+        )
+
+    def policy(self) -> AccessPolicy:
+        return AccessPolicy.for_bind_address(
+            self.host,
+            allowed_hosts=self.allowed_hosts,
+            allowed_origins=self.allowed_origins,
+            bearer_token=self.bearer_token,
+        )
+
+
+class HttpApp:
+    """The ASGI application: `server` at `ENDPOINT`, under `settings`' rules and bounds."""
+
+    def __init__(self, server: Server, settings: HttpSettings | None = None) -> None:
+        self.server = server
+        self.settings = settings or HttpSettings()
+        self.policy = self.settings.policy()
+        # Only ever read by the router for the 2025-11-25 era, which HTTP never enters: the
+        # `initialize` that would start it is refused before the router sees it.
+        self._session = Session()
+        self._running = 0
+        self._waiting = 0
+        self._places: asyncio.Semaphore | None = None
+        self._mirrored: dict[str, tuple[object, tuple[MirroredParam, ...]]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    # -- lifespan -------------------------------------------------------------------------------
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    # The tools load before the first request, not during it.
+                    self.server.warm_up()
+                except Exception as error:
+                    _logger.exception("the tools could not be loaded; stopping")
+                    await send({"type": "lifespan.startup.failed", "message": str(error)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                # basic/patterns/subscriptions "Graceful Closure": open listens end first.
+                self.server.end_subscriptions()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # -- one request ----------------------------------------------------------------------------
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["path"] != ENDPOINT:
+            await _respond(send, 404, b"Not Found", [(b"content-type", b"text/plain")])
+            return
+        headers = _headers(scope)
+        problem = _access_problem(self.policy, headers.get("host"), headers.get("origin"))
+        if problem is not None:
+            await _respond(send, 403, _error_body(INVALID_REQUEST, problem))
+            return
+        if scope["method"] != "POST":
+            # "Backward Compatibility": GET and DELETE (the 2025-11-25 stream and session
+            # ending) get 405; so does anything else that is not a POST.
+            await _respond(
+                send,
+                405,
+                _error_body(INVALID_REQUEST, f"Method Not Allowed: {scope['method']}; POST only"),
+                [_JSON, (b"allow", b"POST")],
+            )
+            return
+        if not self.policy.authorised(headers.get("authorization")):
+            await _respond(
+                send,
+                401,
+                _error_body(INVALID_REQUEST, "Unauthorized: a valid bearer token is required"),
+                [_JSON, (b"www-authenticate", b'Bearer realm="mcp"')],
+            )
+            return
+        content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if content_type != "application/json":
+            await _respond(
+                send,
+                415,
+                _error_body(INVALID_REQUEST, "Unsupported Media Type: send application/json"),
+            )
+            return
+        accept = headers.get("accept")
+        if not _accepts(accept, "application/json"):
+            await _respond(
+                send,
+                406,
+                _error_body(INVALID_REQUEST, "Not Acceptable: accept application/json"),
+            )
+            return
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT_SECONDS):
+                body = await self._read_body(headers, receive, send)
+        except TimeoutError:
+            await _respond(
+                send,
+                408,
+                _error_body(INVALID_REQUEST, "Request Timeout: the body did not arrive in time"),
+                [_JSON, (b"connection", b"close")],
+            )
+            return
+        if body is None:
+            return
+        settings = self.settings
+        if self._running >= settings.max_in_flight and self._waiting >= settings.max_waiting:
+            await _respond(
+                send,
+                503,
+                _error_body(
+                    INTERNAL_ERROR,
+                    f"Server busy: {self._running} requests running and {self._waiting} "
+                    "waiting; retry later",
+                ),
+                [_JSON, (b"retry-after", b"1")],
+            )
+            return
+        places = self._places
+        if places is None:
+            places = self._places = asyncio.Semaphore(self.settings.max_in_flight)
+        self._waiting += 1
+        try:
+            await places.acquire()
+        finally:
+            self._waiting -= 1
+        self._running += 1
+        try:
+            await self._serve(body, headers, accept, receive, send)
+        finally:
+            self._running -= 1
+            places.release()
+
+    async def _read_body(
+        self, headers: Mapping[str, str], receive: Receive, send: Send
+    ) -> bytes | None:
+        limit = self.settings.max_body_bytes
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            await self._too_large(send)
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await self._too_large(send)
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _too_large(self, send: Send) -> None:
+        limit = self.settings.max_body_bytes
+        await _respond(
+            send,
+            413,
+            _error_body(INVALID_REQUEST, f"Content Too Large: at most {limit} bytes per request"),
+        )
+
+    async def _serve(
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        accept: str | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        try:
+            message = parse_message(parse_json(body))
+        except InvalidMessage as error:
+            await _respond(
+                send, 400, _error_body(error.code, error.message, error.request_id, error.data)
+            )
+            return
+        if isinstance(message, Notification):
+            # "Sending Messages": an accepted notification gets 202 and no body. None is defined
+            # for clients over HTTP in 2026-07-28 (cancelling is closing the stream).
+            await _respond(send, 202, headers=[])
+            return
+        if isinstance(message, Response):
+            await _respond(
+                send,
+                400,
+                _error_body(INVALID_REQUEST, "Invalid request: a client sends no responses here"),
+            )
+            return
+        refusal = legacy_request_problem(message, headers.get("mcp-protocol-version"))
+        if refusal is not None:
+            refused = {"jsonrpc": "2.0", "id": message.id, "error": refusal}
+            await _respond(send, 400, encode(refused))
+            return
+        try:
+            check_headers(headers, message, self._mirrored_for(message))
+        except HeaderMismatch as mismatch:
+            await _respond(send, 400, _error_body(HEADER_MISMATCH, str(mismatch), message.id))
+            return
+        await self._answer(message, accept, receive, send)
+
+    def _mirrored_for(self, request: Request) -> tuple[MirroredParam, ...]:
+        if request.method != "tools/call":
+            return ()
+        name = request.params.get("name")
+        tool = self.server.registry.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            return ()
+        schema = tool.wire.get("inputSchema")
+        cached = self._mirrored.get(name) if isinstance(name, str) else None
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        params = mirrored_params(schema) if isinstance(schema, Mapping) else ()
+        self._mirrored[str(name)] = (schema, params)
+        return params
+
+    async def _answer(
+        self, request: Request, accept: str | None, receive: Receive, send: Send
+    ) -> None:
+        exchange = _Exchange(send, sse_allowed=_accepts(accept, "text/event-stream"))
+        cancellation = Cancellation()
+        serving = asyncio.current_task()
+        if serving is None:  # an ASGI server always runs the app in a task
+            raise RuntimeError("HttpApp must run inside an asyncio task")
+        watcher = asyncio.get_running_loop().create_task(
+            _watch_for_disconnect(receive, exchange, cancellation, serving)
+        )
+        try:
+            reply = await self.server.reply(request, self._session, exchange, cancellation)
+        except asyncio.CancelledError:
+            if not exchange.closed:
+                raise
+            serving.uncancel()  # our own cancellation: the request is over, not the server
+            return
+        finally:
+            watcher.cancel()
+            exchange.stop_keepalive()
+        if exchange.closed:
+            # The handler finished anyway (it ignored the cancellation): nothing is sent.
+            if serving.cancelling():
+                serving.uncancel()
+            return
+        error = reply.message.get("error")
+        status = 200 if error is None else http_status(error["code"], malformed=reply.malformed)
+        try:
+            await exchange.finish(reply.message, status)
+        except (TypeError, ValueError):
+            # A handler's result that is not JSON: the stdio transport answers the same way.
+            _logger.exception("a result for %s could not be encoded", request.method)
+            await exchange.finish(error_response(request.id, INTERNAL_ERROR, "Internal error"), 200)
+
+
+async def _watch_for_disconnect(
+    receive: Receive, exchange: _Exchange, cancellation: Cancellation, serving: asyncio.Task[Any]
+) -> None:
+    """basic/patterns/cancellation: over HTTP, the client closing the connection IS the cancel.
+    The handler sees `ctx.cancelled` and its task is cancelled; nothing more is sent."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    exchange.closed = True
+    cancellation.cancel()
+    serving.cancel()
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """Bound and listening before uvicorn starts, so the address printed is already reachable
+    (and `--port 0` has its real port): connections wait in the backlog until uvicorn accepts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    if os.name != "nt":
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn_server_class() -> type[Any]:
+    import uvicorn
+
+    class Uvicorn(uvicorn.Server):
+        """uvicorn's server, but a SIGTERM or SIGINT that stops it cleanly ends the process with
+        status 0, as the stdio server does (uvicorn re-raises the signal once it has stopped,
+        so the process would end "killed by SIGTERM" however cleanly it shut down)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in _STOP_SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Uvicorn
+
+
+def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> int:
+    """Serve `server` over Streamable HTTP until SIGINT/SIGTERM. Returns the exit status: 0, 1
+    when the tools could not be loaded, 2 when uvicorn is missing or the address is taken."""
+    try:
+        import uvicorn
+    except ImportError:
+        sys.stderr.write(
+            f"{name}: HTTP mode needs the optional 'http' dependencies: "
+            f"pip install '{name}[http]'\n"
+        )
+        return 2
+    # stdout is no wire here, but a stray print() from a tool still belongs with the logs.
+    sys.stdout = sys.stderr
+    try:
+        sock = _listening_socket(settings.host, settings.port)
+    except OSError as error:
+        sys.stderr.write(f"{name}: cannot listen on {settings.host}:{settings.port}: {error}\n")
+        return 2
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+    config = uvicorn.Config(
+        HttpApp(server, settings),
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        # No X-Forwarded-* rewriting: nothing here reads the client's address, and a middleware
+        # on every request costs time.
+        proxy_headers=False,
+        limit_concurrency=MAX_CONNECTIONS,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+    )
+    uvicorn_server = _uvicorn_server_class()(config)
+    sys.stderr.write(f"{name}: serving MCP at http://{shown_host}:{bound_port}{ENDPOINT}\n")
+    sys.stderr.flush()
+    with sock:
+        uvicorn_server.run(sockets=[sock])
+    return 0 if uvicorn_server.started else 1

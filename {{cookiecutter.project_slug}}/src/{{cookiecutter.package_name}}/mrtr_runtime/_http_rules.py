@@ -1,0 +1,398 @@
+"""The rules of MCP's Streamable HTTP transport (2026-07-28 basic/transports/streamable-http),
+as plain functions: headers and bodies in, verdicts out. `_http.py` applies them; nothing here
+touches a socket, so every rule is tested without a server.
+
+- who may talk to the endpoint: the `Host` and `Origin` checks against DNS rebinding
+  ("Security & Endpoint") and the optional bearer token;
+- the request metadata headers ("Request Metadata"): `MCP-Protocol-Version`, `Mcp-Method`,
+  `Mcp-Name` and the `Mcp-Param-{Name}` headers a tool's `x-mcp-header` properties ask for, each
+  compared with the body ("Server Validation"), Base64 sentinel values decoded ("Value
+  Encoding");
+- which HTTP status a JSON-RPC error travels with.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from ._jsonrpc import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    JSONObject,
+    Request,
+    clip,
+)
+from ._wire import META_PROTOCOL_VERSION, MODERN_VERSIONS
+
+__all__ = (
+    "HEADER_MISMATCH",
+    "AccessPolicy",
+    "HeaderMismatch",
+    "MirroredParam",
+    "check_headers",
+    "decode_header_value",
+    "http_status",
+    "legacy_request_problem",
+    "mirrored_params",
+)
+
+#: basic/transports/streamable-http "Server Validation": HeaderMismatch. Defined for HTTP only.
+HEADER_MISMATCH: Final = -32020
+
+#: "Standard Request Headers": the methods whose `Mcp-Name` mirrors `params.name` / `params.uri`.
+_NAMED_BY: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_SENTINEL: Final = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
+#: RFC 9110 section 5.5: a field value is visible ASCII, space and horizontal tab.
+_FIELD_VALUE: Final = re.compile(r"[\t\x20-\x7e]*")
+#: RFC 9110 section 5.6.2: a token, what an `x-mcp-header` name must be.
+_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: "Schema Extension": integers mirrored into headers stay within JavaScript's safe range.
+_SAFE_INTEGER: Final = 2**53 - 1
+_LOOPBACK_NAMES: Final = frozenset({"localhost"})
+
+
+class HeaderMismatch(Exception):
+    """A request whose headers are missing, malformed or disagree with its body: HTTP 400 with
+    JSON-RPC error -32020 ("Server Validation")."""
+
+
+# -- who may talk to the endpoint --------------------------------------------------------------
+
+
+def _is_loopback(host: str) -> bool:
+    name = host.strip("[]").lower()
+    if name in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(host_header: str) -> str | None:
+    """The name part of a `Host` header (`name[:port]`, `[v6][:port]`); None if malformed."""
+    try:
+        parsed = urlsplit(f"//{host_header}")
+        parsed.port  # noqa: B018 -- raises ValueError for a port that is not a number
+    except ValueError:
+        return None
+    if parsed.hostname is None or parsed.username is not None or parsed.path:
+        return None
+    return parsed.hostname
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPolicy:
+    """Who may reach the endpoint.
+
+    basic/transports/streamable-http "Security & Endpoint": servers MUST validate `Origin` to
+    stop DNS rebinding, and answer an invalid one with 403. A browser page can aim at a local
+    server only through a name it controls, so a server bound to a loopback address also
+    accepts only loopback `Host` names; one bound elsewhere (a container, a replica behind a
+    load balancer) accepts the names it is given, or any when given none. An `Origin` is
+    accepted when it is a loopback origin or one listed; requests without `Origin` (every
+    non-browser client) pass.
+    """
+
+    loopback_only_hosts: bool
+    allowed_hosts: frozenset[str] = frozenset()
+    allowed_origins: frozenset[str] = frozenset()
+    #: `MRTR_HTTP_TOKEN`: when set, every request needs `Authorization: Bearer <token>`.
+    bearer_token: str | None = None
+
+    @classmethod
+    def for_bind_address(
+        cls,
+        host: str,
+        *,
+        allowed_hosts: Iterable[str] = (),
+        allowed_origins: Iterable[str] = (),
+        bearer_token: str | None = None,
+    ) -> AccessPolicy:
+        return cls(
+            loopback_only_hosts=_is_loopback(host),
+            allowed_hosts=frozenset(name.strip().lower() for name in allowed_hosts if name.strip()),
+            allowed_origins=frozenset(
+                origin.strip().rstrip("/").lower() for origin in allowed_origins if origin.strip()
+            ),
+            bearer_token=bearer_token or None,
+        )
+
+    def host_problem(self, host_header: str | None) -> str | None:
+        """Why this `Host` is refused (HTTP 403), or None."""
+        restricted = self.loopback_only_hosts or bool(self.allowed_hosts)
+        if host_header is None:
+            # HTTP/1.1 requires Host (RFC 9112 section 3.2); a restricted server needs one.
+            return "Forbidden: missing Host header" if restricted else None
+        name = _host_name(host_header)
+        if name is None:
+            return "Forbidden: malformed Host header"
+        # A loopback name cannot be a rebinding attack: the attacker's page has a name of its own.
+        if _is_loopback(name) or name in self.allowed_hosts:
+            return None
+        if restricted:
+            return f"Forbidden: Host {clip(host_header)!r} is not served here"
+        return None
+
+    def origin_problem(self, origin: str | None) -> str | None:
+        """Why this `Origin` is refused (HTTP 403), or None."""
+        if origin is None:
+            return None
+        normalised = origin.strip().rstrip("/").lower()
+        if normalised in self.allowed_origins:
+            return None
+        parsed = urlsplit(normalised)
+        if parsed.scheme in ("http", "https") and parsed.hostname and _is_loopback(parsed.hostname):
+            return None
+        return f"Forbidden: Origin {clip(origin)!r} is not allowed"
+
+    def authorised(self, authorization: str | None) -> bool:
+        if self.bearer_token is None:
+            return True
+        if authorization is None:
+            return False
+        scheme, _, credentials = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        # Constant time: the comparison must not tell an attacker how much of a guess was right.
+        return hmac.compare_digest(credentials.strip().encode(), self.bearer_token.encode())
+
+
+# -- request metadata headers -------------------------------------------------------------------
+
+
+def decode_header_value(raw: str) -> str:
+    """A header value as the body would carry it: optional whitespace around it removed (RFC 9110
+    section 5.5), a `=?base64?...?=` value decoded ("Value Encoding"). Raises `HeaderMismatch`
+    for characters no header value may hold or a Base64 payload that is not canonical Base64 of
+    UTF-8 text."""
+    value = raw.strip(" \t")
+    if not _FIELD_VALUE.fullmatch(value):
+        raise HeaderMismatch("contains characters not allowed in a header value")
+    sentinel = _SENTINEL.fullmatch(value)
+    if sentinel is None:
+        return value
+    payload = sentinel.group(1)
+    try:
+        decoded = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise HeaderMismatch("is not valid Base64") from None
+    # b64decode accepts some non-canonical forms (bits set in the padding); a value has one
+    # encoding, so anything that does not round-trip is malformed.
+    if base64.b64encode(decoded).decode("ascii") != payload:
+        raise HeaderMismatch("is not valid Base64") from None
+    try:
+        return decoded.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HeaderMismatch("is not Base64 of UTF-8 text") from None
+
+
+@dataclass(frozen=True, slots=True)
+class MirroredParam:
+    """A tool parameter marked `x-mcp-header` (basic/transports/streamable-http "Custom Headers
+    from Tool Parameters"): where it sits in the arguments and the header that mirrors it."""
+
+    path: tuple[str, ...]
+    header: str  # lower-case `mcp-param-<name>`
+    kind: str  # "string", "integer" or "boolean"
+
+
+def mirrored_params(input_schema: Mapping[str, Any]) -> tuple[MirroredParam, ...]:
+    """The `x-mcp-header` parameters of a tool's input schema: annotations reachable through
+    `properties` keys only, on primitive types other than `number`, with token names ("Schema
+    Extension"). A malformed annotation is left out: a client must reject such a tool anyway."""
+    found: list[MirroredParam] = []
+
+    def walk(schema: Mapping[str, Any], path: tuple[str, ...]) -> None:
+        properties = schema.get("properties")
+        if not isinstance(properties, Mapping):
+            return
+        for key, child in properties.items():
+            if not isinstance(child, Mapping):
+                continue
+            name = child.get("x-mcp-header")
+            kind = child.get("type")
+            if (
+                isinstance(name, str)
+                and _TOKEN.fullmatch(name)
+                and kind in ("string", "integer", "boolean")
+            ):
+                found.append(MirroredParam((*path, key), f"mcp-param-{name.lower()}", kind))
+            walk(child, (*path, key))
+
+    walk(input_schema, ())
+    seen: set[str] = set()
+    unique = []
+    for param in found:
+        if param.header not in seen:
+            seen.add(param.header)
+            unique.append(param)
+    return tuple(unique)
+
+
+_ABSENT: Final = object()
+
+
+def _value_at(arguments: object, path: tuple[str, ...]) -> object:
+    value = arguments
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return _ABSENT
+        value = value[key]
+    return value
+
+
+def _matches(kind: str, header_value: str, body_value: object) -> bool:
+    if kind == "boolean":
+        return isinstance(body_value, bool) and header_value == ("true" if body_value else "false")
+    if kind == "integer":
+        # "Server Validation": compare integers numerically (`42.0` and `42` are equal).
+        if isinstance(body_value, bool) or not isinstance(body_value, int | float):
+            return False
+        try:
+            number = float(header_value) if "." in header_value else int(header_value)
+        except ValueError:
+            return False
+        return abs(number) <= _SAFE_INTEGER and number == body_value
+    return isinstance(body_value, str) and header_value == body_value
+
+
+def _decoded(raw: str, header: str) -> str:
+    try:
+        return decode_header_value(raw)
+    except HeaderMismatch as problem:
+        raise HeaderMismatch(f"Header mismatch: {header} {problem}") from None
+
+
+def check_headers(
+    headers: Mapping[str, str],
+    request: Request,
+    mirrored: tuple[MirroredParam, ...] = (),
+) -> None:
+    """Raise `HeaderMismatch` unless the request metadata headers agree with `request`.
+
+    `headers` has lower-case names (RFC 9110: names are case-insensitive; values are not).
+    The protocol version header must name the body's `_meta` version; the version itself is
+    judged by the router (an unknown one is UnsupportedProtocolVersionError, not a mismatch).
+    """
+    version = headers.get("mcp-protocol-version")
+    if version is None:
+        raise HeaderMismatch("Header mismatch: missing MCP-Protocol-Version header")
+    meta = request.params.get("_meta")
+    body_version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    if isinstance(body_version, str) and version.strip(" \t") != body_version:
+        raise HeaderMismatch(
+            f"Header mismatch: MCP-Protocol-Version header {clip(version)!r} does not match "
+            f"_meta {clip(body_version)!r}"
+        )
+    method = headers.get("mcp-method")
+    if method is None:
+        raise HeaderMismatch("Header mismatch: missing Mcp-Method header")
+    if method.strip(" \t") != request.method:
+        raise HeaderMismatch(
+            f"Header mismatch: Mcp-Method header {clip(method)!r} does not match body method "
+            f"{clip(request.method)!r}"
+        )
+    field = _NAMED_BY.get(request.method)
+    if field is not None:
+        body_name = request.params.get(field)
+        raw_name = headers.get("mcp-name")
+        if isinstance(body_name, str):
+            if raw_name is None:
+                raise HeaderMismatch(f"Header mismatch: missing Mcp-Name header ({field})")
+            name = _decoded(raw_name, "Mcp-Name")
+            if name != body_name:
+                raise HeaderMismatch(
+                    f"Header mismatch: Mcp-Name header {clip(name)!r} does not match body "
+                    f"{field} {clip(body_name)!r}"
+                )
+    arguments = request.params.get("arguments")
+    for param in mirrored:
+        body_value = _value_at(arguments, param.path)
+        raw = headers.get(param.header)
+        shown = f"Mcp-Param-{param.header.removeprefix('mcp-param-')}"
+        if body_value is _ABSENT or body_value is None:
+            # "Parameter value is null / not in arguments": the server MUST NOT expect the
+            # header; one sent anyway mirrors nothing, but must still be a valid value.
+            if raw is not None:
+                _decoded(raw, shown)
+            continue
+        if raw is None:
+            raise HeaderMismatch(f"Header mismatch: missing {shown} header")
+        value = _decoded(raw, shown)
+        if not _matches(param.kind, value, body_value):
+            raise HeaderMismatch(
+                f"Header mismatch: {shown} header {clip(value)!r} does not match the argument"
+            )
+
+
+def legacy_request_problem(request: Request, header_version: str | None) -> JSONObject | None:
+    """The error for a request of the 2025-11-25 era, which this transport does not serve: an
+    `initialize`, or a request whose `MCP-Protocol-Version` header names another version, when
+    its body carries no 2026-07-28 `_meta`. None for anything else.
+
+    basic/versioning "Backward Compatibility": a legacy client over HTTP fails; it gets 400 and
+    an UnsupportedProtocolVersionError that names what is served, and where the rest is.
+    """
+    meta = request.params.get("_meta")
+    if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta:
+        return None
+    version = header_version.strip(" \t") if header_version is not None else None
+    legacy_header = version is not None and version not in MODERN_VERSIONS
+    if request.method != "initialize" and not legacy_header:
+        return None
+    requested = request.params.get("protocolVersion") if request.method == "initialize" else version
+    data: JSONObject = {"supported": list(MODERN_VERSIONS)}
+    if isinstance(requested, str):
+        data["requested"] = clip(requested)
+    return {
+        "code": UNSUPPORTED_PROTOCOL_VERSION,
+        "message": (
+            f"Unsupported protocol version over HTTP: this server speaks MCP "
+            f"{', '.join(MODERN_VERSIONS)} here (no initialize; every request carries _meta); "
+            "2025-11-25 clients connect over stdio"
+        ),
+        "data": data,
+    }
+
+
+# -- statuses -----------------------------------------------------------------------------------
+
+#: Errors in the request itself rather than in what it asked for: HTTP 400. basic/index (a
+#: malformed request; MissingRequiredClientCapabilityError), basic/versioning
+#: (UnsupportedProtocolVersionError), basic/transports/streamable-http (HeaderMismatch).
+_BAD_REQUEST_CODES: Final = frozenset(
+    {
+        PARSE_ERROR,
+        INVALID_REQUEST,
+        HEADER_MISMATCH,
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        UNSUPPORTED_PROTOCOL_VERSION,
+    }
+)
+
+
+def http_status(code: int, *, malformed: bool = False) -> int:
+    """The HTTP status a JSON-RPC error response travels with.
+
+    404 for -32601 ("Protocol Version Header": a method the server does not implement); 400 for
+    the protocol-level errors above and for a request the router found malformed (a missing
+    `_meta` field is -32602 with 400, basic/index); 200 for errors about what the request asked
+    (an unknown tool, invalid arguments, a failing handler): the request itself was fine.
+    """
+    if code == METHOD_NOT_FOUND:
+        return 404
+    if malformed or code in _BAD_REQUEST_CODES:
+        return 400
+    return 200
