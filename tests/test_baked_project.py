@@ -8,7 +8,7 @@ template's runtime suite (``tests/runtime``: protocol, tokens, fuzz, bad input, 
 legacy bridge, clients) runs with that venv's python against the baked package
 (``MRTR_PACKAGE``), under its own ``pytest.ini`` so neither this directory's conftest nor the
 project's settings apply: in full against the default combination, and against every other one
-the modules that reach past the vendored runtime into the baked project (its package, directory,
+its tests that reach past the vendored runtime into the baked project (its package, directory,
 tools, README, real server), since every combination vendors the same runtime byte for byte and
 installs the same versions of what they share (both checked here). The samples suite
 (``tests/samples``: the engines behind the sample tools, end to end over pipes) runs in full in
@@ -56,14 +56,13 @@ def test_baked_project_passes_its_own_checks(
 
 
 def run_suite(
-    project: Installed, suite: Path, *options: str | Path, modules: Sequence[Path] = ()
+    project: Installed, suite: Path, *options: str | Path, targets: Sequence[str] = ()
 ) -> None:
-    """Run the template's ``suite`` (or only its ``modules``) with ``project``'s python, under the
-    suite's own settings."""
+    """Run the template's ``suite`` (or only its tests ``targets``) with ``project``'s python,
+    under the suite's own settings."""
     settings: list[str | Path] = ["-c", suite / "pytest.ini", "--rootdir", suite]
-    targets: Sequence[Path] = modules or [suite]
     run(
-        [project.python, "-m", "pytest", *settings, *options, *targets, "-q"],
+        [project.python, "-m", "pytest", *settings, *options, *(targets or [str(suite)]), "-q"],
         cwd=project.project,
         timeout=1200,
         env={"MRTR_PACKAGE": DEFAULT_PACKAGE},
@@ -90,22 +89,47 @@ def names_reaching_the_project() -> set[str]:
     return names
 
 
-def runtime_modules_reaching_the_project() -> list[Path]:
-    """The runtime suite's modules that use the baked project beyond its ``mrtr_runtime``."""
-    names = names_reaching_the_project()
-    return [
-        path
-        for path in sorted(RUNTIME_SUITE.glob("test_*.py"))
-        if mentions(path.read_text(encoding="utf-8"), names)
-    ]
+def with_decorators(source: str, node: ast.stmt) -> str:
+    decorators = getattr(node, "decorator_list", [])
+    return "\n".join(ast.get_source_segment(source, part) or "" for part in [*decorators, node])
 
 
-def test_the_project_reaching_selection_finds_the_modules_that_start_the_real_server() -> None:
-    selected = {path.name for path in runtime_modules_reaching_the_project()}
-    # Each starts `python -m <package>` or imports the project's own tools or app.
-    assert {"test_bad_input.py", "test_secrets.py", "test_startup.py"} <= selected
-    assert "test_jsonrpc.py" not in selected
+def runtime_tests_reaching_the_project() -> list[str]:
+    """The runtime suite's tests (``path::name``) that use the baked project beyond its
+    ``mrtr_runtime``: those whose code, decorators included, names the project, directly or
+    through their module's functions, classes, fixtures and constants."""
+    selected = []
+    for path in sorted(RUNTIME_SUITE.glob("test_*.py")):
+        source = path.read_text(encoding="utf-8")
+        definitions: dict[str, str] = {}
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                definitions[node.name] = with_decorators(source, node)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        definitions[target.id] = with_decorators(source, node)
+        names = names_reaching_the_project()
+        while grown := {n for n, code in definitions.items() if mentions(code, names)} - names:
+            names |= grown
+        selected += [
+            f"{path}::{name}"
+            for name in definitions
+            if name.startswith(("test_", "Test")) and name in names
+        ]
+    return selected
+
+
+def test_the_project_reaching_selection_finds_the_tests_that_reach_the_real_project() -> None:
+    selected = {test.rpartition("/")[2] for test in runtime_tests_reaching_the_project()}
     assert "build_server" in names_reaching_the_project()
+    # They start `python -m <package>`, import the project's own tools or app, read its README.
+    assert {
+        "test_bad_input.py::test_every_bad_line_gets_the_right_error_or_none_and_the_server_keeps_serving",
+        "test_startup.py::test_tools_list_as_the_first_request_loads_the_tools_first",
+    } <= selected
+    assert not any(test.startswith("test_jsonrpc.py") for test in selected)
 
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))
@@ -115,8 +139,8 @@ def test_the_runtime_suite_passes_against_every_combination(
     if combination == FULL_RUNTIME_COMBINATION:
         run_suite(installed(combination), RUNTIME_SUITE)
     else:
-        modules = runtime_modules_reaching_the_project()
-        run_suite(installed(combination), RUNTIME_SUITE, modules=modules)
+        tests = runtime_tests_reaching_the_project()
+        run_suite(installed(combination), RUNTIME_SUITE, targets=tests)
 
 
 def vendored_runtime(project: Installed) -> dict[str, bytes]:
