@@ -49,7 +49,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installs]:
 def parametrized_combinations(items: list[pytest.Item]) -> list[str]:
     """The combinations collected tests pass to ``installed`` as their ``combination`` parameter
     (a test that names its combination in its body gets it installed when it asks)."""
-    wanted = set()
+    wanted: set[str] = set()
     for item in items:
         callspec = getattr(item, "callspec", None)
         if "installed" in getattr(item, "fixturenames", ()) and callspec is not None:
@@ -74,6 +74,7 @@ def install_node_peers() -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def slow_preparations(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Starts, at the session's first test, what the collected tests will wait for."""
     items = request.session.items
     combinations = parametrized_combinations(items)
     if combinations:

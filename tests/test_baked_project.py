@@ -89,28 +89,32 @@ def names_reaching_the_project() -> set[str]:
     return names
 
 
-def with_decorators(source: str, node: ast.stmt) -> str:
-    decorators = getattr(node, "decorator_list", [])
-    return "\n".join(ast.get_source_segment(source, part) or "" for part in [*decorators, node])
+def lines_of(lines: list[str], node: ast.stmt) -> str:
+    """The lines ``node`` spans, its decorators included."""
+    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+    first = min([node.lineno, *(decorator.lineno for decorator in decorators)])
+    return "\n".join(lines[first - 1 : node.end_lineno])
 
 
 def runtime_tests_reaching_the_project() -> list[str]:
     """The runtime suite's tests (``path::name``) that use the baked project beyond its
     ``mrtr_runtime``: those whose code, decorators included, names the project, directly or
     through their module's functions, classes, fixtures and constants."""
+    project_names = names_reaching_the_project()
     selected = []
     for path in sorted(RUNTIME_SUITE.glob("test_*.py")):
         source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
         definitions: dict[str, str] = {}
         for node in ast.parse(source).body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                definitions[node.name] = with_decorators(source, node)
+                definitions[node.name] = lines_of(lines, node)
             elif isinstance(node, ast.Assign | ast.AnnAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     if isinstance(target, ast.Name):
-                        definitions[target.id] = with_decorators(source, node)
-        names = names_reaching_the_project()
+                        definitions[target.id] = lines_of(lines, node)
+        names = set(project_names)
         while grown := {n for n, code in definitions.items() if mentions(code, names)} - names:
             names |= grown
         selected += [
