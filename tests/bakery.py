@@ -13,6 +13,7 @@ import os
 import subprocess
 import venv
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,8 +219,37 @@ def bake_every_combination(
     return baked
 
 
-def bake_and_install(output: Path, combination: str) -> Installed:
-    answers = COMBINATIONS[combination]
-    project = bake_project(output, **answers)
-    install(project, "dev,aws" if answers["include_aws_example"] == "yes" else "dev")
+def install_combination(project: Path, combination: str) -> Installed:
+    aws = COMBINATIONS[combination]["include_aws_example"] == "yes"
+    install(project, "dev,aws" if aws else "dev")
     return Installed(project, combination)
+
+
+class Installs:
+    """The session's installed bakes, one per combination, started ahead of need.
+
+    ``start(combination)`` bakes on the calling thread (cookiecutter changes the working
+    directory while it renders, which no other thread may see) and hands the venv and its pip
+    install, which wait mostly on downloads and disk, to a thread of their own; calling the object
+    waits for that install (starting it first if nobody did). A failed install fails every test
+    that asks for it, with pip's output.
+    """
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp_path_factory = tmp_path_factory
+        self._pool = ThreadPoolExecutor(len(COMBINATIONS), thread_name_prefix="install")
+        self._installs: dict[str, Future[Installed]] = {}
+
+    def start(self, combination: str) -> None:
+        if combination in self._installs:
+            return
+        output = self._tmp_path_factory.mktemp(f"installed-{combination}") / "out"
+        project = bake_project(output, **COMBINATIONS[combination])
+        self._installs[combination] = self._pool.submit(install_combination, project, combination)
+
+    def __call__(self, combination: str) -> Installed:
+        self.start(combination)
+        return self._installs[combination].result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

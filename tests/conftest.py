@@ -1,15 +1,26 @@
-"""Fixtures for the template's tests; the helpers behind them are in ``bakery.py``."""
+"""Fixtures for the template's tests; the helpers behind them are in ``bakery.py``.
+
+Slow preparations start in the background at the session's first test: the pip installs of the
+combinations the collected tests parametrize ``installed`` with, and the Node peers' ``npm ci``
+when a collected module imports ``peers.node``. The modules that wait for either run after all
+the others, so those others overlap the downloads.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from types import ModuleType
 
 import pytest
-from bakery import PIP_CACHE, Bake, BakeFactory, Installed, bake_and_install, bake_into
+from bakery import COMBINATIONS, PIP_CACHE, Bake, BakeFactory, Installs, bake_into
 
 # The runtime's suite and the samples suite run inside each installed bake, with that bake's
 # python (test_baked_project.py), never with this venv: they import the baked package by name.
 collect_ignore = ["runtime", "samples"]
+NODE_PEERS_MODULE = "peers.node"
 
 
 @pytest.fixture
@@ -27,19 +38,66 @@ def bake(
 
 
 @pytest.fixture(scope="session")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], Installed]]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installs]:
     """``installed("aws" | "no-aws")``: a bake with ``pip install -e .[dev(,aws)]`` done in its own
     ``.venv``, exactly as its README says; one per combination, shared by the whole session."""
-    cache: dict[str, Installed] = {}
+    installs = Installs(tmp_path_factory)
+    yield installs
+    installs.close()
 
-    def get(combination: str) -> Installed:
-        if combination not in cache:
-            output = tmp_path_factory.mktemp(f"installed-{combination}") / "out"
-            output.mkdir()
-            cache[combination] = bake_and_install(output, combination)
-        return cache[combination]
 
-    yield get
+def parametrized_combinations(items: list[pytest.Item]) -> list[str]:
+    """The combinations collected tests pass to ``installed`` as their ``combination`` parameter
+    (a test that names its combination in its body gets it installed when it asks)."""
+    wanted: set[str] = set()
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if "installed" in getattr(item, "fixturenames", ()) and callspec is not None:
+            wanted.add(callspec.params.get("combination"))
+    return [combination for combination in COMBINATIONS if combination in wanted]
+
+
+def imports_node_peers(item: pytest.Item) -> bool:
+    module = getattr(item, "module", None)
+    return isinstance(module, ModuleType) and any(
+        getattr(value, "__module__", None) == NODE_PEERS_MODULE for value in vars(module).values()
+    )
+
+
+def install_node_peers() -> None:
+    node = sys.modules[NODE_PEERS_MODULE]
+    # Only a head start: the fixture that needs the peers waits on the install's lock while this
+    # one runs, and if this one failed, installs them again and reports why.
+    with contextlib.suppress(Exception):
+        node.ensure_node_peers()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def slow_preparations(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Starts, at the session's first test, what the collected tests will wait for."""
+    items = request.session.items
+    combinations = parametrized_combinations(items)
+    if combinations:
+        installs: Installs = request.getfixturevalue("installed")
+        for combination in combinations:
+            installs.start(combination)
+    peers: threading.Thread | None = None
+    if any(map(imports_node_peers, items)):
+        peers = threading.Thread(target=install_node_peers, name="node-peers")
+        peers.start()
+    yield
+    if peers is not None:
+        peers.join()
+
+
+def waits_in_the_background(item: pytest.Item) -> bool:
+    return "installed" in getattr(item, "fixturenames", ()) or imports_node_peers(item)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with a test that waits for a background preparation go last, in their order."""
+    late = {item.path for item in items if waits_in_the_background(item)}
+    items.sort(key=lambda item: item.path in late)
 
 
 def pytest_configure(config: pytest.Config) -> None:
