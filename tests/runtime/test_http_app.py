@@ -410,6 +410,15 @@ async def test_who_may_ask_and_how(http: Client, headers: dict[str, str], status
     assert "id" not in reply.json()
 
 
+async def test_huge_host_and_origin_values_are_judged_but_never_kept(http: Client) -> None:
+    # A cache of verdicts keyed by client-chosen strings must not become a memory sink.
+    kept = http_module._judged_access.cache_info().currsize
+    for number in range(5):
+        origin = f"http://evil{number}.example.com/" + "a" * 1_000_000
+        assert (await http.rpc("tools/list", headers={"origin": origin})).status == 403
+    assert http_module._judged_access.cache_info().currsize == kept
+
+
 async def test_only_post_on_the_endpoint(http: Client) -> None:
     for method in ("GET", "DELETE", "PUT"):
         reply = await http.post(b"", method=method)
@@ -426,6 +435,20 @@ async def test_a_configured_bearer_token_is_required() -> None:
     assert wrong.status == 401
     right = await client.rpc("tools/list", headers={"authorization": "Bearer t0ken-for-tests"})
     assert right.status == 200
+
+
+def test_a_blank_or_non_ascii_token_is_a_configuration_error() -> None:
+    # Set but blank must not quietly mean "no authentication".
+    for token in ("", "   ", "p\u00e4ss"):
+        with pytest.raises(ValueError, match="MRTR_HTTP_TOKEN"):
+            HttpSettings.from_environment({"MRTR_HTTP_TOKEN": token}, host="127.0.0.1", port=0)
+    settings = HttpSettings.from_environment(
+        {"MRTR_HTTP_TOKEN": " s3cret ", "MRTR_HTTP_ALLOWED_ORIGINS": "https://a.example, ,"},
+        host="127.0.0.1",
+        port=0,
+    )
+    assert settings.bearer_token == "s3cret"
+    assert settings.allowed_origins == ("https://a.example",)
 
 
 async def test_bodies_past_the_limit_are_413_declared_or_streamed() -> None:

@@ -4,6 +4,7 @@ rebinding Host, streams progress, and stops on SIGTERM with status 0."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
@@ -28,8 +29,12 @@ from support import make_server
 
 from mrtr_runtime.server import HttpSettings, codec_from_environment, serve_http
 
+import dataclasses
+import json
+
 codec = codec_from_environment(os.environ, default_key_file=None)
 settings = HttpSettings.from_environment(os.environ, host=sys.argv[1], port=int(sys.argv[2]))
+settings = dataclasses.replace(settings, **json.loads(sys.argv[3] if len(sys.argv) > 3 else "{}"))
 sys.exit(serve_http(make_server(codec=codec), settings, name="support-server"))
 """
 
@@ -67,11 +72,13 @@ class Replica:
 
 
 @contextmanager
-def replica(tmp_path: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[Replica]:
+def replica(
+    tmp_path: Path, host: str = "127.0.0.1", port: int = 0, **settings: object
+) -> Iterator[Replica]:
     script = tmp_path / "serve_http.py"
     script.write_text(SCRIPT)
     process = subprocess.Popen(
-        [sys.executable, str(script), host, str(port)],
+        [sys.executable, str(script), host, str(port), json.dumps(settings)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -199,3 +206,105 @@ def test_the_bearer_token_comes_from_the_environment(tmp_path: Path, token: str)
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=BOUND)
+
+
+# -- what uvicorn leaves unbounded ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("idle", [500, 4500])
+def test_connections_that_never_send_a_request_are_closed_and_the_server_serves_again(
+    tmp_path: Path, idle: int
+) -> None:
+    # Past uvicorn's connection bound (448) every new request is refused with 503; connections
+    # that send nothing would hold it there for ever without the head timeout.
+    with replica(tmp_path, head_timeout_seconds=1.0) as server:
+        sockets = [socket.create_connection((server.host, server.port), timeout=BOUND)]
+        try:
+            sockets += [
+                socket.create_connection((server.host, server.port), timeout=BOUND)
+                for _ in range(idle - 1)
+            ]
+            closed = 0
+            for sock in sockets:
+                answer = sock.recv(4096)  # blocks until the server gives up on it
+                assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer[:80]
+                closed += 1
+            assert closed == idle
+        finally:
+            for sock in sockets:
+                sock.close()
+        status, _ = server.rpc("tools/list", {})
+        assert status == 200
+        assert stop(server)[0] == 0
+
+
+@pytest.mark.parametrize("header_bytes", [65 * 1024, 640 * 1024])
+def test_a_request_head_past_the_bound_gets_431(tmp_path: Path, header_bytes: int) -> None:
+    with replica(tmp_path) as server:
+        with socket.create_connection((server.host, server.port), timeout=BOUND) as sock:
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
+            sent = 0
+            with contextlib.suppress(OSError):  # the server may close while we still send
+                while sent < header_bytes:
+                    sock.sendall(b"a" * 8192)
+                    sent += 8192
+            answer = sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
+        assert server.rpc("tools/list", {})[0] == 200
+        assert stop(server)[0] == 0
+
+
+def read_events(response: http.client.HTTPResponse) -> Iterator[Json]:
+    for raw in response:
+        line = raw.decode().rstrip("\r\n")
+        if line.startswith("data: "):
+            yield json.loads(line[len("data: ") :])
+
+
+def test_sigterm_ends_listens_at_once_and_answers_a_call_that_outlives_the_grace(
+    tmp_path: Path,
+) -> None:
+    with replica(tmp_path) as server:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": MODERN,
+        }
+        listen = http.client.HTTPConnection(server.host, server.port, timeout=BOUND)
+        params = {"notifications": {"toolsListChanged": True}, "_meta": meta()}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params}
+        listen.request(
+            "POST", "/mcp", json.dumps(body), {**headers, "mcp-method": "subscriptions/listen"}
+        )
+        listen_events = read_events(listen.getresponse())
+        acknowledged = next(listen_events)
+        assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+
+        gate = http.client.HTTPConnection(server.host, server.port, timeout=BOUND)
+        params = {"name": "gate", "arguments": {"name": "never"}, "_meta": meta(progressToken=1)}
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+        gate.request(
+            "POST",
+            "/mcp",
+            json.dumps(body),
+            {**headers, "mcp-method": "tools/call", "mcp-name": "gate"},
+        )
+        gate_events = read_events(gate.getresponse())
+        assert next(gate_events)["method"] == "notifications/progress"  # it is waiting
+
+        server.process.send_signal(signal.SIGTERM)
+        # basic/patterns/subscriptions "Graceful Closure": cancelled, then the result.
+        ending = list(listen_events)
+        assert [event.get("method") for event in ending] == ["notifications/cancelled", None]
+        assert ending[-1]["id"] == 1
+        # The gate outlives the grace period: it is stopped and answered, not cut off.
+        (last,) = list(gate_events)
+        assert last["id"] == 2
+        assert last["error"]["code"] == -32603
+        assert "Server stopping" in last["error"]["message"]
+        listen.close()
+        gate.close()
+        _, stderr = server.process.communicate(timeout=BOUND)
+    assert server.process.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert "Exception in ASGI application" not in stderr

@@ -75,6 +75,16 @@ def test_a_server_bound_elsewhere_accepts_any_host_unless_given_a_list() -> None
     assert listed.host_problem("other.example.com") is not None
 
 
+def test_listed_hosts_match_whatever_port_and_final_dot() -> None:
+    listed = AccessPolicy.for_bind_address(
+        "0.0.0.0",  # noqa: S104
+        allowed_hosts=["mcp.example.com:8443", "api.example.com.", " ", "bad host"],
+    )
+    for host in ("mcp.example.com", "mcp.example.com:443", "api.example.com", "api.example.com."):
+        assert listed.host_problem(host) is None, host
+    assert listed.host_problem("example.com") is not None
+
+
 @pytest.mark.parametrize(
     "origin",
     ["http://localhost:6274", "http://127.0.0.1", "https://[::1]:3000", "http://LOCALHOST/"],
@@ -248,6 +258,8 @@ def test_mirrored_parameters_that_match_pass() -> None:
         call(region="us-west1", priority=42, verbose=False, target={"zone": " z "}),
         MIRRORED,
     )
+    check_headers(call_headers(priority="-7"), call(priority=-7), MIRRORED)
+    check_headers(call_headers(priority="0"), call(priority=0), MIRRORED)
     # "Parameter value is null" / "not in arguments": no header expected.
     check_headers(call_headers(), call(region=None, query="SELECT 1"), MIRRORED)
 
@@ -261,6 +273,14 @@ def test_mirrored_parameters_that_match_pass() -> None:
         ({"priority": "43"}, {"priority": 42}),
         ({"priority": "forty-two"}, {"priority": 42}),
         ({"priority": str(2**53)}, {"priority": 2**53}),  # outside JavaScript's safe range
+        # Only plain decimal text: what a proxy reads must be what the server acts on.
+        ({"priority": "4_2"}, {"priority": 42}),
+        ({"priority": "+42"}, {"priority": 42}),
+        ({"priority": "0042"}, {"priority": 42}),
+        ({"priority": "42.00000000000000001"}, {"priority": 42}),
+        ({"priority": "4.2e1"}, {"priority": 42}),
+        ({"priority": encoded("\u0664\u0662")}, {"priority": 42}),  # Arabic-Indic digits
+        ({"priority": encoded(" 42 ")}, {"priority": 42}),
         ({"verbose": "True"}, {"verbose": True}),
         ({"verbose": "1"}, {"verbose": True}),
         ({"zone": "a"}, {"target": {"zone": "b"}}),

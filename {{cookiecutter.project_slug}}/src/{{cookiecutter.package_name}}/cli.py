@@ -66,6 +66,12 @@ HTTP_DEFAULT_HOST = "127.0.0.1"
 HTTP_DEFAULT_PORT = 8000
 
 
+def _bind_address(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an address to bind, e.g. 127.0.0.1 or 0.0.0.0")
+    return text.strip()
+
+
 def _port(text: str) -> int:
     try:
         port = int(text)
@@ -95,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     http.add_argument(
         "--host",
+        type=_bind_address,
         default=HTTP_DEFAULT_HOST,
         help="address to bind (default: %(default)s; a container binds 0.0.0.0)",
     )
@@ -177,7 +184,11 @@ def serve_over_http(host: str, port: int) -> int:
     server = _server_or_none()
     if server is None:
         return 2
-    settings = HttpSettings.from_environment(os.environ, host=host, port=port)
+    try:
+        settings = HttpSettings.from_environment(os.environ, host=host, port=port)
+    except ValueError as error:
+        sys.stderr.write(f"{NAME}: cannot start: {error}\n")
+        return 2
     return serve_http(server, settings, name=NAME)
 
 

@@ -74,6 +74,10 @@ MAX_WAITING: Final = 4 * MAX_IN_FLIGHT
 #: Connections held open at once (uvicorn answers 503 past them): enough for every request
 #: running or waiting plus idle keep-alive ones, and a bound on the bodies read at once.
 MAX_CONNECTIONS: Final = MAX_IN_FLIGHT + MAX_WAITING + 128
+#: A request's head (request line and headers) must arrive within this, and be at most this
+#: big: 408 or 431 and the connection closed after (uvicorn bounds neither).
+HEAD_TIMEOUT_SECONDS: Final = 10.0
+MAX_HEAD_BYTES: Final = 64 * 1024
 #: A body must arrive within this (408 after): a client trickling bytes holds no connection long.
 BODY_TIMEOUT_SECONDS: Final = 30.0
 #: basic/transports/streamable-http "Receiving Messages": an SSE comment this often keeps a quiet
@@ -137,15 +141,29 @@ def _headers(scope: Scope) -> dict[str, str]:
     return found
 
 
-@functools.lru_cache(maxsize=1024)
 def _access_problem(policy: AccessPolicy, host: str | None, origin: str | None) -> str | None:
-    # A client sends the same Host and Origin on every request: judge each pair once.
+    if len(host or "") + len(origin or "") > _CACHED_ACCESS_CHARS:
+        # Never kept: a cache of client-chosen strings must not hold megabytes.
+        return _judge_access(policy, host, origin)
+    return _judged_access(policy, host, origin)
+
+
+def _judge_access(policy: AccessPolicy, host: str | None, origin: str | None) -> str | None:
     return policy.host_problem(host) or policy.origin_problem(origin)
 
 
-@functools.lru_cache(maxsize=256)
+# A client sends the same Host and Origin on every request: judge each short pair once.
+_judged_access: Final = functools.lru_cache(maxsize=1024)(_judge_access)
+_CACHED_ACCESS_CHARS: Final = 512
+
+
 def _accepts(accept: str | None, media_type: str) -> bool:
-    # Cached for the same reason: a client sends one Accept header on every request.
+    if accept is not None and len(accept) > _CACHED_ACCESS_CHARS:
+        return _judge_accept(accept, media_type)
+    return _judged_accept(accept, media_type)
+
+
+def _judge_accept(accept: str | None, media_type: str) -> bool:
     if accept is None:
         return True
     kind = media_type.split("/", 1)[0]
@@ -154,6 +172,10 @@ def _accepts(accept: str | None, media_type: str) -> bool:
         if offered in (media_type, f"{kind}/*", "*/*"):
             return True
     return False
+
+
+# Cached for the same reason: a client sends one Accept header on every request.
+_judged_accept: Final = functools.lru_cache(maxsize=256)(_judge_accept)
 
 
 class _Exchange:
@@ -228,6 +250,8 @@ class HttpSettings:
     max_body_bytes: int = MAX_BODY_BYTES
     max_in_flight: int = MAX_IN_FLIGHT
     max_waiting: int = MAX_WAITING
+    head_timeout_seconds: float = HEAD_TIMEOUT_SECONDS
+    max_head_bytes: int = MAX_HEAD_BYTES
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], *, host: str, port: int) -> HttpSettings:
@@ -237,12 +261,18 @@ class HttpSettings:
         def listed(name: str) -> tuple[str, ...]:
             return tuple(item.strip() for item in environ.get(name, "").split(",") if item.strip())
 
+        token = environ.get(ENV_TOKEN)
+        if token is not None and not token.strip():
+            # Set but blank is a mistake, not a wish for no authentication.
+            raise ValueError(f"{ENV_TOKEN} is set but empty; unset it, or give it a secret")
+        if token is not None and not token.strip().isascii():
+            raise ValueError(f"{ENV_TOKEN} must be ASCII (it travels in an HTTP header)")
         return cls(
             host=host,
             port=port,
             allowed_hosts=listed(ENV_ALLOWED_HOSTS),
             allowed_origins=listed(ENV_ALLOWED_ORIGINS),
-            bearer_token=environ.get(ENV_TOKEN, "").strip() or None,
+            bearer_token=token.strip() if token is not None else None,
         )
 
     def policy(self) -> AccessPolicy:
@@ -480,9 +510,19 @@ class HttpApp:
         try:
             reply = await self.server.reply(request, self._session, exchange, cancellation)
         except asyncio.CancelledError:
+            # Either the client went away, or the server is stopping and this request outlived
+            # the grace period (uvicorn cancels it). Either way the handler must stop, a
+            # worker thread too (it polls ctx.cancelled), and the task ends quietly.
+            cancellation.cancel()
+            serving.uncancel()
             if not exchange.closed:
-                raise
-            serving.uncancel()  # our own cancellation: the request is over, not the server
+                # As on stdio, nothing is left unanswered: the client can send it again.
+                stopping = error_response(
+                    request.id,
+                    INTERNAL_ERROR,
+                    "Server stopping: the request was not finished; send it again",
+                )
+                await exchange.finish(stopping, 503)
             return
         finally:
             watcher.cancel()
@@ -533,7 +573,18 @@ def _uvicorn_server_class() -> type[Any]:
     class Uvicorn(uvicorn.Server):
         """uvicorn's server, but a SIGTERM or SIGINT that stops it cleanly ends the process with
         status 0, as the stdio server does (uvicorn re-raises the signal once it has stopped,
-        so the process would end "killed by SIGTERM" however cleanly it shut down)."""
+        so the process would end "killed by SIGTERM" however cleanly it shut down); and open
+        listens end before the grace period, not after it."""
+
+        def __init__(self, config: uvicorn.Config, mcp_server: Server) -> None:
+            super().__init__(config)
+            self.mcp_server = mcp_server
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # basic/patterns/subscriptions "Graceful Closure": each listen tells its client and
+            # answers its request, so it neither holds the grace period nor is cut off.
+            self.mcp_server.end_subscriptions()
+            await super().shutdown(sockets)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -548,6 +599,71 @@ def _uvicorn_server_class() -> type[Any]:
                     signal.signal(sig, handler)
 
     return Uvicorn
+
+
+def _guarded_protocol_class(head_timeout: float, max_head_bytes: int) -> type[Any]:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        """uvicorn's HTTP/1.1 protocol (httptools), with the two bounds it lacks: a request's
+        head (request line and headers) must arrive within `head_timeout` seconds, and within
+        `max_head_bytes`. Without them a client holds a connection for ever by sending nothing
+        (and enough such clients use up every connection), or makes the parser churn through
+        an endless header."""
+
+        _head_timer: asyncio.TimerHandle | None = None
+        _head_bytes = 0
+        _reading_head = True
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def data_received(self, data: bytes) -> None:
+            if self._reading_head and self._head_timer is None:
+                self._arm_head_timer()
+            super().data_received(data)
+            if self._reading_head and not self.transport.is_closing():
+                self._head_bytes += len(data)
+                if self._head_bytes > max_head_bytes:
+                    self._refuse(b"431 Request Header Fields Too Large")
+
+        def on_headers_complete(self) -> None:
+            self._reading_head = False
+            self._disarm_head_timer()
+            super().on_headers_complete()
+
+        def on_response_complete(self) -> None:
+            # The next request's head starts; until its first byte uvicorn's keep-alive
+            # timeout applies, then ours.
+            self._reading_head = True
+            self._head_bytes = 0
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm_head_timer()
+            super().connection_lost(exc)
+
+        def _arm_head_timer(self) -> None:
+            self._head_timer = self.loop.call_later(head_timeout, self._head_too_slow)
+
+        def _disarm_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_too_slow(self) -> None:
+            self._head_timer = None
+            if self._reading_head and not self.transport.is_closing():
+                self._refuse(b"408 Request Timeout")
+
+        def _refuse(self, status: bytes) -> None:
+            self.transport.write(
+                b"HTTP/1.1 " + status + b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            self.transport.close()
+
+    return GuardedHttpToolsProtocol
 
 
 def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> int:
@@ -569,6 +685,12 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         sys.stderr.write(f"{name}: cannot listen on {settings.host}:{settings.port}: {error}\n")
         return 2
     bound_host, bound_port = sock.getsockname()[:2]
+    if not settings.policy().loopback_only_hosts and settings.bearer_token is None:
+        _logger.warning(
+            "listening on %s with no %s: anyone who can reach this address can call the tools",
+            settings.host,
+            ENV_TOKEN,
+        )
     shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
     config = uvicorn.Config(
         HttpApp(server, settings),
@@ -576,13 +698,15 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         log_config=None,
         access_log=False,
         server_header=False,
+        http=_guarded_protocol_class(settings.head_timeout_seconds, settings.max_head_bytes),
+        ws="none",  # no WebSocket upgrades: MCP has none, and the app would not take them
         # No X-Forwarded-* rewriting: nothing here reads the client's address, and a middleware
         # on every request costs time.
         proxy_headers=False,
         limit_concurrency=MAX_CONNECTIONS,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
-    uvicorn_server = _uvicorn_server_class()(config)
+    uvicorn_server = _uvicorn_server_class()(config, server)
     sys.stderr.write(f"{name}: serving MCP at http://{shown_host}:{bound_port}{ENDPOINT}\n")
     sys.stderr.flush()
     with sock:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import decimal
 import hmac
 import ipaddress
 import re
@@ -57,6 +58,8 @@ _SENTINEL: Final = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
 _FIELD_VALUE: Final = re.compile(r"[\t\x20-\x7e]*")
 #: RFC 9110 section 5.6.2: a token, what an `x-mcp-header` name must be.
 _TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: A JSON number's integer forms: no sign but minus, no leading zeros, no exponent.
+_DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", re.ASCII)
 #: "Schema Extension": integers mirrored into headers stay within JavaScript's safe range.
 _SAFE_INTEGER: Final = 2**53 - 1
 _LOOPBACK_NAMES: Final = frozenset({"localhost"})
@@ -92,6 +95,13 @@ def _host_name(host_header: str) -> str | None:
     return parsed.hostname
 
 
+def _listed_host(entry: str) -> str:
+    """A name as `MRTR_HTTP_ALLOWED_HOSTS` may give it (`name`, `name:port`, `name.`), compared
+    as a Host header's name: the port and a final dot do not count."""
+    name = _host_name(entry.strip()) or ""
+    return name.rstrip(".")
+
+
 @dataclass(frozen=True, slots=True)
 class AccessPolicy:
     """Who may reach the endpoint.
@@ -122,7 +132,9 @@ class AccessPolicy:
     ) -> AccessPolicy:
         return cls(
             loopback_only_hosts=_is_loopback(host),
-            allowed_hosts=frozenset(name.strip().lower() for name in allowed_hosts if name.strip()),
+            allowed_hosts=frozenset(
+                _listed_host(name) for name in allowed_hosts if _listed_host(name)
+            ),
             allowed_origins=frozenset(
                 origin.strip().rstrip("/").lower() for origin in allowed_origins if origin.strip()
             ),
@@ -139,7 +151,7 @@ class AccessPolicy:
         if name is None:
             return "Forbidden: malformed Host header"
         # A loopback name cannot be a rebinding attack: the attacker's page has a name of its own.
-        if _is_loopback(name) or name in self.allowed_hosts:
+        if _is_loopback(name) or name.rstrip(".") in self.allowed_hosts:
             return None
         if restricted:
             return f"Forbidden: Host {clip(host_header)!r} is not served here"
@@ -257,14 +269,15 @@ def _matches(kind: str, header_value: str, body_value: object) -> bool:
     if kind == "boolean":
         return isinstance(body_value, bool) and header_value == ("true" if body_value else "false")
     if kind == "integer":
-        # "Server Validation": compare integers numerically (`42.0` and `42` are equal).
+        # "Server Validation": compare integers numerically (`42.0` and `42` are equal), but
+        # only plain decimal text: `+42`, `4_2`, `0042` or other digits than ASCII would let a
+        # proxy that reads the header see another value than the server acts on.
         if isinstance(body_value, bool) or not isinstance(body_value, int | float):
             return False
-        try:
-            number = float(header_value) if "." in header_value else int(header_value)
-        except ValueError:
+        if not _DECIMAL.fullmatch(header_value):
             return False
-        return abs(number) <= _SAFE_INTEGER and number == body_value
+        number = decimal.Decimal(header_value)
+        return abs(number) <= _SAFE_INTEGER and number == decimal.Decimal(body_value)
     return isinstance(body_value, str) and header_value == body_value
 
 
