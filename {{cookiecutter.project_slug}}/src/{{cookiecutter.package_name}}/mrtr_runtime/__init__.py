@@ -1,6 +1,6 @@
 """mrtr_runtime: a small MCP server runtime with multi round-trip requests (SEP-2322).
 
-Vendored from the mrtr-server cookiecutter template, version 0.2.0 (`__version__` below; the
+Vendored from the mrtr-server cookiecutter template, version 0.3.0 (`__version__` below; the
 template's CHANGELOG.md says what each version changed). It is part of this project now: change
 it if you must, but a tool needs only what this page exports, and `cruft update` brings the
 template's fixes (README.md, "Updating from the template").
@@ -12,7 +12,8 @@ Three faces, one per audience; everything else (`_name` modules) is private:
 - `mrtr_runtime.testing`: clients that drive a server in tests and scripts.
 
 Serves MCP 2026-07-28 (stateless, per-request `_meta`) and, in the same process, 2025-11-25
-(`initialize`) over stdio. Depends on anyio and pydantic only.
+(`initialize`) over stdio; 2026-07-28 also over Streamable HTTP (`server.serve_http`, which needs
+uvicorn, the project's `http` extra). Depends on anyio and pydantic only.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
         text_contents,
     )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Imported on first use (PEP 562), which is when the tools load: the first answer a server
 # sends must not wait for them. The answer models are pydantic models, which come with the
