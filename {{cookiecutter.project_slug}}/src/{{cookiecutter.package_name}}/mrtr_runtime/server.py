@@ -23,9 +23,10 @@ from ._tokens import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 from ._wire import LEGACY_VERSIONS, MODERN_VERSIONS
 
 if TYPE_CHECKING:
-    from ._http import HttpApp, HttpSettings, serve_http
+    from ._http import HttpApp, HttpSettings
+    from ._uvicorn import serve_http
 
-_LAZY = {"HttpApp": "._http", "HttpSettings": "._http", "serve_http": "._http"}
+_LAZY = {"HttpApp": "._http", "HttpSettings": "._http", "serve_http": "._uvicorn"}
 
 
 def __getattr__(name: str) -> Any:
