@@ -498,7 +498,9 @@ class HttpApp:
             _watch_for_disconnect(receive, exchange, cancellation, serving)
         )
         try:
-            reply = await self.server.reply(request, self._session, exchange, cancellation)
+            message, malformed = await self.server.reply(
+                request, self._session, exchange, cancellation
+            )
         except asyncio.CancelledError:
             # Either the client went away, or the server is stopping and this request outlived
             # the grace period (uvicorn cancels it). Either way the handler must stop, a
@@ -522,10 +524,10 @@ class HttpApp:
             if serving.cancelling():
                 serving.uncancel()
             return
-        error = reply.message.get("error")
-        status = 200 if error is None else http_status(error["code"], malformed=reply.malformed)
+        error = message.get("error")
+        status = 200 if error is None else http_status(error["code"], malformed=malformed)
         try:
-            await exchange.finish(reply.message, status)
+            await exchange.finish(message, status)
         except (TypeError, ValueError):
             # A handler's result that is not JSON: the stdio transport answers the same way.
             _logger.exception("a result for %s could not be encoded", request.method)
