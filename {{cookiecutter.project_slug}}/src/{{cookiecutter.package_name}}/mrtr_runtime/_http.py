@@ -494,9 +494,7 @@ class HttpApp:
         serving = asyncio.current_task()
         if serving is None:  # an ASGI server always runs the app in a task
             raise RuntimeError("HttpApp must run inside an asyncio task")
-        watcher = asyncio.get_running_loop().create_task(
-            _watch_for_disconnect(receive, exchange, cancellation, serving)
-        )
+        watcher = _DisconnectWatch(receive, exchange, cancellation, serving)
         try:
             message, malformed = await self.server.reply(
                 request, self._session, exchange, cancellation
@@ -534,13 +532,41 @@ class HttpApp:
             await exchange.finish(error_response(request.id, INTERNAL_ERROR, "Internal error"), 200)
 
 
-async def _watch_for_disconnect(
-    receive: Receive, exchange: _Exchange, cancellation: Cancellation, serving: asyncio.Task[Any]
-) -> None:
+class _DisconnectWatch:
     """basic/patterns/cancellation: over HTTP, the client closing the connection IS the cancel.
-    The handler sees `ctx.cancelled` and its task is cancelled; nothing more is sent."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    exchange.closed = True
-    cancellation.cancel()
-    serving.cancel()
+    Once it closes, the handler sees `ctx.cancelled`, its task is cancelled, nothing more is sent.
+
+    The watching task starts one turn of the loop after the request does: most requests are
+    answered before that, and then no task is made, cancelled and unwound at all.
+    """
+
+    __slots__ = ("_start", "_task", "cancellation", "exchange", "receive", "serving")
+
+    def __init__(
+        self,
+        receive: Receive,
+        exchange: _Exchange,
+        cancellation: Cancellation,
+        serving: asyncio.Task[Any],
+    ) -> None:
+        self.receive = receive
+        self.exchange = exchange
+        self.cancellation = cancellation
+        self.serving = serving
+        self._task: asyncio.Task[None] | None = None
+        self._start = asyncio.get_running_loop().call_soon(self._begin)
+
+    def _begin(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while (await self.receive())["type"] != "http.disconnect":
+            pass
+        self.exchange.closed = True
+        self.cancellation.cancel()
+        self.serving.cancel()
+
+    def cancel(self) -> None:
+        self._start.cancel()
+        if self._task is not None:
+            self._task.cancel()
