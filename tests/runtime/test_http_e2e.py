@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import re
 import signal
 import socket
@@ -308,3 +309,28 @@ def test_sigterm_ends_listens_at_once_and_answers_a_call_that_outlives_the_grace
     assert server.process.returncode == 0, stderr
     assert "Traceback" not in stderr
     assert "Exception in ASGI application" not in stderr
+
+
+def test_without_the_http_extra_it_says_what_to_install(tmp_path: Path) -> None:
+    # A uvicorn installed without the httptools parser (not through the `http` extra).
+    blocked = tmp_path / "blocked" / "httptools"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'httptools'\", name='httptools')\n"
+    )
+    script = tmp_path / "serve_http.py"
+    script.write_text(SCRIPT)
+    env = server_env()
+    env["PYTHONPATH"] = f"{blocked.parent}{os.pathsep}{env['PYTHONPATH']}"
+    done = subprocess.run(
+        [sys.executable, str(script), "127.0.0.1", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=BOUND,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "httptools is missing" in done.stderr
+    assert "[http]" in done.stderr
+    assert "Traceback" not in done.stderr

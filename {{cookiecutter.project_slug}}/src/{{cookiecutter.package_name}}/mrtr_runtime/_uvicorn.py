@@ -149,10 +149,12 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
     when the tools could not be loaded, 2 when uvicorn is missing or the address is taken."""
     try:
         import uvicorn
-    except ImportError:
+
+        protocol = _guarded_protocol_class(settings.head_timeout_seconds, settings.max_head_bytes)
+    except ImportError as missing:  # uvicorn, or the httptools parser the protocol builds on
         sys.stderr.write(
-            f"{name}: HTTP mode needs the optional 'http' dependencies: "
-            f"pip install '{name}[http]'\n"
+            f"{name}: HTTP mode needs the optional 'http' dependencies ({missing.name} is "
+            f"missing): pip install '{name}[http]'\n"
         )
         return 2
     # stdout is no wire here, but a stray print() from a tool still belongs with the logs.
@@ -176,7 +178,7 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         log_config=None,
         access_log=False,
         server_header=False,
-        http=_guarded_protocol_class(settings.head_timeout_seconds, settings.max_head_bytes),
+        http=protocol,
         ws="none",  # no WebSocket upgrades: MCP has none, and the app would not take them
         # No X-Forwarded-* rewriting: nothing here reads the client's address, and a middleware
         # on every request costs time.
