@@ -115,19 +115,12 @@ def cookiecutter_config(directory: Path) -> Path:
     return config
 
 
-def bake_into(
-    output: Path,
-    capfd: pytest.CaptureFixture[str],
-    *,
-    overwrite: bool = False,
-    state_dir: Path | None = None,
-    **answers: str,
-) -> Bake:
-    """Bake into ``output`` (which must exist); raises what cookiecutter raises.
-
-    Cookiecutter's own config and replay files go to ``state_dir`` (default: next to ``output``).
-    """
-    capfd.readouterr()
+def bake_project(
+    output: Path, *, overwrite: bool = False, state_dir: Path | None = None, **answers: str
+) -> Path:
+    """Bake into ``output`` with ``answers``; raises what cookiecutter raises. Cookiecutter's own
+    config and replay files go to ``state_dir`` (default: next to ``output``)."""
+    output.mkdir(parents=True, exist_ok=True)
     state = state_dir or output.parent
     state.mkdir(parents=True, exist_ok=True)
     project = cookiecutter(
@@ -138,8 +131,22 @@ def bake_into(
         overwrite_if_exists=overwrite,
         config_file=str(cookiecutter_config(state)),
     )
+    return Path(project)
+
+
+def bake_into(
+    output: Path,
+    capfd: pytest.CaptureFixture[str],
+    *,
+    overwrite: bool = False,
+    state_dir: Path | None = None,
+    **answers: str,
+) -> Bake:
+    """`bake_project`, with what the hooks printed."""
+    capfd.readouterr()
+    project = bake_project(output, overwrite=overwrite, state_dir=state_dir, **answers)
     captured = capfd.readouterr()
-    return Bake(Path(project), captured.out, captured.err)
+    return Bake(project, captured.out, captured.err)
 
 
 BakeFactory = Callable[..., Bake]
@@ -192,19 +199,6 @@ def install(project: Path, extras: str) -> Path:
         timeout=900,
     )
     return python
-
-
-def bake_project(output: Path, **answers: str) -> Path:
-    """Bake into ``output`` with ``answers``; cookiecutter's own files go next to ``output``."""
-    output.mkdir(parents=True, exist_ok=True)
-    project = cookiecutter(
-        str(REPO),
-        no_input=True,
-        extra_context=answers,
-        output_dir=str(output),
-        config_file=str(cookiecutter_config(output.parent)),
-    )
-    return Path(project)
 
 
 def bake_every_combination(
