@@ -233,7 +233,7 @@ def test_hook_prints_host_configs_with_absolute_paths(bake: BakeFactory, combina
     assert f'"command": "{python}"' in out
     assert '"servers"' in out and '"type": "stdio"' in out and '"mcpServers"' in out
     assert f'"MRTR_SIGNING_KEY_FILE": "{baked.project / KEY_FILE}"' in out
-    assert "claude mcp add --transport stdio --env MRTR_SIGNING_KEY_FILE=" in out
+    assert f"claude mcp add --transport stdio {DEFAULT_SLUG} --env MRTR_SIGNING_KEY_FILE=" in out
     assert f" -- {python} -m {DEFAULT_PACKAGE}" in out
 
 

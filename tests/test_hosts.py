@@ -75,14 +75,28 @@ def test_claude_code_command_round_trips_through_a_posix_shell() -> None:
         "add",
         "--transport",
         "stdio",
+        "demo",
         "--env",
         "MRTR_SIGNING_KEY_FILE=/home/ada/My Servers/demo/.mrtr-signing-key",
-        "demo",
         "--",
         "/home/ada/My Servers/demo/.venv/bin/python",
         "-m",
         "demo",
     ]
+
+
+def test_claude_code_command_puts_nothing_positional_after_an_env_value() -> None:
+    """Claude Code's ``--env`` is variadic: a word after its value that is not an option or
+    ``--`` is taken as another ``KEY=VALUE``, the server's name included."""
+    launch = hosts.Launch(command="/srv/py", args=("-m", "demo"), env={"A": "1", "B": "2"})
+    words = shlex.split(hosts.claude_code_command("demo", launch))
+    assert words[:6] == ["claude", "mcp", "add", "--transport", "stdio", "demo"]
+    for index, word in enumerate(words[:-1]):
+        if word == "--":
+            break
+        if word == "--env":
+            after = words[index + 2]
+            assert after == "--" or after.startswith("-"), words
 
 
 def test_windows_paths_use_the_scripts_directory() -> None:

@@ -167,11 +167,16 @@ def _quote(arg: str, *, windows: bool) -> str:
 
 
 def claude_code_command(name: str, launch: Launch, *, windows: bool = False) -> str:
-    """``claude mcp add``: every option goes before the server name, the command after ``--``."""
-    words = ["claude", "mcp", "add", "--transport", "stdio"]
+    """``claude mcp add``: the name first, then the options, the command after ``--``.
+
+    ``--env`` takes any number of values, so a name written after it would be read as one more
+    ``KEY=VALUE`` ("Invalid environment variable format"): nothing but an option or ``--`` may
+    follow an ``--env`` value.
+    """
+    words = ["claude", "mcp", "add", "--transport", "stdio", name]
     for key, value in launch.env.items():
         words += ["--env", f"{key}={value}"]
-    words += [name, "--", *launch.argv()]
+    words += ["--", *launch.argv()]
     return " ".join(_quote(word, windows=windows) for word in words)
 
 
@@ -202,8 +207,8 @@ def where(host: str) -> str:
         )
     if host == "claude-code":
         return (
-            "Run once (options go before the name; --scope project shares it through .mcp.json, "
-            "--scope user applies it to every project)."
+            "Run once (add --scope project after the name to share it through .mcp.json, "
+            "--scope user to apply it to every project)."
         )
     if host == "mcp-json":
         return "Save as .mcp.json at the root of a project (Claude Code asks before using it)."
