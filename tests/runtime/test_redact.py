@@ -163,6 +163,14 @@ def test_short_known_values_are_not_replaced() -> None:
     assert redact_secrets(f"x {long_value} y", [long_value]) == "x [redacted] y"
 
 
+@pytest.mark.parametrize("attributes", [200, 2000])
+def test_an_xml_tag_with_long_attributes_still_hides_its_value(attributes: int) -> None:
+    tag = f'<SessionToken a="{"x" * (attributes - 4)}">'  # a="...": 4 more characters
+    assert redact_secrets(f"{tag}FwoGZXIvYXdzEJr</SessionToken>") == (
+        f"{tag}[redacted]</SessionToken>"
+    )
+
+
 # -- the configured logging: every line, whatever the exception's class ---------------------------
 
 ASSUMED = {

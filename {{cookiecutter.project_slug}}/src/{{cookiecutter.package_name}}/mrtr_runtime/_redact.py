@@ -61,8 +61,9 @@ _NAMED_VALUE: Final = re.compile(
 )
 # <SecretAccessKey>value</SecretAccessKey>, namespaced or not, with or without its end tag
 # (a truncated body ends inside the value); whitespace, or its repr escapes, may surround it.
+# Attributes hold no "<", so each tag's scan ends at the next tag: linear in the text.
 _XML_VALUE: Final = re.compile(
-    rf"(?P<head><(?:[\w.-]+:)?(?:{_NAME})(?:\s[^>]{{0,200}})?>(?:\s|\\[nrt])*){_VALUE}",
+    rf"(?P<head><(?:[\w.-]+:)?(?:{_NAME})(?:\s[^<>]*)?>(?:\s|\\[nrt])*){_VALUE}",
     re.IGNORECASE,
 )
 # Everything up to the end of the line, a repr's escaped line end or a closing quote: SigV4
