@@ -55,6 +55,10 @@ FORMS: dict[str, Form] = {
     "json-in-json": lambda s: json.dumps(json.dumps({"SessionToken": s})),
     "dict-of-bytes-repr": lambda s: repr({"X-Amz-Security-Token": s.encode()}),
     "asgi-headers-repr": lambda s: repr([(b"host", b"h"), (b"x-amz-security-token", s.encode())]),
+    "go-header-json": lambda s: json.dumps(
+        {"Authorization": [f"Bearer {s}"], "X-Amz-Signature": [s]}
+    ),
+    "cgi-environ": lambda s: f"HTTP_X_AMZ_SECURITY_TOKEN={s}\nHTTP_AUTHORIZATION=AWS {s}:x",
     "header-lines-bytes-repr": lambda s: repr(
         f"Host: sts.amazonaws.com\r\nx-amz-security-token: {s}\r\n".encode()
     ),
@@ -79,6 +83,8 @@ REDACTED: dict[str, str] = {
     "json-in-json": '"{\\"SessionToken\\": \\"[redacted]\\"}"',
     "dict-of-bytes-repr": "{'X-Amz-Security-Token': b'[redacted]'}",
     "asgi-headers-repr": "[(b'host', b'h'), (b'x-amz-security-token', b'[redacted]')]",
+    "go-header-json": '{"Authorization": ["[redacted]"], "X-Amz-Signature": ["[redacted]"]}',
+    "cgi-environ": "HTTP_X_AMZ_SECURITY_TOKEN=[redacted]\nHTTP_AUTHORIZATION=[redacted]",
     "header-lines-bytes-repr": (
         "b'Host: sts.amazonaws.com\\r\\nx-amz-security-token: [redacted]\\r\\n'"
     ),

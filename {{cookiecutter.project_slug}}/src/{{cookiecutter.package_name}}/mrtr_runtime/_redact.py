@@ -54,9 +54,12 @@ _QUOTE: Final = r"(?:b?\\*[\"'])?+"
 # Between a name and its value: ":" or "=", or the "," of a (name, value) pair in a repr (ASGI
 # headers), which counts only between quoted strings.
 _SEPARATOR: Final = r"""(?:\s*[:=]\s*|(?<=["'])\s*,\s*(?=b?\\*["']))"""
+# A value may come as the one item of a list (Go's http.Header as JSON, a repr of a multidict);
+# a value already redacted is not taken for one.
+_OPEN: Final = r"(?!\[redacted\])(?:[\[(]\s*)?+"
 _NAMED_VALUE: Final = re.compile(
     # The lookahead turns most positions away before the alternatives are tried.
-    rf"(?=[acsxACSX])(?P<head>(?:{_NAME}){_QUOTE}{_SEPARATOR}{_QUOTE}){_VALUE}",
+    rf"(?=[acsxACSX])(?P<head>(?:{_NAME}){_QUOTE}{_SEPARATOR}{_OPEN}{_QUOTE}){_VALUE}",
     re.IGNORECASE,
 )
 # <SecretAccessKey>value</SecretAccessKey>, namespaced or not, with or without its end tag
@@ -69,8 +72,8 @@ _XML_VALUE: Final = re.compile(
 # Everything up to the end of the line, a repr's escaped line end or a closing quote: SigV4
 # (Credential=..., Signature=...), SigV2 (AWS id:signature), Basic and Bearer alike.
 _AUTHORIZATION: Final = re.compile(
-    rf"(?=[apAP])(?P<head>(?:proxy-)?authorization{_QUOTE}{_SEPARATOR}{_QUOTE})"
-    r"(?!\[redacted\])[^\s\"'\\<>][^\r\n\"'\\<>]*",
+    rf"(?=[apAP])(?P<head>(?:proxy-)?authorization{_QUOTE}{_SEPARATOR}{_OPEN}{_QUOTE})"
+    r"(?!\[redacted\])[^\s\"'\\<>\[\]][^\r\n\"'\\<>\[\]]*",
     re.IGNORECASE,
 )
 # The userinfo of any URL (scheme://user:password@host), whatever the scheme.
