@@ -15,7 +15,9 @@ So it looks for the shapes secrets travel in rather than for exception classes:
 - the userinfo of any URL (`scheme://user:password@host`);
 - and any secret value the caller knows, also URL- and JSON-escaped.
 
-Standard library only, patterns compiled once on import: the stdio path loads it with logging.
+The server's own log is where server/utilities/logging's rule applies first: log messages
+"MUST NOT contain credentials or secrets". Standard library only, patterns compiled once on
+import: the stdio path loads it with logging.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Iterable
 from typing import Final
 from urllib.parse import quote
 
-__all__ = ("REDACTED", "redact_secrets")
+__all__ = ("redact_secrets",)
 
 REDACTED: Final = "[redacted]"
 # Shorter known values are not worth replacing: they would blank ordinary words.
