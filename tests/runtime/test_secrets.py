@@ -43,11 +43,12 @@ posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes and FIFOs
 
 # The launcher adds probe tools to the project's own registry, then starts the real CLI.
 LAUNCHER = """
+import os
 import sys
 
 from pydantic import BaseModel
 
-from PACKAGE.mrtr_runtime import Context, elicit_form
+from PACKAGE.mrtr_runtime import Context, ToolError, elicit_form
 from PACKAGE.tools import registry
 
 
@@ -69,6 +70,34 @@ async def secret_probe(n: int = 0, *, ctx: Context):
 async def secret_fail(n: int = 0):
     '''Fails with an exception.'''
     raise RuntimeError("probe failure")
+
+
+class ResponseParserError(Exception):
+    '''Like botocore's: no library base class, and the raw response in its message.'''
+
+
+def echoed_credentials():
+    key_id, secret, token = (os.environ[name] for name in (
+        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"
+    ))
+    return repr(
+        f"<Credentials><AccessKeyId>{key_id}</AccessKeyId><SecretAccessKey>{secret}"
+        f"</SecretAccessKey><SessionToken>{token}\\r\\n"
+        f"Authorization: AWS4-HMAC-SHA256 Credential={key_id}/20260728/us-east-1/sts/aws4_request"
+        f", SignedHeaders=host, Signature=0f3e\\r\\nX-Amz-Security-Token: {token}\\r\\n".encode()
+    )
+
+
+@registry.tool()
+async def secret_echo_fail(n: int = 0):
+    '''Fails quoting a response that echoes the process's AWS credentials.'''
+    raise ResponseParserError(f"probe failure: unable to parse {echoed_credentials()}")
+
+
+@registry.tool()
+async def secret_echo_tool_error(n: int = 0):
+    '''A ToolError built from the same text.'''
+    raise ToolError(f"AWS call failed: {echoed_credentials()}")
 
 
 from PACKAGE.cli import main
@@ -240,6 +269,8 @@ def provoke_every_error(
             {"name": "secret_probe", "arguments": {}, "inputResponses": marker},
         ),
         request("fail", "tools/call", {"name": "secret_fail", "arguments": {}}),
+        request("echo-fail", "tools/call", {"name": "secret_echo_fail", "arguments": {}}),
+        request("echo-error", "tools/call", {"name": "secret_echo_tool_error", "arguments": {}}),
         request("unknown", "tools/call", {"name": marker, "arguments": {}}),
         request(
             "version",
@@ -258,6 +289,10 @@ def provoke_every_error(
     errors = {i: m for i, m in responses(third).items() if "error" in m}
     for i in range(len(bad_states)):
         assert errors[f"state-{i}"]["error"]["message"].startswith("Invalid requestState: ")
+    # The echoing failures ran: logged with their traceback, answered with the redacted text.
+    echoed = responses(third)["echo-error"]["result"]["content"][0]["text"]
+    assert "<SecretAccessKey>[redacted]</SecretAccessKey>" in echoed
+    assert b"ResponseParserError: probe failure" in third.stderr
     for blob in outputs:
         assert b"Traceback" not in blob or b"probe failure" in blob  # only the failing tool's log
     return outputs, messages, token_two

@@ -26,6 +26,7 @@ from ._jsonrpc import (
     RpcError,
     clip,
 )
+from ._redact import redact_secrets
 from ._registry import (
     PromptDef,
     Registry,
@@ -86,7 +87,8 @@ def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
         except InvalidInputResponse:
             raise
         except ToolError as error:
-            return ToolResult.error(str(error))
+            # A tool may build its message from a library's exception, which can quote secrets.
+            return ToolResult.error(redact_secrets(str(error)))
         except RequestCancelled:
             # The transport sends nothing for a cancelled request; this result goes nowhere.
             _logger.info("tool %r stopped: the client cancelled the call", name)

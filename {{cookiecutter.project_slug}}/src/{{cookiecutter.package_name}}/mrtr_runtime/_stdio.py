@@ -23,7 +23,6 @@ import contextlib
 import logging
 import math
 import os
-import re
 import select
 import signal
 import stat
@@ -50,6 +49,7 @@ from ._jsonrpc import (
     error_response,
     parse_line,
 )
+from ._redact import redact_secrets
 from ._router import Server, Session
 
 __all__ = (
@@ -522,20 +522,17 @@ def _claim_stdio() -> tuple[int, int]:
     return wire_in, wire_out
 
 
-# The userinfo of any URL (scheme://user:password@host), which a library's exception can quote
-# from its configuration (an endpoint URL with credentials in it, say).
-_URL_CREDENTIALS: Final = re.compile(r"(?<=://)[^/@\s\"'<>]+@")
-
-
 class _RedactingFormatter(logging.Formatter):
-    """Formats as usual, then blanks URL credentials in the whole line, traceback included."""
+    """Formats as usual, then redacts the whole text: message, arguments, exception and its
+    traceback, stack_info. A library's exception of any class can quote a response body or
+    the signed request, so nothing about the record decides what is safe."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return _URL_CREDENTIALS.sub("[redacted]@", super().format(record))
+        return redact_secrets(super().format(record))
 
 
 def configure_logging() -> None:
-    """Logs to stderr (never stdout), at MRTR_LOG_LEVEL (default INFO), URL credentials blanked."""
+    """Logs to stderr (never stdout), at MRTR_LOG_LEVEL (default INFO), secrets redacted."""
     level = os.environ.get("MRTR_LOG_LEVEL", "INFO").upper()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

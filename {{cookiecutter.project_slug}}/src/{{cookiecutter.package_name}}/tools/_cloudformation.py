@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..mrtr_runtime import ToolError
+from ..mrtr_runtime import RequestCancelled, ToolError, redact_secrets
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -68,9 +68,6 @@ _ROLE_ARN: Final = re.compile(
     r"[\w+=,.@-]{1,64}",  # IAM role name
     re.ASCII,
 )
-
-# The userinfo of any URL (scheme://user:password@host): never shown, whatever the scheme.
-_URL_CREDENTIALS: Final = re.compile(r"(?<=://)[^/@\s\"'<>]+@")
 
 Progress = Callable[[str], None]
 #: Raises to stop a deploy between two AWS steps (the tool passes `ctx.check_cancelled`).
@@ -542,11 +539,9 @@ def _distribution() -> str:
 
 def _redact(text: str, secrets: list[str]) -> str:
     # AWS error messages can quote signed headers (SignatureDoesNotMatch), session token included,
-    # and connection errors quote the endpoint URL, user:password@ included (AWS_ENDPOINT_URL).
-    for secret in secrets:
-        if len(secret) >= 8:
-            text = text.replace(secret, "[redacted]")
-    return _URL_CREDENTIALS.sub("[redacted]@", text)[:2000]
+    # connection errors quote the endpoint URL, user:password@ included (AWS_ENDPOINT_URL), and a
+    # response botocore cannot parse is quoted whole (the credentials of a truncated AssumeRole).
+    return redact_secrets(text, secrets)[:2000]
 
 
 def run_deploy(
@@ -611,7 +606,11 @@ def run_deploy(
         code, message = _error_of(error)
         operation = getattr(error, "operation_name", "call")
         raise ToolError(_redact(f"AWS {operation} failed: {code}: {message}", secrets)) from None
-    except _botocore_exceptions().BotoCoreError as error:
+    except RequestCancelled:
+        raise
+    except Exception as error:
+        # Not only BotoCoreError: botocore's ResponseParserError, urllib3's and the parsers'
+        # own errors derive from Exception alone, and their text can quote the raw response.
         raise ToolError(
             _redact(f"AWS call failed: {type(error).__name__}: {error}", secrets)
         ) from None

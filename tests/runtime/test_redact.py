@@ -1,0 +1,286 @@
+"""The one redactor (`redact_secrets`) and every path out that goes through it.
+
+Properties (hypothesis): a secret in any of the shapes AWS material travels in, inside any
+text, never survives; the text around it is kept exactly; redacting twice changes nothing; any
+text at all is redacted without an error. Then the paths: every line of the configured logging
+(message, arguments, exception text and traceback, stack_info, uvicorn's loggers in HTTP mode)
+and a ToolError's message in a tool result.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from mrtr_runtime import Registry, ToolError, redact_secrets
+from mrtr_runtime.testing import MemoryClient
+from support import PACKAGE, make_server
+
+BOUND = 30  # seconds for a subprocess
+
+BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+# What a secret key or a session token is made of; long enough not to occur by chance.
+secrets_ = st.text(alphabet=BASE64, min_size=16, max_size=80)
+key_ids = st.builds(
+    lambda prefix, rest: prefix + rest,
+    st.sampled_from(["AKIA", "ASIA", "AROA", "AIDA"]),
+    st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", min_size=16, max_size=16),
+)
+# Ordinary text: no separator a secret's name is followed by (":" "="), no markup ("<"), no
+# URL userinfo ("@"), no capitals (key ids), so nothing in it looks like a secret.
+ordinary = st.text(
+    alphabet=st.characters(
+        categories=["Ll", "Nd", "Zs", "Po", "Pd", "Ps", "Pe"], exclude_characters=":=<@\\"
+    ),
+    max_size=60,
+)
+
+Form = Callable[[str], str]
+# Each shape: how the secret appears in the text (repr() of dicts and bytes, JSON in JSON, a
+# header block, a query string, an ini file, XML with or without its end tag, a header).
+FORMS: dict[str, Form] = {
+    "xml": lambda s: f"<SecretAccessKey>{s}</SecretAccessKey>",
+    "xml-namespaced-pretty": lambda s: f'<sts:SessionToken a="1">\n  {s}\n</sts:SessionToken>',
+    "xml-truncated": lambda s: f"<Credentials><SessionToken>{s}",
+    "json": lambda s: json.dumps({"Credentials": {"SecretAccessKey": s}}),
+    "json-escaped-slash": lambda s: '{"SessionToken":"' + s.replace("/", "\\/") + '"}',
+    "json-in-json": lambda s: json.dumps(json.dumps({"SessionToken": s})),
+    "dict-of-bytes-repr": lambda s: repr({"X-Amz-Security-Token": s.encode()}),
+    "asgi-headers-repr": lambda s: repr([(b"host", b"h"), (b"x-amz-security-token", s.encode())]),
+    "go-header-json": lambda s: json.dumps(
+        {"Authorization": [f"Bearer {s}"], "X-Amz-Signature": [s]}
+    ),
+    "cgi-environ": lambda s: f"HTTP_X_AMZ_SECURITY_TOKEN={s}\nHTTP_AUTHORIZATION=AWS {s}:x",
+    "header-lines-bytes-repr": lambda s: repr(
+        f"Host: sts.amazonaws.com\r\nx-amz-security-token: {s}\r\n".encode()
+    ),
+    "query-string": lambda s: f"https://h/?X-Amz-Security-Token={quote(s, safe='')}&X-Amz-Date=1",
+    "presigned-signature": lambda s: f"https://h/?a=1&X-Amz-Signature={s}",
+    "ini": lambda s: f"[default]\naws_secret_access_key = {s}\naws_session_token={s}",
+    "sigv4-authorization": lambda s: (
+        "Authorization: AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20260728/us-east-1/"
+        f"sts/aws4_request, SignedHeaders=host;x-amz-date, Signature={s}"
+    ),
+    "bearer": lambda s: f"{{'authorization': 'Bearer {s}'}}",
+    "signature-param": lambda s: f"Signature={s}",
+    "url-userinfo": lambda s: f"https://deployer:{quote(s, safe='')}@sts.example/",
+}
+# Exactly what each shape becomes: the secret, and only the secret, replaced.
+REDACTED: dict[str, str] = {
+    "xml": "<SecretAccessKey>[redacted]</SecretAccessKey>",
+    "xml-namespaced-pretty": '<sts:SessionToken a="1">\n  [redacted]\n</sts:SessionToken>',
+    "xml-truncated": "<Credentials><SessionToken>[redacted]",
+    "json": '{"Credentials": {"SecretAccessKey": "[redacted]"}}',
+    "json-escaped-slash": '{"SessionToken":"[redacted]"}',
+    "json-in-json": '"{\\"SessionToken\\": \\"[redacted]\\"}"',
+    "dict-of-bytes-repr": "{'X-Amz-Security-Token': b'[redacted]'}",
+    "asgi-headers-repr": "[(b'host', b'h'), (b'x-amz-security-token', b'[redacted]')]",
+    "go-header-json": '{"Authorization": ["[redacted]"], "X-Amz-Signature": ["[redacted]"]}',
+    "cgi-environ": "HTTP_X_AMZ_SECURITY_TOKEN=[redacted]\nHTTP_AUTHORIZATION=[redacted]",
+    "header-lines-bytes-repr": (
+        "b'Host: sts.amazonaws.com\\r\\nx-amz-security-token: [redacted]\\r\\n'"
+    ),
+    "query-string": "https://h/?X-Amz-Security-Token=[redacted]&X-Amz-Date=1",
+    "presigned-signature": "https://h/?a=1&X-Amz-Signature=[redacted]",
+    "ini": "[default]\naws_secret_access_key = [redacted]\naws_session_token=[redacted]",
+    "sigv4-authorization": "Authorization: [redacted]",
+    "bearer": "{'authorization': '[redacted]'}",
+    "signature-param": "Signature=[redacted]",
+    "url-userinfo": "https://[redacted]@sts.example/",
+}
+
+
+def spellings(secret: str) -> list[str]:
+    return [secret, quote(secret, safe=""), secret.replace("/", "\\/")]
+
+
+@pytest.mark.parametrize("form", FORMS, ids=FORMS.keys())
+@settings(max_examples=60, deadline=None)
+@given(secret=secrets_, before=st.text(max_size=60), after=st.text(max_size=60))
+def test_a_secret_in_any_shape_never_survives_whatever_surrounds_it(
+    form: str, secret: str, before: str, after: str
+) -> None:
+    assume(not any(spelling in before + "\0" + after for spelling in spellings(secret)))
+    redacted = redact_secrets(before + FORMS[form](secret) + after)
+    for spelling in spellings(secret):
+        assert spelling not in redacted
+
+
+@pytest.mark.parametrize("form", FORMS, ids=FORMS.keys())
+@settings(max_examples=40, deadline=None)
+@given(secret=secrets_, before=ordinary, after=ordinary)
+def test_only_the_secret_changes(form: str, secret: str, before: str, after: str) -> None:
+    text = f"{before}\n{FORMS[form](secret)}\n{after}"
+    assert redact_secrets(text) == f"{before}\n{REDACTED[form]}\n{after}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(key_id=key_ids, before=st.text(max_size=40), after=st.text(max_size=40))
+def test_an_access_key_id_never_survives_even_glued_to_other_text(
+    key_id: str, before: str, after: str
+) -> None:
+    assert key_id not in redact_secrets(before + key_id + after)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    secret=st.text(min_size=8, max_size=40).filter(
+        lambda s: "[" not in s and "]" not in s and s != "redacted"
+    ),
+    before=st.text(max_size=40),
+    after=st.text(max_size=40),
+)
+def test_a_known_secret_never_survives_in_any_spelling(
+    secret: str, before: str, after: str
+) -> None:
+    # A known value may contain anything; only pieces of the marker itself could rebuild it.
+    for spelling in {secret, quote(secret, safe=""), secret.replace("/", "\\/")}:
+        assert secret not in redact_secrets(before + spelling + after, [secret])
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=ordinary)
+def test_ordinary_text_is_left_as_it_is(text: str) -> None:
+    assert redact_secrets(text) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=300), known=st.lists(st.text(max_size=20), max_size=3))
+def test_any_text_is_redacted_without_error_and_redacting_again_changes_nothing(
+    text: str, known: list[str]
+) -> None:
+    once = redact_secrets(text, known)
+    assert redact_secrets(once, known) == once
+
+
+def test_short_known_values_are_not_replaced() -> None:
+    # Seven characters would blank ordinary words; eight is the bound, and 10x that still works.
+    assert redact_secrets("the word abcdefg", ["abcdefg"]) == "the word abcdefg"
+    assert redact_secrets("the word abcdefgh", ["abcdefgh"]) == "the word [redacted]"
+    long_value = "q" * 80
+    assert redact_secrets(f"x {long_value} y", [long_value]) == "x [redacted] y"
+
+
+@pytest.mark.parametrize("attributes", [200, 2000])
+def test_an_xml_tag_with_long_attributes_still_hides_its_value(attributes: int) -> None:
+    tag = f'<SessionToken a="{"x" * (attributes - 4)}">'  # a="...": 4 more characters
+    assert redact_secrets(f"{tag}FwoGZXIvYXdzEJr</SessionToken>") == (
+        f"{tag}[redacted]</SessionToken>"
+    )
+
+
+# -- the configured logging: every line, whatever the exception's class ---------------------------
+
+ASSUMED = {
+    "AccessKeyId": "ASIAQ3EGZK7BXMPL4Y2N",
+    "SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY",
+    "SessionToken": "FwoGZXIvYXdzEJr//////////wEaDOLf+Assumed/Session=Token",
+}
+BASE_TOKEN = "IQoJb3JpZ2luX2VjEBase/Session+Token=="
+
+LOGGING_SCRIPT = f"""
+import logging
+from {PACKAGE}.mrtr_runtime.server import configure_logging
+
+configure_logging()
+log = logging.getLogger("tool")
+body = (
+    b'<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>{ASSUMED["AccessKeyId"]}'
+    b'</AccessKeyId><SecretAccessKey>{ASSUMED["SecretAccessKey"]}</SecretAccessKey>'
+    b'<SessionToken>{ASSUMED["SessionToken"][:30]}'
+)
+
+
+class ResponseParserError(Exception):
+    pass
+
+
+try:
+    try:
+        raise ValueError(b"echo: X-Amz-Security-Token: {BASE_TOKEN}\\r\\n")
+    except ValueError as inner:
+        raise ResponseParserError(f"Unable to parse response: {{body}}") from inner
+except ResponseParserError:
+    log.exception("tool %r raised", "deploy")
+log.warning("headers %s", {{"X-Amz-Security-Token": b"{BASE_TOKEN}"}}, stack_info=True)
+log.error("sent %s", "Authorization: AWS4-HMAC-SHA256 Credential={ASSUMED["AccessKeyId"]}/x")
+"""
+
+
+def run_script(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=BOUND, check=True
+    )
+
+
+def test_every_part_of_every_log_line_is_redacted() -> None:
+    done = run_script(LOGGING_SCRIPT)
+    assert done.stdout == ""
+    assert "Traceback" in done.stderr and "Stack (most recent call last)" in done.stderr
+    assert "ResponseParserError: Unable to parse response" in done.stderr
+    assert "<SecretAccessKey>[redacted]</SecretAccessKey>" in done.stderr
+    for secret in [*ASSUMED.values(), ASSUMED["SessionToken"][:30], BASE_TOKEN]:
+        assert secret not in done.stderr
+
+
+UVICORN_SCRIPT = f"""
+import logging
+import sys
+
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import support
+from mrtr_runtime import _uvicorn
+from mrtr_runtime.server import HttpSettings, configure_logging
+
+
+class Listening:
+    # In place of uvicorn's Server: serve_http builds the real uvicorn.Config first (which is
+    # where uvicorn would configure its loggers), then this logs as uvicorn does and returns.
+    started = True
+
+    def __init__(self, config, server):
+        del config, server
+
+    def run(self, sockets):
+        headers = [(b"authorization", b"Bearer {BASE_TOKEN}")]
+        logging.getLogger("uvicorn.error").warning("headers: %s", headers)
+
+
+configure_logging()
+_uvicorn._uvicorn_server_class = lambda: Listening
+sys.exit(_uvicorn.serve_http(support.make_server(), HttpSettings(port=0)))
+"""
+
+
+def test_uvicorns_loggers_in_http_mode_go_through_the_same_redactor() -> None:
+    pytest.importorskip("uvicorn")
+    done = run_script(UVICORN_SCRIPT)
+    assert "headers: [(b'authorization', b'[redacted]')]" in done.stderr
+    assert BASE_TOKEN not in done.stderr
+
+
+# -- tool results ---------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_tool_errors_message_is_redacted_in_the_result() -> None:
+    registry = Registry()
+
+    @registry.tool()
+    async def fails_quoting() -> str:
+        """Raises a ToolError built from a library's error text."""
+        raise ToolError(f"call failed: b'<SessionToken>{ASSUMED['SessionToken']}</SessionToken>'")
+
+    result = await MemoryClient(make_server(registry=registry)).call_tool("fails_quoting")
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == (
+        "call failed: b'<SessionToken>[redacted]</SessionToken>'"
+    )
