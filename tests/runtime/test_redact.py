@@ -231,6 +231,49 @@ def test_every_part_of_every_log_line_is_redacted() -> None:
         assert secret not in done.stderr
 
 
+UNCAUGHT_SCRIPT = f"""
+import threading
+from {PACKAGE}.mrtr_runtime.server import configure_logging
+
+configure_logging()
+
+
+class Finalized:
+    def __del__(self):
+        raise ValueError("X-Amz-Security-Token: {BASE_TOKEN}")
+
+
+def in_thread():
+    raise RuntimeError("<SecretAccessKey>{ASSUMED["SecretAccessKey"]}</SecretAccessKey>")
+
+
+worker = threading.Thread(target=in_thread, name="worker")
+worker.start()
+worker.join()
+Finalized()
+raise LookupError("Credential={ASSUMED["AccessKeyId"]}/20261201/us-east-1/sts/aws4_request")
+"""
+
+
+def test_exceptions_nobody_caught_are_logged_redacted() -> None:
+    """The interpreter's own hooks (main thread, other threads, finalizers) write tracebacks
+    to stderr without logging; configure_logging routes them through the same redactor."""
+    done = subprocess.run(
+        [sys.executable, "-c", UNCAUGHT_SCRIPT], capture_output=True, text=True, timeout=BOUND
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    for shown in (
+        "Uncaught exception in thread worker",
+        "RuntimeError",
+        "ValueError",
+        "LookupError",
+    ):
+        assert shown in done.stderr
+    for secret in [ASSUMED["SecretAccessKey"], ASSUMED["AccessKeyId"], BASE_TOKEN]:
+        assert secret not in done.stderr
+
+
 UVICORN_SCRIPT = f"""
 import logging
 import sys

@@ -30,6 +30,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from itertools import count
+from types import TracebackType
 from typing import Any, Final, Protocol
 
 from ._context import Cancellation
@@ -531,8 +532,40 @@ class _RedactingFormatter(logging.Formatter):
         return redact_secrets(super().format(record))
 
 
+def _log_uncaught(
+    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+) -> None:
+    _logger.critical("Uncaught exception", exc_info=(exc_type, exc, tb))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:  # what the default hook ignores too
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    exc = args.exc_value if args.exc_value is not None else args.exc_type()
+    _logger.critical(
+        "Uncaught exception in thread %s", name, exc_info=(args.exc_type, exc, args.exc_traceback)
+    )
+
+
+def _log_unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    exc = unraisable.exc_value if unraisable.exc_value is not None else unraisable.exc_type()
+    where = unraisable.err_msg or "Exception ignored in"
+    _logger.error(
+        "%s: %r",
+        where,
+        unraisable.object,
+        exc_info=(unraisable.exc_type, exc, unraisable.exc_traceback),
+    )
+
+
 def configure_logging() -> None:
-    """Logs to stderr (never stdout), at MRTR_LOG_LEVEL (default INFO), secrets redacted."""
+    """Logs to stderr (never stdout), at MRTR_LOG_LEVEL (default INFO), secrets redacted.
+
+    Exceptions nobody caught (in the main thread, in other threads, in finalizers) are written
+    by hooks of the interpreter's that bypass logging; they are routed through it here, so
+    their tracebacks are redacted like every other line.
+    """
     level = os.environ.get("MRTR_LOG_LEVEL", "INFO").upper()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -540,6 +573,9 @@ def configure_logging() -> None:
         handlers=[handler],
         level=level if level in logging.getLevelNamesMapping() else "INFO",
     )
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread
+    sys.unraisablehook = _log_unraisable
 
 
 def client_request_timeout(environ: Mapping[str, str]) -> float:
