@@ -410,6 +410,7 @@ def _wait_for_stack(
 
 def _delete_failed_create(cfn: Any, stack: _Stack, progress: Progress, deadline: _Deadline) -> None:
     progress(f"Deleting the stack a failed create left in {_FAILED_CREATE}")
+    deadline.checkpoint()
     deadline.commit()
     cfn.delete_stack(
         StackName=stack.stack_id, ClientRequestToken=_token("mrtr-delete", stack.stack_id)
@@ -527,6 +528,7 @@ def deploy_stack(
 
     seen = _event_ids(cfn, stack_id)
     progress(f"Executing change set {name}")
+    checkpoint()
     commit()
     cfn.execute_change_set(
         ChangeSetName=change_set_id, ClientRequestToken=_token("mrtr-exec", change_set_id)
