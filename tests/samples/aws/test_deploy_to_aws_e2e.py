@@ -443,6 +443,7 @@ async def test_sigterm_at_each_aws_step_is_answered_with_what_the_stack_really_d
     answer, actions, status = await deploy_then_stop(server_env, endpoint, stack, step, delay_after)
     executed = "ExecuteChangeSet" in actions
     if told == "result":
+        assert "result" in answer, (answer, status)
         assert answer["result"]["structuredContent"]["action"] == "created", answer
         assert status == "CREATE_COMPLETE"
         return
