@@ -1003,3 +1003,58 @@ async def test_credentials_in_the_endpoint_url_never_reach_the_result(
     assert result["isError"] is True
     assert "[redacted]@127.0.0.1" in text_of(result)
     assert "hunter2secret" not in json.dumps(result)
+
+
+# -- the point of no return: marked right before each call that changes the stack -------------
+
+
+def recording(client: Any) -> list[str]:
+    """The name of every AWS operation `client` calls, in order."""
+    calls: list[str] = []
+
+    def before_call(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    client.meta.events.register("before-call.cloudformation.*", before_call)
+    return calls
+
+
+def moto_plan(stack: str = STACK) -> Any:
+    return engine.StackPlan(stack, TEMPLATE, {"Environment": "dev"}, ())
+
+
+def test_the_point_of_no_return_comes_right_before_execute_change_set_and_only_there(
+    aws: None,
+) -> None:
+    client = cfn()
+    calls = recording(client)
+    engine.deploy_stack(client, moto_plan(), commit=lambda: calls.append("COMMIT"))
+    assert calls.count("COMMIT") == 1
+    assert calls[calls.index("COMMIT") + 1] == "ExecuteChangeSet"
+    assert calls.index("CreateChangeSet") < calls.index("COMMIT")  # a proposal changes nothing
+
+
+def test_the_point_of_no_return_comes_right_before_a_failed_create_is_deleted(aws: None) -> None:
+    client = cfn()
+    engine.deploy_stack(client, moto_plan())
+    moto_stack().status = "ROLLBACK_COMPLETE"
+    calls = recording(client)
+    engine.deploy_stack(client, moto_plan(), commit=lambda: calls.append("COMMIT"))
+    assert calls[calls.index("DeleteStack") - 1] == "COMMIT"
+    assert calls[calls.index("ExecuteChangeSet") - 1] == "COMMIT"
+
+
+def test_a_point_of_no_return_refused_leaves_the_change_set_unexecuted(aws: None) -> None:
+    # The request was cancelled before its mark (`ctx.point_of_no_return` raises): the stack
+    # gets only the proposal, never its execution.
+    def refuse() -> None:
+        raise RequestCancelled("cancelled before the point of no return")
+
+    client = cfn()
+    calls = recording(client)
+    with pytest.raises(RequestCancelled):
+        engine.deploy_stack(client, moto_plan(), commit=refuse)
+    assert "ExecuteChangeSet" not in calls
+    assert (
+        client.describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"] == "REVIEW_IN_PROGRESS"
+    )

@@ -10,16 +10,18 @@ package (``MRTR_PACKAGE``).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import importlib
 import json
 import os
 import secrets
+import signal
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ from urllib.parse import urlsplit
 import anyio
 import boto3
 import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
 from moto.server import ThreadedMotoServer
 
 PACKAGE = os.environ["MRTR_PACKAGE"]
@@ -196,13 +200,39 @@ class SlowAws:
     """A proxy in front of moto's server that holds every AWS call for `delay` seconds.
 
     It makes a deploy slow enough to cancel between two of its steps, and it records the
-    action of every call that reached AWS, so a test can tell which steps happened.
+    action of every call that reached AWS, so a test can tell which steps happened. With
+    `trigger`, `on_trigger` runs as the first call of that action arrives (`"after:X"`: the
+    first call after X), before it is held; from that call on each is held `delay_after`.
     """
 
-    def __init__(self, upstream: str, delay: float) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        delay: float,
+        *,
+        trigger: str | None = None,
+        on_trigger: Callable[[], None] = lambda: None,
+        delay_after: float | None = None,
+    ) -> None:
         target = urlsplit(upstream)
         self.actions: list[str] = []
+        #: Calls held or being forwarded right now; 0 once everything sent has reached moto.
+        self.in_flight = 0
+        self.triggered = False
+        lock = threading.Lock()
         proxy = self
+
+        def hold(action: str) -> float:
+            with lock:
+                proxy.in_flight += 1
+                previous = proxy.actions[-1] if proxy.actions else None
+                proxy.actions.append(action)
+                if not proxy.triggered and trigger in (action, f"after:{previous}"):
+                    proxy.triggered = True
+                    on_trigger()
+                if proxy.triggered and delay_after is not None:
+                    return delay_after
+                return delay
 
         class Forward(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
@@ -216,8 +246,14 @@ class SlowAws:
                 action = dict(
                     pair.split("=", 1) for pair in body.decode().split("&") if "=" in pair
                 ).get("Action", self.headers.get("X-Amz-Target", "?"))
-                proxy.actions.append(action)
-                time.sleep(delay)
+                try:
+                    time.sleep(hold(action))
+                    self._relay(body)
+                finally:
+                    with lock:
+                        proxy.in_flight -= 1
+
+            def _relay(self, body: bytes) -> None:
                 upstream_conn = http.client.HTTPConnection(
                     target.hostname or "127.0.0.1", target.port, timeout=30
                 )
@@ -231,7 +267,8 @@ class SlowAws:
                         self.send_header(key, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(OSError):  # the caller may be gone (its server stopped)
+                    self.wfile.write(data)
                 upstream_conn.close()
 
             def log_message(self, format: str, *args: Any) -> None:
@@ -323,3 +360,103 @@ async def test_a_cancel_after_the_first_progress_stops_the_deploy(
     cloudformation = assumed("cloudformation", endpoint)
     stacks = cloudformation.list_stacks()["StackSummaries"]
     assert [summary for summary in stacks if summary["StackName"] == stack] == []
+
+
+# -- SIGTERM at each AWS step: what the client is told matches what the stack did ---------------
+
+
+def stack_status(endpoint: str, stack: str) -> str | None:
+    cloudformation = assumed("cloudformation", endpoint)
+    summaries = cloudformation.list_stacks()["StackSummaries"]
+    found = [summary for summary in summaries if summary["StackName"] == stack]
+    return str(found[0]["StackStatus"]) if found else None
+
+
+async def deploy_then_stop(
+    server_env: dict[str, str], endpoint: str, stack: str, step: str, delay_after: float
+) -> tuple[Json, list[str], str | None]:
+    """Round 1, then round 2 with the answers through a slowed AWS; SIGTERM as `step` reaches
+    AWS. The answer to round 2, every AWS call made, and the stack's status once all is done."""
+    answers = {
+        "confirm": {"action": "accept", "content": {"confirmed": True}},
+        "role-arn": {"action": "accept", "content": {"arn": ROLE}},
+    }
+    modern = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": stack}, "_meta": modern}
+
+    def line(request_id: int, params: Json) -> bytes:
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        return json.dumps(message).encode() + b"\n"
+
+    stopping: list[Process] = []
+
+    def terminate() -> None:
+        stopping[0].send_signal(signal.SIGTERM)
+
+    aws = SlowAws(endpoint, 0.3, trigger=step, on_trigger=terminate, delay_after=delay_after)
+    env = {**server_env, "AWS_ENDPOINT_URL": aws.url}
+    with aws:
+        process = await anyio.open_process([sys.executable, "-m", PACKAGE], env=env)
+        stopping.append(process)
+        assert process.stdin is not None and process.stdout is not None
+        stdout = BufferedByteReceiveStream(process.stdout)
+        try:
+            with anyio.fail_after(BOUND):
+                await process.stdin.send(line(1, call))
+                first = json.loads(await stdout.receive_until(b"\n", 1 << 20))
+                state = first["result"]["requestState"]
+                await process.stdin.send(
+                    line(2, {**call, "inputResponses": answers, "requestState": state})
+                )
+                answer = json.loads(await stdout.receive_until(b"\n", 1 << 20))
+                assert await process.wait() == 0
+                while aws.in_flight:  # noqa: ASYNC110 -- the proxy's threads, not ours
+                    await anyio.sleep(0.05)
+        finally:
+            if process.returncode is None:
+                process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+    return answer, list(aws.actions), stack_status(endpoint, stack)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("step", "delay_after", "told"),
+    [
+        ("AssumeRole", 0.3, "not completed"),
+        ("CreateChangeSet", 0.3, "not completed"),
+        ("DescribeChangeSet", 0.3, "not completed"),
+        ("ExecuteChangeSet", 0.3, "result"),
+        ("after:ExecuteChangeSet", 0.3, "result"),
+        # Every call from the execution on takes 4 s: the deploy outlives the 5 s grace.
+        ("ExecuteChangeSet", 4.0, "may have been carried out"),
+    ],
+)
+async def test_sigterm_at_each_aws_step_is_answered_with_what_the_stack_really_did(
+    endpoint: str, server_env: dict[str, str], step: str, delay_after: float, told: str
+) -> None:
+    stack = f"e2e-stop-{step.replace(':', '-')}-{int(delay_after * 10)}"
+    answer, actions, status = await deploy_then_stop(server_env, endpoint, stack, step, delay_after)
+    executed = "ExecuteChangeSet" in actions
+    if told == "result":
+        assert "result" in answer, (answer, status)
+        assert answer["result"]["structuredContent"]["action"] == "created", answer
+        assert status == "CREATE_COMPLETE"
+        return
+    error = answer["error"]
+    assert error["code"] == -32603
+    assert error["message"].startswith("Server stopping")
+    if told == "not completed":
+        # Nothing was executed: at most a change set proposed (the stack in review).
+        assert error["message"].endswith("it was not completed"), error
+        assert not executed, actions
+        assert status in (None, "REVIEW_IN_PROGRESS"), status
+    else:
+        assert "may have been carried out" in error["message"], error
+        assert "call the tool again with the same arguments" in error["message"]
+        assert executed
+        assert status == "CREATE_COMPLETE"

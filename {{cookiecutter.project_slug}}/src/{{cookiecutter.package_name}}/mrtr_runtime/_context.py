@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
@@ -21,6 +22,8 @@ from ._wire import ELICIT, INPUT_METHODS, LOG_LEVELS
 __all__ = (
     "MAX_LOG_MESSAGES",
     "MAX_STATE_BYTES",
+    "MAYBE_CARRIED_OUT",
+    "SHUTDOWN_GRACE_SECONDS",
     "Cancellation",
     "Context",
     "InvalidInputResponse",
@@ -45,6 +48,22 @@ class RequestCancelled(Exception):
     """Raised by `Context.check_cancelled()` once the client has cancelled the request."""
 
 
+#: How long a stopping server (stdio or HTTP) gives requests it will not cut short: every request
+#: in flight over HTTP, and on stdio those past their point of no return (and all of them once
+#: stdin has closed). Both transports import it from here, the lowest module they share.
+SHUTDOWN_GRACE_SECONDS: Final = 5.0
+#: What a stopping server tells the client of a request it gave up on past its point of no
+#: return: the truth is "maybe", and the tool itself (idempotent, or able to report its state)
+#: is how the client finds out.
+MAYBE_CARRIED_OUT: Final = (
+    "it may have been carried out; call the tool again with the same arguments to see its state"
+)
+
+#: One lock for every request's cancel-or-commit decision: it is taken only by those two rare
+#: steps, so a lock per request would cost an allocation on every call for nothing.
+_decision: Final = threading.Lock()
+
+
 class Cancellation:
     """Whether the client cancelled one request; set by the transport, read from any thread.
 
@@ -52,15 +71,37 @@ class Cancellation:
     event loop cancels an async handler's task; work running in a worker thread cannot be
     interrupted, so it polls this flag (`Context.cancelled`) between its steps. A plain bool
     attribute: one store on the loop, atomic reads from threads, nothing to allocate per call.
+
+    `committed` is the handler's point of no return (`Context.point_of_no_return`): from there
+    its side effect may have happened, so a stopping server must not report it as not done.
+    A stopping server cancels with `cancel_unless_committed`, which cannot interleave with
+    `commit`: the request is either cancelled before its mark, or marked and left to finish.
     """
 
-    __slots__ = ("cancelled",)
+    __slots__ = ("cancelled", "committed")
 
     def __init__(self) -> None:
         self.cancelled = False
+        self.committed = False
 
     def cancel(self) -> None:
         self.cancelled = True
+
+    def commit(self) -> bool:
+        """Mark the point of no return; False (and no mark) if the request is already cancelled."""
+        with _decision:
+            if self.cancelled:
+                return False
+            self.committed = True
+            return True
+
+    def cancel_unless_committed(self) -> bool:
+        """Cancel, unless the handler has passed its point of no return; whether it cancelled."""
+        with _decision:
+            if self.committed:
+                return False
+            self.cancelled = True
+            return True
 
 
 class InvalidInputResponse(Exception):
@@ -145,7 +186,8 @@ class Context:
         log_level: LoggingLevel | None = None,
     ) -> None:
         self._answers = answers
-        self._cancellation = cancellation
+        # Always one, so that a point of no return marked without a transport is still kept.
+        self._cancellation = cancellation if cancellation is not None else Cancellation()
         #: Answers whose form content did not fit, by key: why, to say so when asking again.
         self._rejected: dict[str, str] = {}
         self._notify = notify
@@ -265,16 +307,38 @@ class Context:
     @property
     def cancelled(self) -> bool:
         """Whether the client has cancelled this request. Safe to read from a worker thread."""
-        return self._cancellation is not None and self._cancellation.cancelled
+        return self._cancellation.cancelled
 
     def check_cancelled(self) -> None:
         """Raise `RequestCancelled` if the client cancelled this request; call it between steps.
 
         For work in a worker thread (`anyio.to_thread.run_sync`, a plain `def` tool), which
-        the event loop cannot interrupt: check before every step that changes something.
+        the event loop cannot interrupt: check before every step that changes something. Past
+        `point_of_no_return()` it never raises: work that may have taken effect is finished,
+        not abandoned halfway.
         """
-        if self.cancelled:
+        cancellation = self._cancellation
+        if cancellation.cancelled and not cancellation.committed:
             raise RequestCancelled("the client cancelled this request")
+
+    def point_of_no_return(self) -> None:
+        """Say "from here the side effect may have happened"; call it right before the first
+        call that changes something outside the server (the write, the deploy, the payment).
+
+        From then on a cancellation no longer aborts the work (`check_cancelled` stops raising)
+        and a server that is stopping gives the request SHUTDOWN_GRACE_SECONDS to finish and
+        send its real result; if it cannot, the client is told the action may have been
+        carried out, never that it was not. Raises `RequestCancelled` if the request was
+        cancelled before the mark: then nothing has happened, and nothing must. Safe to call
+        from any thread, and more than once.
+        """
+        if not self._cancellation.commit():
+            raise RequestCancelled("the request was cancelled before its point of no return")
+
+    @property
+    def past_point_of_no_return(self) -> bool:
+        """Whether `point_of_no_return()` was called. Safe to read from a worker thread."""
+        return self._cancellation.committed
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._context import Cancellation
+from ._context import MAYBE_CARRIED_OUT, Cancellation
 from ._http_rules import (
     HEADER_MISMATCH,
     AccessPolicy,
@@ -53,6 +53,7 @@ __all__ = (
     "MAX_CONNECTIONS",
     "MAX_IN_FLIGHT",
     "MAX_WAITING",
+    "ConnectionRefusal",
     "HttpApp",
     "HttpSettings",
 )
@@ -64,8 +65,9 @@ MAX_BODY_BYTES: Final = MAX_LINE_BYTES
 MAX_IN_FLIGHT: Final = 64
 #: ... and past these the answer is 503 with Retry-After, which load balancers understand.
 MAX_WAITING: Final = 4 * MAX_IN_FLIGHT
-#: Connections held open at once (uvicorn answers 503 past them): enough for every request
-#: running or waiting plus idle keep-alive ones, and a bound on the bodies read at once.
+#: Connections held open at once: enough for every request running or waiting plus idle
+#: keep-alive ones, and a bound on the bodies read at once. The first this many are served; a
+#: connection opened while they are all open gets one 503 (`ConnectionRefusal`) and is closed.
 MAX_CONNECTIONS: Final = MAX_IN_FLIGHT + MAX_WAITING + 128
 #: A request's head (request line and headers) must arrive within this, and be at most this
 #: big: 408 or 431 and the connection closed after (uvicorn bounds neither).
@@ -79,6 +81,7 @@ KEEPALIVE_SECONDS: Final = 15.0
 ENV_TOKEN: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 ENV_ALLOWED_ORIGINS: Final = "MRTR_HTTP_ALLOWED_ORIGINS"
 ENV_ALLOWED_HOSTS: Final = "MRTR_HTTP_ALLOWED_HOSTS"
+ENV_MAX_CONNECTIONS: Final = "MRTR_HTTP_MAX_CONNECTIONS"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -94,6 +97,7 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _KEEPALIVE: Final = b":\n\n"
+_RETRY_SOON: Final = (b"retry-after", b"1")
 
 
 def _error_body(code: int, message: str, request_id: object = None, data: object = None) -> bytes:
@@ -222,6 +226,9 @@ class _Exchange:
         if self.closed:
             return
         line = encode(message)
+        # Claimed before the first await: whoever finishes first (the handler, or a stopping
+        # server answering for it) writes the one last message.
+        self.closed = True
         if self.streaming:
             await self._event(line, last=True)
         else:
@@ -240,13 +247,15 @@ class HttpSettings:
     max_body_bytes: int = MAX_BODY_BYTES
     max_in_flight: int = MAX_IN_FLIGHT
     max_waiting: int = MAX_WAITING
+    max_connections: int = MAX_CONNECTIONS
     head_timeout_seconds: float = HEAD_TIMEOUT_SECONDS
     max_head_bytes: int = MAX_HEAD_BYTES
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], *, host: str, port: int) -> HttpSettings:
         """The access rules from `MRTR_HTTP_TOKEN`, `MRTR_HTTP_ALLOWED_ORIGINS` and
-        `MRTR_HTTP_ALLOWED_HOSTS` (comma-separated lists)."""
+        `MRTR_HTTP_ALLOWED_HOSTS` (comma-separated lists); the connection bound from
+        `MRTR_HTTP_MAX_CONNECTIONS` (a whole number from 1, default MAX_CONNECTIONS)."""
 
         def listed(name: str) -> tuple[str, ...]:
             return tuple(item.strip() for item in environ.get(name, "").split(",") if item.strip())
@@ -263,6 +272,7 @@ class HttpSettings:
             allowed_hosts=listed(ENV_ALLOWED_HOSTS),
             allowed_origins=listed(ENV_ALLOWED_ORIGINS),
             bearer_token=token.strip() if token is not None else None,
+            max_connections=_max_connections(environ.get(ENV_MAX_CONNECTIONS)),
         )
 
     def policy(self) -> AccessPolicy:
@@ -272,6 +282,31 @@ class HttpSettings:
             allowed_origins=self.allowed_origins,
             bearer_token=self.bearer_token,
         )
+
+
+def _max_connections(raw: str | None) -> int:
+    if raw is None or not raw.strip():
+        return MAX_CONNECTIONS
+    value = raw.strip()
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+        raise ValueError(f"{ENV_MAX_CONNECTIONS} must be a whole number from 1, not {raw[:40]!r}")
+    return int(value)
+
+
+class ConnectionRefusal:
+    """The ASGI app a connection past the bound gets instead of `HttpApp`: one JSON-RPC 503 with
+    Retry-After, and the connection closed. It refuses only the excess: connections are counted
+    as they open, so the first `limit` are served however many arrive at once."""
+
+    def __init__(self, limit: int) -> None:
+        self.body = _error_body(
+            INTERNAL_ERROR, f"Server busy: {limit} connections open at once; retry later"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = [_JSON, _RETRY_SOON, (b"connection", b"close")]
+            await _respond(send, 503, self.body, headers)
 
 
 class HttpApp:
@@ -288,6 +323,12 @@ class HttpApp:
         self._waiting = 0
         self._places: asyncio.Semaphore | None = None
         self._mirrored: dict[str, tuple[object, tuple[MirroredParam, ...]]] = {}
+        #: Set once the server is stopping: nothing more starts, and no one waits for a place.
+        self._stopping = False
+        #: The tasks of requests waiting for a place, so that stopping can answer them at once.
+        self._queued: set[asyncio.Task[Any]] = set()
+        #: Requests being served, so that stopping answers each one still open (`abandon_open`).
+        self._open: dict[_Exchange, tuple[Request, Cancellation]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -373,6 +414,9 @@ class HttpApp:
             return
         if body is None:
             return
+        if self._stopping:
+            await self._refuse_stopping(send)
+            return
         settings = self.settings
         if self._running >= settings.max_in_flight and self._waiting >= settings.max_waiting:
             await _respond(
@@ -383,23 +427,65 @@ class HttpApp:
                     f"Server busy: {self._running} requests running and {self._waiting} "
                     "waiting; retry later",
                 ),
-                [_JSON, (b"retry-after", b"1")],
+                [_JSON, _RETRY_SOON],
             )
             return
         places = self._places
         if places is None:
             places = self._places = asyncio.Semaphore(self.settings.max_in_flight)
         self._waiting += 1
+        waiting = asyncio.current_task() if places.locked() else None
+        if waiting is not None:
+            self._queued.add(waiting)
         try:
             await places.acquire()
+        except asyncio.CancelledError:
+            # Only a stopping server cancels a request still waiting (`stop_waiting`, or
+            # uvicorn at the end of its grace): it never started, so it can be sent again.
+            if waiting is None:
+                raise
+            waiting.uncancel()
+            await self._refuse_stopping(send)
+            return
         finally:
             self._waiting -= 1
+            if waiting is not None:
+                self._queued.discard(waiting)
         self._running += 1
         try:
             await self._serve(body, headers, accept, receive, send)
         finally:
             self._running -= 1
             places.release()
+
+    async def _refuse_stopping(self, send: Send) -> None:
+        await _respond(
+            send,
+            503,
+            _error_body(
+                INTERNAL_ERROR, "Server stopping: the request was not started; send it again"
+            ),
+            [_JSON, _RETRY_SOON],
+        )
+
+    # -- stopping (called by the HTTP server that runs the app) ----------------------------------
+
+    def stop_waiting(self) -> None:
+        """Start nothing more: requests waiting for a place are answered 503 now, not cut off."""
+        self._stopping = True
+        for task in self._queued:
+            task.cancel()
+
+    async def abandon_open(self) -> int:
+        """Answer every request still open with the stopping error; how many there were.
+
+        For requests whose handler ignores its cancellation (a thread blocked in I/O, a handler
+        awaiting a thread it cannot leave): the client gets its 503 all the same.
+        """
+        open_now = list(self._open.items())
+        for exchange, (request, cancellation) in open_now:
+            await exchange.finish(_stopping_error(request, cancellation), 503)
+        return len(open_now)
 
     async def _read_body(
         self, headers: Mapping[str, str], receive: Receive, send: Send
@@ -495,6 +581,7 @@ class HttpApp:
         if serving is None:  # an ASGI server always runs the app in a task
             raise RuntimeError("HttpApp must run inside an asyncio task")
         watcher = _DisconnectWatch(receive, exchange, cancellation, serving)
+        self._open[exchange] = (request, cancellation)
         try:
             message, malformed = await self.server.reply(
                 request, self._session, exchange, cancellation
@@ -503,18 +590,12 @@ class HttpApp:
             # Either the client went away, or the server is stopping and this request outlived
             # the grace period (uvicorn cancels it). Either way the handler must stop, a
             # worker thread too (it polls ctx.cancelled), and the task ends quietly.
-            cancellation.cancel()
             serving.uncancel()
-            if not exchange.closed:
-                # As on stdio, nothing is left unanswered: the client can send it again.
-                stopping = error_response(
-                    request.id,
-                    INTERNAL_ERROR,
-                    "Server stopping: the request was not finished; send it again",
-                )
-                await exchange.finish(stopping, 503)
+            # As on stdio, nothing is left unanswered (a closed exchange sends nothing).
+            await exchange.finish(_stopping_error(request, cancellation), 503)
             return
         finally:
+            del self._open[exchange]
             watcher.cancel()
             exchange.stop_keepalive()
         if exchange.closed:
@@ -530,6 +611,16 @@ class HttpApp:
             # A handler's result that is not JSON: the stdio transport answers the same way.
             _logger.exception("a result for %s could not be encoded", request.method)
             await exchange.finish(error_response(request.id, INTERNAL_ERROR, "Internal error"), 200)
+
+
+def _stopping_error(request: Request, cancellation: Cancellation) -> JSONObject:
+    """The answer for a request the server stops: cancelled before its point of no return, it
+    did nothing and can be sent again; past it, it may have been carried out."""
+    if cancellation.cancel_unless_committed():
+        outcome = "the request was not finished; send it again"
+    else:
+        outcome = f"the request was not finished, but {MAYBE_CARRIED_OUT}"
+    return error_response(request.id, INTERNAL_ERROR, f"Server stopping: {outcome}")
 
 
 class _DisconnectWatch:

@@ -33,7 +33,7 @@ from itertools import count
 from types import TracebackType
 from typing import Any, Final, Protocol
 
-from ._context import Cancellation
+from ._context import MAYBE_CARRIED_OUT, SHUTDOWN_GRACE_SECONDS, Cancellation
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -60,6 +60,7 @@ __all__ = (
     "MAX_BACKLOG",
     "MAX_CONCURRENT_REQUESTS",
     "MAX_UNREAD_OUTPUT_BYTES",
+    "SHUTDOWN_GRACE_SECONDS",
     "WRITE_GRACE_SECONDS",
     "Connection",
     "client_request_timeout",
@@ -82,8 +83,9 @@ BUSY_WAIT_SECONDS: Final = 0.25
 #: client that floods requests and never reads stdout would grow our memory without bound; a
 #: merely slow reader (the pipe's own 64 KiB full) must not stop us reading cancellations.
 MAX_UNREAD_OUTPUT_BYTES: Final = 32 * 1024 * 1024
-#: After stdin closes, in-flight requests get this long to finish before they are abandoned.
-DRAIN_SECONDS: Final = 5.0
+#: After stdin closes, in-flight requests get this long to finish before they are abandoned;
+#: after SIGTERM/SIGINT, only those past their point of no return do (the same bound as HTTP).
+DRAIN_SECONDS: Final = SHUTDOWN_GRACE_SECONDS
 #: At shutdown, how long responses already written may take to reach the client.
 WRITE_GRACE_SECONDS: Final = 2.0
 #: Default bound on a server-to-client request (legacy elicitation/create, sampling, roots):
@@ -111,6 +113,19 @@ class _Call(Cancellation):
         super().__init__()
         self.method = method
         self.task: asyncio.Task[None] | None = None
+
+
+_STOPPING: Final = (
+    "Server stopping (its input was closed or it was told to stop) before this request finished"
+)
+
+
+def _stopping_error(request_id: RequestId, *, committed: bool) -> JSONObject:
+    # Truthful either way: a request cancelled before its point of no return did nothing; one
+    # past it may have (a deploy executing), and saying "not completed" would invite a retry
+    # on false premises.
+    outcome = MAYBE_CARRIED_OUT if committed else "it was not completed"
+    return error_response(request_id, INTERNAL_ERROR, f"{_STOPPING}; {outcome}")
 
 
 def _busy_error(request_id: RequestId, running: int, queued: int) -> JSONObject:
@@ -160,6 +175,8 @@ class Connection:
         self._ids = count(1)
         #: Called once, right after the first response is on its way.
         self.after_first_response: Callable[[], None] | None = None
+        #: Set at shutdown: a request that arrives after it is answered at once, never started.
+        self.stopping = False
 
     @property
     def wants_input(self) -> bool:
@@ -250,6 +267,8 @@ class Connection:
                 self._send(
                     error_response(request_id, INVALID_REQUEST, "Request id is already in use")
                 )
+            elif self.stopping:
+                self._send(_stopping_error(request_id, committed=False))
             elif len(self.in_flight) < MAX_CONCURRENT_REQUESTS:
                 self._start(message)
             elif len(self.backlog) < MAX_BACKLOG:
@@ -314,6 +333,11 @@ class Connection:
             self._busy_timer = None
             self._flow_changed()
 
+    def _cancel_busy_timer(self) -> None:
+        if self._busy_timer is not None:
+            self._busy_timer.cancel()
+            self._busy_timer = None
+
     def _refuse_held(self) -> None:
         self._busy_timer = None
         running, queued = len(self.in_flight), len(self.backlog)
@@ -356,31 +380,47 @@ class Connection:
     def _send(self, message: JSONObject) -> None:
         self._write(encode(message))
 
+    def stop_uncommitted(self) -> set[asyncio.Task[None]]:
+        """Stop every request not past its point of no return, answering each; the tasks of
+        those past it, which are left to finish (and send their own result)."""
+        self.stopping = True
+        for request_id in [*self.backlog, *self.held]:
+            self._send(_stopping_error(request_id, committed=False))
+        self.backlog.clear()
+        self.held.clear()
+        self._cancel_busy_timer()
+        finishing: set[asyncio.Task[None]] = set()
+        for request_id, call in list(self.in_flight.items()):
+            if call.cancelled:
+                continue  # cancelled by the client: nothing more is sent for it
+            if call.cancel_unless_committed():
+                self._send(_stopping_error(request_id, committed=False))
+                if call.task is not None:
+                    call.task.cancel()
+            elif call.task is not None:
+                finishing.add(call.task)
+        return finishing
+
     def abandon_all(self) -> None:
-        """Answer every request still open with an error saying the server is stopping."""
-        pending = [
-            request_id
-            for request_id, call in self.in_flight.items()
-            if not call.cancelled  # cancelled by the client: nothing more is sent for it
-        ]
-        pending += [*self.backlog, *self.held]
-        for request_id in pending:
-            self._send(
-                error_response(
-                    request_id,
-                    INTERNAL_ERROR,
-                    "Server stopping (its input was closed or it was told to stop) before this "
-                    "request finished; it was not completed",
-                )
-            )
+        """Answer every request still open with an error saying the server is stopping.
+
+        Each request is cancelled here unless its handler passed its point of no return; the
+        answer says which: not completed, or may have been carried out.
+        """
+        self.stopping = True
+        for request_id in [*self.backlog, *self.held]:
+            self._send(_stopping_error(request_id, committed=False))
+        for request_id, call in self.in_flight.items():
+            if call.cancelled:
+                continue  # cancelled by the client: nothing more is sent for it
+            committed = not call.cancel_unless_committed()
+            self._send(_stopping_error(request_id, committed=committed))
         self.cancel_all()
 
     def cancel_all(self) -> None:
         self.backlog.clear()
         self.held.clear()
-        if self._busy_timer is not None:
-            self._busy_timer.cancel()
-            self._busy_timer = None
+        self._cancel_busy_timer()
         for call in list(self.in_flight.values()):
             call.cancel()
             if call.task is not None:
@@ -768,6 +808,12 @@ async def _serve_pipes(
             {drained, stopped}, timeout=DRAIN_SECONDS, return_when=asyncio.FIRST_COMPLETED
         )
         drained.cancel()
+    else:
+        # Told to stop: what has not reached its point of no return stops now; what has may
+        # have changed the world already, and gets the grace to finish and say what it did.
+        finishing = connection.stop_uncommitted()
+        if finishing:
+            await asyncio.wait(finishing, timeout=SHUTDOWN_GRACE_SECONDS)
     unfinished = connection.unfinished
     if unfinished:
         _logger.warning("stopping; abandoning %d unfinished request(s)", unfinished)

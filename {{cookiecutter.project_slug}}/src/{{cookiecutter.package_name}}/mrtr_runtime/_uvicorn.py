@@ -4,7 +4,9 @@ only module that imports it.
 uvicorn is the HTTP server; this module adds what serving MCP needs of it and it does not do by
 itself: a socket listening before the address is announced, bounds on a request's head (uvicorn
 has none: a client could hold a connection for ever by sending nothing), open listens ended
-before the grace period, and exit status 0 after a clean stop on SIGTERM.
+before the grace period, and exit status 0 after a clean stop on SIGTERM. And a stop that ends:
+every request still open is answered, and the process exits within SHUTDOWN_GRACE_SECONDS plus
+SHUTDOWN_MARGIN_SECONDS whatever a tool's thread does.
 """
 
 from __future__ import annotations
@@ -17,16 +19,20 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any, Final
 
-from ._http import ENDPOINT, ENV_TOKEN, MAX_CONNECTIONS, HttpApp, HttpSettings
+from ._context import SHUTDOWN_GRACE_SECONDS
+from ._http import ENDPOINT, ENV_TOKEN, ConnectionRefusal, HttpApp, HttpSettings
 from ._router import Server
 
-__all__ = ("SHUTDOWN_GRACE_SECONDS", "serve_http")
+__all__ = ("SHUTDOWN_GRACE_SECONDS", "SHUTDOWN_MARGIN_SECONDS", "serve_http")
 
-#: How long a stopping server gives requests in flight (uvicorn's graceful shutdown).
-SHUTDOWN_GRACE_SECONDS: Final = 5
+#: Past the grace (how long a stopping server gives requests in flight: uvicorn's graceful
+#: shutdown), the last answers get at most this long to reach their clients before the process
+#: ends. Together the bound on a stop, from the signal to the exit.
+SHUTDOWN_MARGIN_SECONDS: Final = 2.0
+_FLUSH_POLL_SECONDS: Final = 0.01
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 _logger = logging.getLogger("mrtr_runtime")
@@ -54,15 +60,45 @@ def _uvicorn_server_class() -> type[Any]:
         so the process would end "killed by SIGTERM" however cleanly it shut down); and open
         listens end before the grace period, not after it."""
 
-        def __init__(self, config: uvicorn.Config, mcp_server: Server) -> None:
+        def __init__(self, config: uvicorn.Config, mcp_server: Server, app: HttpApp) -> None:
             super().__init__(config)
             self.mcp_server = mcp_server
+            self.http_app = app
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # basic/patterns/subscriptions "Graceful Closure": each listen tells its client and
             # answers its request, so it neither holds the grace period nor is cut off.
             self.mcp_server.end_subscriptions()
+            # Requests still waiting for a place never started: answered now, so that their
+            # clients can go elsewhere, rather than held for the grace and then cut off.
+            self.http_app.stop_waiting()
             await super().shutdown(sockets)
+            # uvicorn has cancelled what outlived the grace, but a task awaiting a thread it
+            # cannot leave (anyio shields a thread call) stays, unanswered: answer it here.
+            abandoned = self.http_app.abandon_open()
+            await _answer_and_flush(abandoned, self.server_state.connections)
+            self._exit_if_stuck()
+
+        def _exit_if_stuck(self) -> None:
+            main = threading.main_thread()
+            threads = [
+                thread
+                for thread in threading.enumerate()
+                if thread.is_alive() and not thread.daemon and thread is not main
+            ]
+            if not threads and not self.server_state.tasks:
+                return
+            # A tool's thread still blocked would keep the interpreter alive at exit (it joins
+            # every non-daemon thread), and a task awaiting it would hold asyncio.run's last
+            # step: neither may stretch the stop we promise. Daemon worker threads would not
+            # cover the second, nor threads a tool starts itself; this covers every case, and
+            # only once every answer has been written.
+            _logger.warning(
+                "stopped with %d tool thread(s) still running; they are abandoned", len(threads)
+            )
+            logging.shutdown()
+            sys.stderr.flush()
+            os._exit(0)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -77,6 +113,46 @@ def _uvicorn_server_class() -> type[Any]:
                     signal.signal(sig, handler)
 
     return Uvicorn
+
+
+async def _answer_and_flush(answering: Awaitable[int], connections: set[Any]) -> None:
+    """Write the answers of requests still open, then give the bytes up to
+    SHUTDOWN_MARGIN_SECONDS to leave (a process that ends drops what its sockets still hold)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SHUTDOWN_MARGIN_SECONDS
+    try:
+        async with asyncio.timeout(SHUTDOWN_MARGIN_SECONDS):
+            await answering
+    except TimeoutError:
+        _logger.warning("some answers could not be written before the process ended")
+    while loop.time() < deadline and any(_unsent(connection) for connection in connections):  # noqa: ASYNC110
+        # asyncio has no "write buffer drained" event on a transport; poll, briefly.
+        await asyncio.sleep(_FLUSH_POLL_SECONDS)
+
+
+def _unsent(connection: Any) -> int:
+    transport = getattr(connection, "transport", None)
+    size: int = 0 if transport is None else transport.get_write_buffer_size()
+    return size
+
+
+def _bounded_protocol_class(base: type[Any], max_connections: int) -> type[Any]:
+    refusal = ConnectionRefusal(max_connections)
+
+    class BoundedProtocol(base):  # type: ignore[misc]
+        """At most `max_connections` connections served at once, counted as they open: the
+        first ones are served, and each one opened past the bound answers its request with a
+        JSON-RPC 503 and closes. (uvicorn's own `limit_concurrency` compares the count of
+        connections AND tasks when a request's head completes, so a burst whose connections all
+        open before the first head is parsed is refused entirely, the first ones included.)"""
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                # uvicorn reads the app from the protocol when each request's head completes.
+                self.app = refusal
+
+    return BoundedProtocol
 
 
 def _guarded_protocol_class(head_timeout: float, max_head_bytes: int) -> type[Any]:
@@ -150,7 +226,10 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
     try:
         import uvicorn
 
-        protocol = _guarded_protocol_class(settings.head_timeout_seconds, settings.max_head_bytes)
+        protocol = _bounded_protocol_class(
+            _guarded_protocol_class(settings.head_timeout_seconds, settings.max_head_bytes),
+            settings.max_connections,
+        )
     except ImportError as missing:  # uvicorn, or the httptools parser the protocol builds on
         sys.stderr.write(
             f"{name}: HTTP mode needs the optional 'http' dependencies ({missing.name} is "
@@ -172,8 +251,9 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
             ENV_TOKEN,
         )
     shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+    app = HttpApp(server, settings)
     config = uvicorn.Config(
-        HttpApp(server, settings),
+        app,
         lifespan="on",
         log_config=None,
         access_log=False,
@@ -183,10 +263,11 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         # No X-Forwarded-* rewriting: nothing here reads the client's address, and a middleware
         # on every request costs time.
         proxy_headers=False,
-        limit_concurrency=MAX_CONNECTIONS,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        # The bound on connections is the protocol's (`_bounded_protocol_class`), not uvicorn's.
+        limit_concurrency=None,
+        timeout_graceful_shutdown=round(SHUTDOWN_GRACE_SECONDS),
     )
-    uvicorn_server = _uvicorn_server_class()(config, server)
+    uvicorn_server = _uvicorn_server_class()(config, server, app)
     sys.stderr.write(f"{name}: serving MCP at http://{shown_host}:{bound_port}{ENDPOINT}\n")
     sys.stderr.flush()
     with sock:

@@ -72,6 +72,10 @@ _ROLE_ARN: Final = re.compile(
 Progress = Callable[[str], None]
 #: Raises to stop a deploy between two AWS steps (the tool passes `ctx.check_cancelled`).
 Checkpoint = Callable[[], None]
+#: Called right before a call that changes the stack (the tool passes `ctx.point_of_no_return`):
+#: it raises if the deploy was cancelled first, and once it returns the deploy is finished, not
+#: abandoned, whatever a cancel says (its checkpoints stop raising).
+PointOfNoReturn = Callable[[], None]
 
 
 def _ignore_progress(message: str) -> None:
@@ -94,11 +98,17 @@ class WaitPolicy:
 
 
 class _Deadline:
-    def __init__(self, policy: WaitPolicy, checkpoint: Checkpoint = _carry_on) -> None:
+    def __init__(
+        self,
+        policy: WaitPolicy,
+        checkpoint: Checkpoint = _carry_on,
+        commit: PointOfNoReturn = _carry_on,
+    ) -> None:
         self.policy = policy
         self.ends = policy.clock() + policy.budget_seconds
         #: Called before every poll and every AWS write, so a cancelled deploy stops there.
         self.checkpoint = checkpoint
+        self.commit = commit
 
     def attempts(self) -> int:
         """Polls that fit: the first one now, then one per delay until the budget ends."""
@@ -398,6 +408,7 @@ def _wait_for_stack(
 def _delete_failed_create(cfn: Any, stack: _Stack, progress: Progress, deadline: _Deadline) -> None:
     progress(f"Deleting the stack a failed create left in {_FAILED_CREATE}")
     deadline.checkpoint()
+    deadline.commit()
     cfn.delete_stack(
         StackName=stack.stack_id, ClientRequestToken=_token("mrtr-delete", stack.stack_id)
     )
@@ -418,15 +429,18 @@ def deploy_stack(
     progress: Progress = _ignore_progress,
     waits: WaitPolicy | None = None,
     checkpoint: Checkpoint = _carry_on,
+    commit: PointOfNoReturn = _carry_on,
 ) -> DeployOutcome:
     """Create or update `plan.stack` through a change set so that it matches `plan`, once.
 
     The flow of awscli's `cloudformation deploy`: a change set named after a digest of the
     plan, "no changes" counted as success, ClientToken/ClientRequestToken on every write so
     an AWS-side retry is recognised, and bounded waits. `checkpoint` runs before every AWS
-    write: once it raises, no change set is created or executed.
+    write: once it raises, no change set is created or executed. `commit` runs right before
+    each call that changes the stack itself (DeleteStack, ExecuteChangeSet; a change set is
+    only a proposal): the point past which the deploy may have happened.
     """
-    deadline = _Deadline(waits or WaitPolicy(), checkpoint)
+    deadline = _Deadline(waits or WaitPolicy(), checkpoint, commit)
     parameters, secret_keys = _resolve_parameters(cfn, plan)
     name = change_set_name(plan.template_body, parameters, secret_keys=secret_keys)
 
@@ -512,6 +526,7 @@ def deploy_stack(
     seen = _event_ids(cfn, stack_id)
     progress(f"Executing change set {name}")
     checkpoint()
+    commit()
     cfn.execute_change_set(
         ChangeSetName=change_set_id, ClientRequestToken=_token("mrtr-exec", change_set_id)
     )
@@ -552,6 +567,7 @@ def run_deploy(
     progress: Progress = _ignore_progress,
     waits: WaitPolicy | None = None,
     checkpoint: Checkpoint = _carry_on,
+    commit: PointOfNoReturn = _carry_on,
 ) -> tuple[str, DeployOutcome]:
     """Assume `role_arn`, then deploy `plan` with its credentials. Blocks: run it in a thread.
 
@@ -598,7 +614,7 @@ def run_deploy(
         )
         cfn = assumed.client("cloudformation", config=config)
         return resolved, deploy_stack(
-            cfn, plan, progress=progress, waits=waits, checkpoint=checkpoint
+            cfn, plan, progress=progress, waits=waits, checkpoint=checkpoint, commit=commit
         )
     except ToolError as error:
         raise ToolError(_redact(str(error), secrets)) from None

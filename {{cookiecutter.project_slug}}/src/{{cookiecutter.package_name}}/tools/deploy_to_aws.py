@@ -212,8 +212,11 @@ async def deploy_to_aws(args: DeployArgs, ctx: Context) -> ToolResult | InputReq
             role_arn=arn,
             region=args.region,
             progress=relay,
-            # basic/utilities/cancellation: a cancel stops the deploy before its next AWS write.
+            # basic/utilities/cancellation: a cancel stops the deploy before its next AWS write,
+            # up to the change set's execution; from there it runs to its end, so what the
+            # client is told matches what the stack did.
             checkpoint=ctx.check_cancelled,
+            commit=ctx.point_of_no_return,
         )
     )
     ctx.log.info(

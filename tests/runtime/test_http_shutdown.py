@@ -1,0 +1,317 @@
+"""`serve_http` stopping and bounding connections, as a real process over real sockets.
+
+On SIGTERM every request still running or waiting gets the JSON-RPC 503 (never uvicorn's
+plain-text 500), one past its point of no return is told it may have been carried out, and the
+process ends within SHUTDOWN_GRACE_SECONDS + SHUTDOWN_MARGIN_SECONDS whatever a tool's thread
+does. A burst of connections past MRTR_HTTP_MAX_CONNECTIONS refuses only the excess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anyio import to_thread
+
+from mrtr_runtime._context import SHUTDOWN_GRACE_SECONDS
+from mrtr_runtime._uvicorn import SHUTDOWN_MARGIN_SECONDS
+from support import BOUND, MODERN, Json, meta, server_env
+
+_logger = logging.getLogger(__name__)
+
+SCRIPT = """\
+import os
+import sys
+import threading
+from pathlib import Path
+
+from support import build_registry, make_server
+
+from mrtr_runtime import Context
+from mrtr_runtime.server import HttpSettings, codec_from_environment, serve_http
+
+registry = build_registry()
+
+
+@registry.tool()
+def block(marker: str, commit: bool = False, *, ctx: Context) -> str:
+    \"\"\"Blocks its worker thread for ever, after passing its point of no return if `commit`.\"\"\"
+    if commit:
+        ctx.point_of_no_return()
+    Path(marker).touch()
+    threading.Event().wait()
+    return "never"
+
+
+codec = codec_from_environment(os.environ, default_key_file=None)
+settings = HttpSettings.from_environment(os.environ, host="127.0.0.1", port=0)
+sys.exit(serve_http(make_server(registry=registry, codec=codec), settings, name="support-server"))
+"""
+
+ADDRESS = re.compile(r"serving MCP at http://([^:/]+):(\d+)/mcp")
+#: The contract: the grace, then the last answers' margin; the process is already running.
+STOP_BOUND = SHUTDOWN_GRACE_SECONDS + SHUTDOWN_MARGIN_SECONDS
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    port: int
+
+
+@contextmanager
+def http_server(tmp_path: Path, **env: str) -> Iterator[Server]:
+    script = tmp_path / "serve_http_shutdown.py"
+    script.write_text(SCRIPT)
+    process = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=server_env(**env),
+    )
+    try:
+        assert process.stderr is not None
+        seen = []
+        for line in process.stderr:
+            seen.append(line)
+            found = ADDRESS.search(line)
+            if found:
+                yield Server(process, int(found.group(2)))
+                break
+        else:
+            raise AssertionError(f"the server did not say where it listens:\n{''.join(seen)}")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=BOUND)
+
+
+def post(port: int, request_id: int, name: str, arguments: Json) -> bytes:
+    """One tools/call as raw HTTP/1.1, asking the server to close the connection after it."""
+    params = {"name": name, "arguments": arguments, "_meta": meta()}
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    )
+    head = (
+        f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"accept: application/json\r\nmcp-protocol-version: {MODERN}\r\n"
+        f"mcp-method: tools/call\r\nmcp-name: {name}\r\nconnection: close\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body.encode()
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: Any  # the JSON body, or the raw text when it is not JSON
+
+
+def parse_reply(raw: bytes) -> Reply:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        parsed = body.decode(errors="replace")
+    return Reply(status, headers, parsed)
+
+
+class Client:
+    """Many connections at once from one event loop: each sends its request and reads its reply
+    to the end (the server closes it)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.replies: dict[int, Reply] = {}
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 20)
+
+    async def exchange(
+        self,
+        index: int,
+        streams: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        request: bytes,
+    ) -> None:
+        reader, writer = streams
+        writer.write(request)
+        await writer.drain()
+        raw = await reader.read(-1)
+        writer.close()
+        await writer.wait_closed()
+        self.replies[index] = parse_reply(raw)
+
+
+def assert_json_rpc(reply: Reply) -> Json:
+    assert reply.headers.get("content-type") == "application/json", (reply.status, reply.body)
+    assert isinstance(reply.body, dict), reply.body
+    assert reply.body["jsonrpc"] == "2.0"
+    return reply.body
+
+
+async def until(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + BOUND
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def markers_in(folder: Path) -> int:
+    return sum(1 for _ in folder.iterdir())
+
+
+# -- SIGTERM with requests stuck in threads and waiting for a place -----------------------------
+
+
+@pytest.mark.parametrize("stuck", [1, 50, 320, 3200])
+def test_sigterm_answers_every_stuck_and_waiting_request_in_json_and_ends_in_time(
+    tmp_path: Path, stuck: int
+) -> None:
+    # Each request blocks its worker thread for ever; every other one first passes its point of
+    # no return. 64 run, 256 more wait for a place (320 fills both), and a 3,200 storm fills
+    # every bound: what does not fit (connections, then places) is refused busy at once.
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    with http_server(tmp_path) as server:
+        client = Client(server.port)
+
+        async def storm() -> float:
+            """Every reply in; when SIGTERM was sent."""
+            streams = await asyncio.gather(*(client.connect() for _ in range(stuck)))
+            requests = [
+                post(
+                    server.port, n, "block", {"marker": str(folder / str(n)), "commit": n % 2 == 1}
+                )
+                for n in range(stuck)
+            ]
+            sent = [
+                asyncio.create_task(client.exchange(n, streams[n], requests[n]))
+                for n in range(stuck)
+            ]
+            admitted = min(stuck, 64)
+            waiting = min(stuck - admitted, 256)
+            # Sync handlers share anyio's worker threads: the admitted past those wait for one.
+            threads = min(admitted, to_thread.current_default_thread_limiter().total_tokens)
+            await until(lambda: markers_in(folder) == threads, f"{threads} tool threads")
+            await until(lambda: len(client.replies) == stuck - admitted - waiting, "the refusals")
+            signalled = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            await asyncio.gather(*sent)
+            return signalled
+
+        signalled = asyncio.run(storm())
+        # The answers first: each one must be the JSON-RPC 503, whatever else happens.
+        assert len(client.replies) == stuck
+        running = {int(marker.name) for marker in folder.iterdir()}
+        for n, reply in client.replies.items():
+            assert reply.status == 503, (n, reply.status, reply.body)
+            assert reply.headers.get("content-type") == "application/json", (n, reply.body)
+            body = assert_json_rpc(reply)
+            message = body["error"]["message"]
+            assert body["error"]["code"] == -32603
+            if n in running and n % 2 == 1:
+                assert "may have been carried out" in message, message
+            elif n in running:
+                assert message == "Server stopping: the request was not finished; send it again"
+            else:
+                # Admitted but waiting for a worker thread, waiting for a place, or refused.
+                assert message.startswith(
+                    (
+                        "Server stopping: the request was not finished; send it again",
+                        "Server stopping: the request was not started",
+                        "Server busy",
+                    )
+                ), message
+        _, stderr = server.process.communicate(timeout=BOUND)  # reads stderr until the exit
+        took = time.monotonic() - signalled
+    _logger.info("%d stuck: the process ended %.2f s after SIGTERM", stuck, took)
+    assert server.process.returncode == 0, stderr
+    assert "Exception in ASGI application" not in stderr
+    assert "Traceback" not in stderr
+    assert took < STOP_BOUND
+
+
+# -- the connection bound -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("connections", [64, 640])
+def test_a_connection_burst_past_the_bound_refuses_only_the_excess(
+    tmp_path: Path, connections: int
+) -> None:
+    # Every connection is open before the first request is sent, so all of them are open when
+    # the first head is parsed: the first 64 are served all the same, the rest get a JSON-RPC
+    # 503 with Retry-After and are closed.
+    bound = 64
+    with http_server(tmp_path, MRTR_HTTP_MAX_CONNECTIONS=str(bound)) as server:
+        client = Client(server.port)
+
+        async def burst() -> None:
+            streams = []
+            for _ in range(connections):
+                streams.append(await client.connect())  # in order: the server accepts in order
+            await asyncio.sleep(0.5)  # let the server accept every one of them first
+            await asyncio.gather(
+                *(
+                    client.exchange(n, streams[n], post(server.port, n, "echo", {"text": "hi"}))
+                    for n in range(connections)
+                )
+            )
+
+        asyncio.run(burst())
+        server.process.send_signal(signal.SIGTERM)
+        _, stderr = server.process.communicate(timeout=BOUND)
+    assert server.process.returncode == 0, stderr
+    served = sorted(n for n, reply in client.replies.items() if reply.status == 200)
+    refused = sorted(n for n, reply in client.replies.items() if reply.status != 200)
+    assert served == list(range(min(connections, bound)))
+    assert refused == list(range(bound, connections))
+    for n in served:
+        assert assert_json_rpc(client.replies[n])["result"]["content"][0]["text"] == "hi"
+    for n in refused:
+        reply = client.replies[n]
+        assert reply.status == 503
+        assert reply.headers.get("retry-after") == "1"
+        assert reply.headers.get("connection") == "close"
+        error = assert_json_rpc(reply)["error"]
+        assert error == {
+            "code": -32603,
+            "message": f"Server busy: {bound} connections open at once; retry later",
+        }
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "ten", "1.5", "٣"])
+def test_a_connection_bound_that_is_not_a_whole_number_from_1_is_refused(value: str) -> None:
+    from mrtr_runtime.server import HttpSettings
+
+    with pytest.raises(ValueError, match="MRTR_HTTP_MAX_CONNECTIONS must be a whole number"):
+        HttpSettings.from_environment({"MRTR_HTTP_MAX_CONNECTIONS": value}, host="h", port=1)
+
+
+def test_the_connection_bound_comes_from_the_environment() -> None:
+    from mrtr_runtime._http import MAX_CONNECTIONS
+    from mrtr_runtime.server import HttpSettings
+
+    assert HttpSettings.from_environment({}, host="h", port=1).max_connections == MAX_CONNECTIONS
+    chosen = HttpSettings.from_environment({"MRTR_HTTP_MAX_CONNECTIONS": " 64 "}, host="h", port=1)
+    assert chosen.max_connections == 64
