@@ -20,7 +20,15 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Final
 
-from ._http import ENDPOINT, ENV_TOKEN, MAX_CONNECTIONS, HttpApp, HttpSettings
+from ._http import (
+    BODY_TIMEOUT_SECONDS,
+    ENDPOINT,
+    ENV_TOKEN,
+    MAX_CONNECTIONS,
+    HttpApp,
+    HttpSettings,
+)
+from ._http_rules import HeadMeter
 from ._router import Server
 
 __all__ = ("SHUTDOWN_GRACE_SECONDS", "serve_http")
@@ -79,47 +87,96 @@ def _uvicorn_server_class() -> type[Any]:
     return Uvicorn
 
 
-def _guarded_protocol_class(head_timeout: float, max_head_bytes: int) -> type[Any]:
+def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+    head_timeout = settings.head_timeout_seconds
+    max_head_bytes = settings.max_head_bytes
+    max_body_bytes = settings.max_body_bytes
+
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
-        """uvicorn's HTTP/1.1 protocol (httptools), with the two bounds it lacks: a request's
-        head (request line and headers) must arrive within `head_timeout` seconds, and within
+        """uvicorn's HTTP/1.1 protocol (httptools), with the bounds it lacks: a request's head
+        (request line and headers) must arrive within `head_timeout` seconds, and within
         `max_head_bytes`. Without them a client holds a connection for ever by sending nothing
         (and enough such clients use up every connection), or makes the parser churn through
-        an endless header."""
+        an endless header.
+
+        The head is measured before the parser sees a byte of it (`HeadMeter`), so the bound
+        holds however the reads split it: a whole head in one read is refused as surely as one
+        sent a byte at a time. A head that starts in the same read as the end of the message
+        before it (HTTP/1.1 pipelining) is measured from the next read on.
+
+        A request answered before its body has all arrived (413, 403, 401 ...) leaves uvicorn
+        reading on and discarding the rest for as long as the client sends: the connection is
+        closed once the discarded part passes the body bounds (`max_body_bytes`, the body
+        timeout). Until then it stays open, so a client that sends its whole body before it
+        reads (most do) still gets the answer."""
 
         _head_timer: asyncio.TimerHandle | None = None
-        _head_bytes = 0
-        _reading_head = True
+        _meter: HeadMeter | None = None
+        # Between messages, the next byte starts a head; once a message has begun, its head is
+        # open until the parser has read all of it.
+        _between_messages = True
+        _head_open = False
+        _discard_timer: asyncio.TimerHandle | None = None
+        _discarded = 0
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm_head_timer()
 
         def data_received(self, data: bytes) -> None:
-            if self._reading_head and self._head_timer is None:
-                self._arm_head_timer()
-            super().data_received(data)
-            if self._reading_head and not self.transport.is_closing():
-                self._head_bytes += len(data)
-                if self._head_bytes > max_head_bytes:
+            if self._meter is None and (self._between_messages or self._head_open):
+                self._meter = HeadMeter(max_head_bytes, begun=self._head_open)
+                if self._head_timer is None:
+                    self._arm_head_timer()
+            meter = self._meter
+            if meter is not None:
+                meter.feed(data)
+                if meter.over:
                     self._refuse(b"431 Request Header Fields Too Large")
+                    return
+                if meter.ended:
+                    self._meter = None
+            elif self._discard_timer is not None:
+                self._discarded += len(data)
+                if self._discarded > max_body_bytes:
+                    self._stop_discarding()
+                    self.transport.close()
+                    return
+            super().data_received(data)
+
+        def on_message_begin(self) -> None:
+            self._between_messages = False
+            self._head_open = True
+            super().on_message_begin()
 
         def on_headers_complete(self) -> None:
-            self._reading_head = False
+            self._head_open = False
             self._disarm_head_timer()
             super().on_headers_complete()
 
-        def on_response_complete(self) -> None:
+        def on_message_complete(self) -> None:
             # The next request's head starts; until its first byte uvicorn's keep-alive
             # timeout applies, then ours.
-            self._reading_head = True
-            self._head_bytes = 0
+            self._between_messages = True
+            self._stop_discarding()
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
             super().on_response_complete()
+            # The latest request answered while its body still arrives: uvicorn discards it.
+            cycle = self.cycle
+            answered_early = cycle is not None and cycle.response_complete and cycle.more_body
+            if answered_early and self._discard_timer is None and not self.transport.is_closing():
+                self._discarded = 0
+                self._discard_timer = self.loop.call_later(
+                    BODY_TIMEOUT_SECONDS, self._discarding_too_long
+                )
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_head_timer()
+            self._stop_discarding()
             super().connection_lost(exc)
 
         def _arm_head_timer(self) -> None:
@@ -132,8 +189,17 @@ def _guarded_protocol_class(head_timeout: float, max_head_bytes: int) -> type[An
 
         def _head_too_slow(self) -> None:
             self._head_timer = None
-            if self._reading_head and not self.transport.is_closing():
+            if (self._between_messages or self._head_open) and not self.transport.is_closing():
                 self._refuse(b"408 Request Timeout")
+
+        def _stop_discarding(self) -> None:
+            if self._discard_timer is not None:
+                self._discard_timer.cancel()
+                self._discard_timer = None
+
+        def _discarding_too_long(self) -> None:
+            self._discard_timer = None
+            self.transport.close()
 
         def _refuse(self, status: bytes) -> None:
             self.transport.write(
@@ -150,7 +216,7 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
     try:
         import uvicorn
 
-        protocol = _guarded_protocol_class(settings.head_timeout_seconds, settings.max_head_bytes)
+        protocol = _guarded_protocol_class(settings)
     except ImportError as missing:  # uvicorn, or the httptools parser the protocol builds on
         sys.stderr.write(
             f"{name}: HTTP mode needs the optional 'http' dependencies ({missing.name} is "
