@@ -443,21 +443,24 @@ def test_login_accounts_counts_the_other_people_who_can_log_in() -> None:
     assert login_accounts([(0, "/bin/sh"), (1000, "/bin/bash")], own_uid=1000) == 0
 
 
+def nobody_asked() -> int:
+    raise AssertionError("the passwd database is read only when a warning may be due")
+
+
 def test_a_loopback_server_without_a_token_warns_only_where_others_log_in() -> None:
-    warning = access_warning(LOOPBACK, "127.0.0.1", 2, "MRTR_HTTP_TOKEN")
+    warning = access_warning(LOOPBACK, "127.0.0.1", lambda: 2, "MRTR_HTTP_TOKEN")
     assert warning is not None
     assert "MRTR_HTTP_TOKEN" in warning
     assert "\n" not in warning
-    assert access_warning(LOOPBACK, "127.0.0.1", 0, "MRTR_HTTP_TOKEN") is None
+    assert access_warning(LOOPBACK, "127.0.0.1", lambda: 0, "MRTR_HTTP_TOKEN") is None
     guarded = AccessPolicy.for_bind_address("127.0.0.1", bearer_token="s3cret-token")
-    assert access_warning(guarded, "127.0.0.1", 2, "MRTR_HTTP_TOKEN") is None
+    assert access_warning(guarded, "127.0.0.1", nobody_asked, "MRTR_HTTP_TOKEN") is None
 
 
 def test_a_server_bound_beyond_loopback_without_a_token_always_warns() -> None:
-    for others in (0, 3):
-        warning = access_warning(EVERYWHERE, "0.0.0.0", others, "MRTR_HTTP_TOKEN")  # noqa: S104
-        assert warning is not None
-        assert "anyone who can reach this address" in warning
+    warning = access_warning(EVERYWHERE, "0.0.0.0", nobody_asked, "MRTR_HTTP_TOKEN")  # noqa: S104
+    assert warning is not None
+    assert "anyone who can reach this address" in warning
     guarded = AccessPolicy.for_bind_address("0.0.0.0", bearer_token="s3cret-token")  # noqa: S104
     assert access_warning(guarded, "0.0.0.0", 3, "MRTR_HTTP_TOKEN") is None  # noqa: S104
 

@@ -21,7 +21,7 @@ import decimal
 import hmac
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -264,12 +264,13 @@ def login_accounts(accounts: Iterable[tuple[int, str]], own_uid: int) -> int:
 
 
 def access_warning(
-    policy: AccessPolicy, bind_host: str, other_accounts: int, token_variable: str
+    policy: AccessPolicy, bind_host: str, other_accounts: Callable[[], int], token_variable: str
 ) -> str | None:
     """What to warn about when the endpoint serves without a bearer token: a bind beyond
     loopback serves whoever reaches the address; a loopback bind on a machine where others log
     in serves each of them, with this server's credentials (a loopback socket tells no user
-    from another). None when a token is set, or nobody else is there."""
+    from another). None when a token is set, or nobody else is there. `other_accounts` (see
+    `login_accounts`) is asked only for a loopback bind without a token."""
     if policy.bearer_token is not None:
         return None
     if not policy.loopback_only_hosts:
@@ -277,11 +278,12 @@ def access_warning(
             f"listening on {bind_host} with no {token_variable}: anyone who can reach this "
             "address can call the tools"
         )
-    if other_accounts:
+    others = other_accounts()
+    if others:
         return (
-            f"listening on {bind_host} with no {token_variable} on a machine with "
-            f"{other_accounts} other login account(s): each of them can call the tools, with "
-            f"this server's credentials; set {token_variable} to keep them out"
+            f"listening on {bind_host} with no {token_variable} on a machine with {others} "
+            "other login account(s): each of them can call the tools, with this server's "
+            f"credentials; set {token_variable} to keep them out"
         )
     return None
 

@@ -28,7 +28,7 @@ from ._http import (
     HttpApp,
     HttpSettings,
 )
-from ._http_rules import HeadMeter
+from ._http_rules import HeadMeter, access_warning, login_accounts
 from ._router import Server
 
 __all__ = ("SHUTDOWN_GRACE_SECONDS", "serve_http")
@@ -51,6 +51,17 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def _other_login_accounts() -> int:
+    """The accounts others could log in to here, from the passwd database (none known where
+    there is none)."""
+    try:
+        import pwd
+    except ImportError:  # Windows
+        return 0
+    accounts = ((entry.pw_uid, entry.pw_shell) for entry in pwd.getpwall())
+    return login_accounts(accounts, os.getuid())
 
 
 def _uvicorn_server_class() -> type[Any]:
@@ -231,12 +242,9 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         sys.stderr.write(f"{name}: cannot listen on {settings.host}:{settings.port}: {error}\n")
         return 2
     bound_host, bound_port = sock.getsockname()[:2]
-    if not settings.policy().loopback_only_hosts and settings.bearer_token is None:
-        _logger.warning(
-            "listening on %s with no %s: anyone who can reach this address can call the tools",
-            settings.host,
-            ENV_TOKEN,
-        )
+    warning = access_warning(settings.policy(), settings.host, _other_login_accounts, ENV_TOKEN)
+    if warning is not None:
+        _logger.warning("%s", warning)
     shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
     config = uvicorn.Config(
         HttpApp(server, settings),
