@@ -178,6 +178,21 @@ async def test_each_request_on_a_connection_gets_the_whole_bound() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("first_body", [TOOLS_LIST, b"x" * 100_000])
+async def test_a_head_that_follows_another_request_in_the_same_read_is_measured_whole(
+    first_body: bytes,
+) -> None:
+    # HTTP/1.1 pipelining: the second head starts mid-read, after the first request's body.
+    first = request(500, first_body)
+    answers = await feed([first + request(MAX_HEAD_BYTES + 1)])
+    assert re.findall(rb"HTTP/1.1 (\d{3})", answers) == [b"200", b"431"]
+    answers = await feed([first + request(MAX_HEAD_BYTES) + request(MAX_HEAD_BYTES)])
+    assert re.findall(rb"HTTP/1.1 (\d{3})", answers) == [b"200", b"200", b"200"]
+    answers = await feed([first + request(10 * MAX_HEAD_BYTES)[:-10], b"x" * 10])
+    assert re.findall(rb"HTTP/1.1 (\d{3})", answers) == [b"200", b"431"]
+
+
+@pytest.mark.anyio
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     head_size=st.sampled_from([300, 1000, 1001, 2000]),
@@ -264,10 +279,14 @@ def test_a_head_at_the_bound_is_served_one_byte_more_is_431_and_ten_times_too(
         assert send(server, [request(MAX_HEAD_BYTES)]).startswith(b"HTTP/1.1 200")
         assert send(server, [request(MAX_HEAD_BYTES + 1)]).startswith(b"HTTP/1.1 431")
         assert send(server, [request(10 * MAX_HEAD_BYTES)]).startswith(b"HTTP/1.1 431")
-        # The server still serves, on the same connection as before the bound too.
+        # The server still serves, on the same connection as before the bound too; and a
+        # second head in the same sendall is measured as the first.
         with connect(server) as sock:
             sock.sendall(request(MAX_HEAD_BYTES) + request(MAX_HEAD_BYTES - 1))
             assert response_head(sock).startswith(b"HTTP/1.1 200")
+        with connect(server) as sock:
+            sock.sendall(request(500) + request(MAX_HEAD_BYTES + 1))
+            assert re.findall(rb"HTTP/1.1 (\d{3})", until_closed(sock)) == [b"200", b"431"]
         assert server.rpc("tools/list", {})[0] == 200
         assert stop(server)[0] == 0
 

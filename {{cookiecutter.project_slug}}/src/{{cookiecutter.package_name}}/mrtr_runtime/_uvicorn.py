@@ -98,6 +98,19 @@ def _uvicorn_server_class() -> type[Any]:
     return Uvicorn
 
 
+def _declared_body_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """A request body's length as its head gives it (RFC 9112 section 6.3): none without
+    Content-Length or Transfer-Encoding, the Content-Length, or None when only the parser can
+    tell (chunked; anything the parser will refuse)."""
+    lengths = [value for name, value in headers if name == b"content-length"]
+    if any(name == b"transfer-encoding" for name, _ in headers) or len(lengths) > 1:
+        return None
+    if not lengths:
+        return 0
+    value = lengths[0].strip()
+    return int(value) if value.isdigit() else None
+
+
 def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -114,8 +127,10 @@ def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
 
         The head is measured before the parser sees a byte of it (`HeadMeter`), so the bound
         holds however the reads split it: a whole head in one read is refused as surely as one
-        sent a byte at a time. A head that starts in the same read as the end of the message
-        before it (HTTP/1.1 pipelining) is measured from the next read on.
+        sent a byte at a time, and one that follows another request in the same read (HTTP/1.1
+        pipelining) as surely as the first: the parser is fed a message at a time. Only after
+        a chunked body, whose end only the parser finds, is the head that shares its read
+        measured from the next read on.
 
         A request answered before its body has all arrived (413, 403, 401 ...) leaves uvicorn
         reading on and discarding the rest for as long as the client sends: the connection is
@@ -131,40 +146,72 @@ def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
         _head_open = False
         _discard_timer: asyncio.TimerHandle | None = None
         _discarded = 0
+        # The bytes of the current message's body still to come, where its head says.
+        _body_left: int | None = None
+        # A refusal held back until the requests before it are answered.
+        _refusal: bytes | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm_head_timer()
 
         def data_received(self, data: bytes) -> None:
+            # The parser is fed a message at a time where the reads hold more than one (HTTP/1.1
+            # pipelining): each head then starts a read of its own, and is measured whole.
+            while data and self._refusal is None and not self.transport.is_closing():
+                data = self._receive(data)
+
+        def _receive(self, data: bytes) -> bytes:
+            """Feed the parser `data` up to the end of the current message where that is known;
+            the rest, which starts the next message."""
             if self._meter is None and (self._between_messages or self._head_open):
                 self._meter = HeadMeter(max_head_bytes, begun=self._head_open)
                 if self._head_timer is None:
                     self._arm_head_timer()
             meter = self._meter
             if meter is not None:
-                meter.feed(data)
+                head = meter.feed(data)
                 if meter.over:
                     self._refuse(b"431 Request Header Fields Too Large")
-                    return
-                if meter.ended:
-                    self._meter = None
+                    return b""
+                if not meter.ended:
+                    super().data_received(data)
+                    return b""
+                self._meter = None
+                super().data_received(data[:head])
+                data = data[head:]
+                if self.transport.is_closing():
+                    return b""
             elif self._discard_timer is not None:
                 self._discarded += len(data)
                 if self._discarded > max_body_bytes:
                     self._stop_discarding()
                     self.transport.close()
-                    return
-            super().data_received(data)
+                    return b""
+            if self._between_messages:
+                return data  # the next message, measured from its first byte
+            left = self._body_left
+            if not left:
+                # A chunked body's end is the parser's to find: what follows it in the same
+                # read is measured from the next read on.
+                if data:
+                    super().data_received(data)
+                return b""
+            body = data[:left]
+            self._body_left = left - len(body)
+            super().data_received(body)
+            return data[len(body) :]
 
         def on_message_begin(self) -> None:
             self._between_messages = False
             self._head_open = True
+            self._body_left = None
             super().on_message_begin()
 
         def on_headers_complete(self) -> None:
             self._head_open = False
             self._disarm_head_timer()
+            self._body_left = _declared_body_length(self.headers)
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
@@ -176,6 +223,12 @@ def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            refusal = self._refusal
+            if refusal is not None:
+                if not self._answering():
+                    self._refusal = None
+                    self._refuse(refusal)
+                return
             # The latest request answered while its body still arrives: uvicorn discards it.
             cycle = self.cycle
             answered_early = cycle is not None and cycle.response_complete and cycle.more_body
@@ -203,6 +256,10 @@ def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
             if (self._between_messages or self._head_open) and not self.transport.is_closing():
                 self._refuse(b"408 Request Timeout")
 
+        def _answering(self) -> bool:
+            cycle = self.cycle
+            return bool(self.pipeline) or (cycle is not None and not cycle.response_complete)
+
         def _stop_discarding(self) -> None:
             if self._discard_timer is not None:
                 self._discard_timer.cancel()
@@ -213,6 +270,12 @@ def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
             self.transport.close()
 
         def _refuse(self, status: bytes) -> None:
+            if self._answering():
+                # RFC 9112 section 9.3.2: answers go out in the order of the requests, so this
+                # one waits for those of the requests before it; nothing more is read.
+                self._refusal = status
+                self.transport.pause_reading()
+                return
             self.transport.write(
                 b"HTTP/1.1 " + status + b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
             )
