@@ -389,6 +389,7 @@ REFUSED_ORIGINS = [
     "http://local host",
     "http://l\u00f6calhost",
     "http://localhost:99999",
+    "http://[::1",  # a parse that raises must not become a 500
     "null",
     "http://evil.example.com",
 ]

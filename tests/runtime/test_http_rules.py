@@ -194,6 +194,22 @@ def test_origin_judging_never_fails_and_refusals_are_one_line(origin: str) -> No
     assert problem is None or "\n" not in problem
 
 
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTPS"]),
+    host=st.from_regex(r"[a-z0-9-]{1,12}(\.[a-z0-9-]{1,12}){0,3}", fullmatch=True),
+    port=st.none() | st.integers(min_value=0, max_value=65535),
+    extra=st.sampled_from(["/", "/p", "?q", "#f", " ", "@localhost", ":80@localhost", "\u00e9"]),
+)
+def test_a_listed_bare_origin_passes_and_anything_added_to_it_is_refused(
+    scheme: str, host: str, port: int | None, extra: str
+) -> None:
+    origin = f"{scheme}://{host}" + (f":{port}" if port is not None else "")
+    policy = AccessPolicy.for_bind_address("127.0.0.1", allowed_origins=[origin.lower()])
+    assert policy.origin_problem(origin) is None
+    assert policy.origin_problem(origin + extra) is not None
+    assert policy.origin_problem(f"{scheme}://user@{host}") is not None
+
+
 def test_the_bearer_token_is_required_exactly_when_configured() -> None:
     assert LOOPBACK.authorised(None)
     policy = AccessPolicy.for_bind_address("127.0.0.1", bearer_token="s3cret-token")
