@@ -43,10 +43,14 @@ ADDRESS = re.compile(r"serving MCP at http://([^:/]+):(\d+)/mcp")
 
 
 class Replica:
-    def __init__(self, process: subprocess.Popen[str], host: str, port: int) -> None:
+    def __init__(
+        self, process: subprocess.Popen[str], host: str, port: int, startup: str = ""
+    ) -> None:
         self.process = process
         self.host = host
         self.port = port
+        #: What the server wrote to stderr up to the line that says where it listens.
+        self.startup = startup
 
     def post(self, body: Json | bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         """One POST on a fresh connection: the status, and the JSON body (or the raw text)."""
@@ -74,10 +78,11 @@ class Replica:
 
 @contextmanager
 def replica(
-    tmp_path: Path, host: str = "127.0.0.1", port: int = 0, **settings: object
+    tmp_path: Path, host: str = "127.0.0.1", port: int = 0, prelude: str = "", **settings: object
 ) -> Iterator[Replica]:
+    """`serve_http` in a process of its own; `prelude` runs first (to stand in for the machine)."""
     script = tmp_path / "serve_http.py"
-    script.write_text(SCRIPT)
+    script.write_text(prelude + SCRIPT)
     process = subprocess.Popen(
         [sys.executable, str(script), host, str(port), json.dumps(settings)],
         stdout=subprocess.PIPE,
@@ -92,7 +97,7 @@ def replica(
             seen.append(line)
             found = ADDRESS.search(line)
             if found:
-                yield Replica(process, found.group(1), int(found.group(2)))
+                yield Replica(process, found.group(1), int(found.group(2)), "".join(seen))
                 break
         else:
             raise AssertionError(f"the server did not say where it listens:\n{''.join(seen)}")

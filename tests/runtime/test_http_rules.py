@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 from typing import Any
 
 import pytest
@@ -16,11 +17,14 @@ from mrtr_runtime._http_rules import (
     HEADER_MISMATCH,
     AccessPolicy,
     HeaderMismatch,
+    HeadMeter,
     MirroredParam,
+    access_warning,
     check_headers,
     decode_header_value,
     http_status,
     legacy_request_problem,
+    login_accounts,
     mirrored_params,
 )
 from mrtr_runtime._jsonrpc import Request
@@ -87,7 +91,7 @@ def test_listed_hosts_match_whatever_port_and_final_dot() -> None:
 
 @pytest.mark.parametrize(
     "origin",
-    ["http://localhost:6274", "http://127.0.0.1", "https://[::1]:3000", "http://LOCALHOST/"],
+    ["http://localhost:6274", "http://127.0.0.1", "https://[::1]:3000", "http://LOCALHOST"],
 )
 def test_loopback_origins_are_accepted(origin: str) -> None:
     assert LOOPBACK.origin_problem(origin) is None
@@ -111,6 +115,99 @@ def test_listed_origins_are_accepted_and_no_origin_is_a_non_browser_client() -> 
     assert policy.origin_problem("https://APP.example.com") is None
     assert policy.origin_problem("https://app.example.com.evil.com") is not None
     assert policy.origin_problem(None) is None
+
+
+NOT_BARE = [
+    "http://evil.com:80@localhost",  # userinfo: a lenient parse finds the host "localhost"
+    "http://evil.com@localhost",
+    "http://@localhost",
+    "http://localhost:80@evil.com",
+    "http://localhost/",  # a path, even "/"
+    "http://localhost/x",
+    "http://localhost?x",
+    "http://localhost#x",
+    "http://localhost:",  # an empty port
+    "http://localhost:65536",
+    "http://localhost:08000",  # not how RFC 6454 writes a port
+    " http://localhost",  # whitespace anywhere
+    "http://localhost ",
+    "http://local host",
+    "http://localhost\t",
+    "http://l\u00f6calhost",  # non-ASCII: browsers send IDNA (xn--)
+    "http://localhost\u3002",
+    "http://[::1",  # an unclosed or invalid IPv6 literal
+    "http://[::g]",
+    "http:localhost",
+    "//localhost",
+    "localhost",
+    "http://",
+    "null ",
+    "NULL",
+]
+
+
+@pytest.mark.parametrize("origin", NOT_BARE)
+def test_an_origin_that_is_not_a_bare_origin_is_refused(origin: str) -> None:
+    # RFC 6454 section 6.2: an origin is scheme "://" host [":" port]; browsers send nothing else.
+    listed = AccessPolicy.for_bind_address(
+        "127.0.0.1", allowed_origins=["http://evil.com", "http://localhost", "null"]
+    )
+    for policy in (LOOPBACK, EVERYWHERE, listed):
+        problem = policy.origin_problem(origin)
+        assert problem is not None, (policy, origin)
+        assert "\n" not in problem
+
+
+@pytest.mark.parametrize(
+    ("origin", "listed"),
+    [
+        ("http://localhost", []),
+        ("http://localhost:80", []),  # the default port, written out
+        ("https://127.0.0.1:443", []),
+        ("http://[::1]:8080", []),
+        ("https://app.example.com", ["https://app.example.com/"]),
+        ("https://app.example.com:443", ["https://app.example.com"]),
+        ("https://app.example.com:8443", ["https://APP.example.com:8443"]),
+        ("http://xn--bcher-kva.example", ["http://xn--bcher-kva.example"]),
+        ("chrome-extension://abcdefghijklmnop", ["chrome-extension://abcdefghijklmnop"]),
+        ("null", ["null"]),
+    ],
+)
+def test_bare_origins_that_are_loopback_or_listed_pass(origin: str, listed: list[str]) -> None:
+    policy = AccessPolicy.for_bind_address("0.0.0.0", allowed_origins=listed)  # noqa: S104
+    assert policy.origin_problem(origin) is None
+
+
+def test_a_listed_origin_allows_only_its_own_port_and_null_only_when_listed() -> None:
+    policy = AccessPolicy.for_bind_address(
+        "127.0.0.1", allowed_origins=["https://app.example.com", "not an origin", "http://a@b"]
+    )
+    assert policy.allowed_origins == frozenset({"https://app.example.com"})
+    assert policy.origin_problem("https://app.example.com:8443") is not None
+    assert policy.origin_problem("http://app.example.com") is not None
+    assert policy.origin_problem("null") is not None
+
+
+@given(st.text(max_size=60))
+def test_origin_judging_never_fails_and_refusals_are_one_line(origin: str) -> None:
+    problem = LOOPBACK.origin_problem(origin)
+    assert problem is None or "\n" not in problem
+
+
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTPS"]),
+    host=st.from_regex(r"[a-z0-9-]{1,12}(\.[a-z0-9-]{1,12}){0,3}", fullmatch=True),
+    port=st.none() | st.integers(min_value=0, max_value=65535),
+    extra=st.sampled_from(["/", "/p", "?q", "#f", " ", "@localhost", ":80@localhost", "\u00e9"]),
+)
+def test_a_listed_bare_origin_passes_and_anything_added_to_it_is_refused(
+    scheme: str, host: str, port: int | None, extra: str
+) -> None:
+    origin = f"{scheme}://{host}" + (f":{port}" if port is not None else "")
+    policy = AccessPolicy.for_bind_address("127.0.0.1", allowed_origins=[origin.lower()])
+    assert policy.origin_problem(origin) is None
+    assert policy.origin_problem(origin + extra) is not None
+    assert policy.origin_problem(f"{scheme}://user@{host}") is not None
 
 
 def test_the_bearer_token_is_required_exactly_when_configured() -> None:
@@ -339,3 +436,127 @@ def test_modern_requests_are_never_refused_as_legacy() -> None:
 )
 def test_each_error_class_travels_with_its_status(code: int, malformed: bool, status: int) -> None:
     assert http_status(code, malformed=malformed) == status
+
+
+# -- serving without a token -------------------------------------------------------------------
+
+
+def test_login_accounts_counts_the_other_people_who_can_log_in() -> None:
+    passwd = [
+        (0, "/bin/bash"),  # root
+        (33, "/usr/sbin/nologin"),  # a service
+        (1000, "/bin/bash"),  # the server's own account
+        (1001, "/bin/zsh"),
+        (1002, "/usr/sbin/nologin"),  # a person's uid, but no login
+        (1003, "/bin/false"),
+        (1004, ""),
+        (65534, "/bin/sh"),  # nobody
+        (1001, "/bin/zsh"),  # a second name for uid 1001 is not a second person
+    ]
+    assert login_accounts(passwd, own_uid=1000) == 1
+    assert login_accounts(passwd, own_uid=1001) == 1
+    assert login_accounts(passwd, own_uid=0) == 2
+    assert login_accounts([(0, "/bin/sh"), (1000, "/bin/bash")], own_uid=1000) == 0
+
+
+def nobody_asked() -> int:
+    raise AssertionError("the passwd database is read only when a warning may be due")
+
+
+def test_a_loopback_server_without_a_token_warns_only_where_others_log_in() -> None:
+    warning = access_warning(LOOPBACK, "127.0.0.1", lambda: 2, "MRTR_HTTP_TOKEN")
+    assert warning is not None
+    assert "MRTR_HTTP_TOKEN" in warning
+    assert "\n" not in warning
+    assert access_warning(LOOPBACK, "127.0.0.1", lambda: 0, "MRTR_HTTP_TOKEN") is None
+    guarded = AccessPolicy.for_bind_address("127.0.0.1", bearer_token="s3cret-token")
+    assert access_warning(guarded, "127.0.0.1", nobody_asked, "MRTR_HTTP_TOKEN") is None
+
+
+def test_a_server_bound_beyond_loopback_without_a_token_always_warns() -> None:
+    warning = access_warning(EVERYWHERE, "0.0.0.0", nobody_asked, "MRTR_HTTP_TOKEN")  # noqa: S104
+    assert warning is not None
+    assert "anyone who can reach this address" in warning
+    guarded = AccessPolicy.for_bind_address("0.0.0.0", bearer_token="s3cret-token")  # noqa: S104
+    assert access_warning(guarded, "0.0.0.0", 3, "MRTR_HTTP_TOKEN") is None  # noqa: S104
+
+
+# -- the request head ---------------------------------------------------------------------------
+
+LIMIT = 64 * 1024
+
+
+def request_head(size: int, end: bytes = b"\r\n\r\n") -> bytes:
+    """A request head of exactly `size` bytes, ended by `end`."""
+    start = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: "
+    assert size >= len(start) + len(end)
+    return start + b"a" * (size - len(start) - len(end)) + end
+
+
+def metered(chunks: list[bytes], limit: int = LIMIT) -> tuple[bool, int, bool]:
+    """Feed `chunks` as the reads of one connection: (over the limit?, head size, ended?)."""
+    meter = HeadMeter(limit)
+    for chunk in chunks:
+        meter.feed(chunk)
+        if meter.over or meter.ended:
+            break
+    return meter.over, meter.size, meter.ended
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({0, len(data), *(cut % (len(data) + 1) for cut in cuts)})
+    return [data[a:b] for a, b in itertools.pairwise(points)]
+
+
+@pytest.mark.parametrize("size", [LIMIT, LIMIT + 1, 70_000, 10 * LIMIT])
+def test_a_head_is_measured_the_same_in_one_read_or_a_byte_at_a_time(size: int) -> None:
+    data = request_head(size) + b'{"jsonrpc": "2.0"}' * 1000
+    for reads in ([data], [data[i : i + 1] for i in range(min(len(data), 2 * LIMIT))]):
+        over, counted, ended = metered(reads)
+        assert over == (size > LIMIT)
+        if not over:
+            assert (counted, ended) == (size, True)
+
+
+def test_the_head_ends_at_its_first_empty_line_and_the_body_is_not_counted() -> None:
+    meter = HeadMeter(LIMIT)
+    head = request_head(200)
+    assert meter.feed(head + b"\r\n\r\n" + b"x" * LIMIT) == 200
+    assert (meter.ended, meter.size, meter.over) == (True, 200, False)
+    assert meter.feed(b"more") == 0
+    for end in (b"\n\n", b"\r\n\n", b"\n\r\n"):  # bare LFs, which lenient parsers take
+        assert metered([request_head(300, end) + b"x" * (2 * LIMIT)]) == (False, 300, True)
+
+
+def test_empty_lines_before_the_request_line_count_but_do_not_end_the_head() -> None:
+    assert metered([b"\r\n" * 100 + request_head(100)]) == (False, 300, True)
+    assert metered([b"\r\n" * LIMIT])[0]
+    meter = HeadMeter(LIMIT)
+    for _ in range(10):
+        meter.feed(b"\r\n\r\n")
+    assert (meter.ended, meter.size) == (False, 40)
+
+
+def test_a_head_that_began_in_an_earlier_read_ends_at_its_first_empty_line() -> None:
+    meter = HeadMeter(LIMIT, begun=True)
+    assert meter.feed(b"\r\n\r\nbody") == 4
+    assert meter.ended
+
+
+@given(
+    st.integers(min_value=60, max_value=3 * LIMIT),
+    st.lists(st.integers(min_value=0), max_size=40),
+    st.sampled_from([b"\r\n\r\n", b"\n\n", b"\r\n\n"]),
+    st.integers(min_value=0, max_value=4),
+)
+def test_however_the_reads_split_the_bytes_the_verdict_is_the_same(
+    size: int, cuts: list[int], end: bytes, blank_lines: int
+) -> None:
+    data = b"\r\n" * blank_lines + request_head(size, end) + b"\r\n\r\n{}\n\n" * 50
+    head = 2 * blank_lines + size
+    over, counted, ended = metered(split(data, cuts))
+    assert over == (head > LIMIT)
+    if not over:
+        assert (counted, ended) == (head, True)
+    else:
+        assert counted > LIMIT

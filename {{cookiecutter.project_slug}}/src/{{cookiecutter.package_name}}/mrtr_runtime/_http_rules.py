@@ -3,7 +3,9 @@ as plain functions: headers and bodies in, verdicts out. `_http.py` applies them
 touches a socket, so every rule is tested without a server.
 
 - who may talk to the endpoint: the `Host` and `Origin` checks against DNS rebinding
-  ("Security & Endpoint") and the optional bearer token;
+  ("Security & Endpoint"), the optional bearer token, and when serving without one deserves a
+  warning;
+- how big a request head has grown, however the reads split it (`HeadMeter`);
 - the request metadata headers ("Request Metadata"): `MCP-Protocol-Version`, `Mcp-Method`,
   `Mcp-Name` and the `Mcp-Param-{Name}` headers a tool's `x-mcp-header` properties ask for, each
   compared with the body ("Server Validation"), Base64 sentinel values decoded ("Value
@@ -19,7 +21,7 @@ import decimal
 import hmac
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -39,12 +41,15 @@ from ._wire import META_PROTOCOL_VERSION, MODERN_VERSIONS
 __all__ = (
     "HEADER_MISMATCH",
     "AccessPolicy",
+    "HeadMeter",
     "HeaderMismatch",
     "MirroredParam",
+    "access_warning",
     "check_headers",
     "decode_header_value",
     "http_status",
     "legacy_request_problem",
+    "login_accounts",
     "mirrored_params",
 )
 
@@ -63,6 +68,18 @@ _DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", re.ASCII)
 #: "Schema Extension": integers mirrored into headers stay within JavaScript's safe range.
 _SAFE_INTEGER: Final = 2**53 - 1
 _LOOPBACK_NAMES: Final = frozenset({"localhost"})
+#: RFC 6454 section 6.2, the serialization of an origin as browsers send it: scheme "://" host,
+#: then ":" port when it is not the scheme's default. Hosts are what a URL parser leaves of a
+#: name (IDNA applied: letters, digits, "-", "_", ".") or a bracketed IPv6 address; nothing
+#: else (userinfo, path, query, fragment, whitespace, non-ASCII) ever appears.
+_ORIGIN: Final = re.compile(
+    r"(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>\[[0-9a-f:.]+\]|[a-z0-9_.-]+)"
+    r"(?::(?P<port>0|[1-9][0-9]{0,4}))?",
+    re.ASCII | re.IGNORECASE,
+)
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+#: RFC 6454 section 7.3: what a privacy-sensitive context (a file, a sandbox) sends.
+_OPAQUE_ORIGIN: Final = "null"
 
 
 class HeaderMismatch(Exception):
@@ -95,6 +112,40 @@ def _host_name(host_header: str) -> str | None:
     return parsed.hostname
 
 
+@dataclass(frozen=True, slots=True)
+class _Origin:
+    scheme: str
+    host: str
+    canonical: str  # RFC 6454 section 6.2: lower case, no default port
+
+
+def _origin(value: str) -> _Origin | None:
+    """A bare origin, or None for anything that is not one."""
+    found = _ORIGIN.fullmatch(value)
+    if found is None:
+        return None
+    scheme, host, port = found["scheme"].lower(), found["host"].lower(), found["port"]
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return None
+    if port is not None and int(port) > 65535:
+        return None
+    shown = "" if port is None or int(port) == _DEFAULT_PORTS.get(scheme) else f":{port}"
+    return _Origin(scheme, host, f"{scheme}://{host}{shown}")
+
+
+def _listed_origin(entry: str) -> str | None:
+    """An origin as `MRTR_HTTP_ALLOWED_ORIGINS` may give it (a final "/" tolerated), canonical;
+    `null` only when listed as such."""
+    text = entry.strip().rstrip("/")
+    if text.lower() == _OPAQUE_ORIGIN:
+        return _OPAQUE_ORIGIN
+    parsed = _origin(text)
+    return parsed.canonical if parsed is not None else None
+
+
 def _listed_host(entry: str) -> str:
     """A name as `MRTR_HTTP_ALLOWED_HOSTS` may give it (`name`, `name:port`, `name.`), compared
     as a Host header's name: the port and a final dot do not count."""
@@ -111,7 +162,8 @@ class AccessPolicy:
     server only through a name it controls, so a server bound to a loopback address also
     accepts only loopback `Host` names; one bound elsewhere (a container, a replica behind a
     load balancer) accepts the names it is given, or any when given none. An `Origin` is
-    accepted when it is a loopback origin or one listed; requests without `Origin` (every
+    accepted when it is a bare origin (RFC 6454 section 6.2, the only form browsers send) that is
+    a loopback one or listed, or `null` when `null` is listed; requests without `Origin` (every
     non-browser client) pass.
     """
 
@@ -136,7 +188,7 @@ class AccessPolicy:
                 _listed_host(name) for name in allowed_hosts if _listed_host(name)
             ),
             allowed_origins=frozenset(
-                origin.strip().rstrip("/").lower() for origin in allowed_origins if origin.strip()
+                listed for origin in allowed_origins if (listed := _listed_origin(origin))
             ),
             bearer_token=bearer_token or None,
         )
@@ -161,11 +213,18 @@ class AccessPolicy:
         """Why this `Origin` is refused (HTTP 403), or None."""
         if origin is None:
             return None
-        normalised = origin.strip().rstrip("/").lower()
-        if normalised in self.allowed_origins:
+        if origin == _OPAQUE_ORIGIN:
+            if _OPAQUE_ORIGIN in self.allowed_origins:
+                return None
+            return "Forbidden: Origin 'null' is not allowed"
+        parsed = _origin(origin)
+        if parsed is None:
+            # Userinfo (`http://evil.example:80@localhost`), a path, whitespace: no browser
+            # sends these, and a lenient parse would find a loopback host in them.
+            return f"Forbidden: Origin {clip(origin)!r} is not a bare origin (scheme://host[:port])"
+        if parsed.canonical in self.allowed_origins:
             return None
-        parsed = urlsplit(normalised)
-        if parsed.scheme in ("http", "https") and parsed.hostname and _is_loopback(parsed.hostname):
+        if parsed.scheme in ("http", "https") and _is_loopback(parsed.host):
             return None
         return f"Forbidden: Origin {clip(origin)!r} is not allowed"
 
@@ -179,6 +238,114 @@ class AccessPolicy:
             return False
         # Constant time: the comparison must not tell an attacker how much of a guess was right.
         return hmac.compare_digest(credentials.strip().encode(), self.bearer_token.encode())
+
+
+#: Accounts a person logs in to: uids from the first one most systems give people (login.defs
+#: UID_MIN), except the overflow uid `nobody`, with a shell that lets them in.
+_FIRST_PERSON_UID: Final = 1000
+_OVERFLOW_UID: Final = 65534
+_NO_LOGIN_SHELLS: Final = frozenset(
+    {"", "/bin/false", "/usr/bin/false", "/sbin/nologin", "/usr/sbin/nologin", "/bin/sync"}
+)
+
+
+def login_accounts(accounts: Iterable[tuple[int, str]], own_uid: int) -> int:
+    """How many accounts other than `own_uid`, among (uid, shell) pairs from the passwd
+    database, a person could log in to."""
+    return len(
+        {
+            uid
+            for uid, shell in accounts
+            if uid != own_uid
+            and _FIRST_PERSON_UID <= uid != _OVERFLOW_UID
+            and shell.strip() not in _NO_LOGIN_SHELLS
+        }
+    )
+
+
+def access_warning(
+    policy: AccessPolicy, bind_host: str, other_accounts: Callable[[], int], token_variable: str
+) -> str | None:
+    """What to warn about when the endpoint serves without a bearer token: a bind beyond
+    loopback serves whoever reaches the address; a loopback bind on a machine where others log
+    in serves each of them, with this server's credentials (a loopback socket tells no user
+    from another). None when a token is set, or nobody else is there. `other_accounts` (see
+    `login_accounts`) is asked only for a loopback bind without a token."""
+    if policy.bearer_token is not None:
+        return None
+    if not policy.loopback_only_hosts:
+        return (
+            f"listening on {bind_host} with no {token_variable}: anyone who can reach this "
+            "address can call the tools"
+        )
+    others = other_accounts()
+    if others:
+        return (
+            f"listening on {bind_host} with no {token_variable} on a machine with {others} "
+            "other login account(s): each of them can call the tools, with this server's "
+            f"credentials; set {token_variable} to keep them out"
+        )
+    return None
+
+
+# -- the request head ---------------------------------------------------------------------------
+
+#: RFC 9112 section 2.1: a head ends at its first empty line (CRLF; a bare LF is read as one,
+#: section 2.2, so the bound cannot be slipped past a parser that does).
+_HEAD_END: Final = re.compile(rb"\n\r?\n")
+
+
+class HeadMeter:
+    """The size of one request head (request line, fields and the empty line after them), counted
+    as it arrives, however the reads split it: one read with the head and body in it, or a byte
+    at a time. Empty lines before the request line, which a server ignores (RFC 9112 section
+    2.2), count as well: they are bytes the client makes the server read."""
+
+    __slots__ = ("_begun", "_tail", "ended", "limit", "size")
+
+    def __init__(self, limit: int, *, begun: bool = False) -> None:
+        self.limit = limit
+        #: The head's bytes so far.
+        self.size = 0
+        #: Whether the empty line that ends the head has arrived.
+        self.ended = False
+        # A byte other than CR/LF has arrived: from here an empty line ends the head.
+        self._begun = begun
+        # The last bytes of the head so far: its end may straddle two reads.
+        self._tail = b""
+
+    @property
+    def over(self) -> bool:
+        return self.size > self.limit
+
+    def feed(self, data: bytes) -> int:
+        """Count the next bytes of the connection: how many of them belong to the head (all of
+        them unless it ends in `data`; none once it has ended)."""
+        if self.ended:
+            return 0
+        start = 0
+        if not self._begun:
+            start = len(data) - len(data.lstrip(b"\r\n"))
+            if start == len(data):
+                self.size += start
+                return start
+            self._begun = True
+        end = self._end_in(data, start)
+        if end is None:
+            self.size += len(data)
+            self._tail = (self._tail + data[max(start, len(data) - 2) :])[-2:]
+            return len(data)
+        self.ended = True
+        self.size += end
+        return end
+
+    def _end_in(self, data: bytes, start: int) -> int | None:
+        if self._tail:
+            joined = _HEAD_END.search(self._tail + data[start : start + 2])
+            if joined is not None:
+                return start + joined.end() - len(self._tail)
+        found = _HEAD_END.search(data, start)
+        return found.end() if found is not None else None
 
 
 # -- request metadata headers -------------------------------------------------------------------

@@ -23,7 +23,15 @@ from collections.abc import Awaitable, Iterator
 from typing import Any, Final
 
 from ._context import SHUTDOWN_GRACE_SECONDS
-from ._http import ENDPOINT, ENV_TOKEN, ConnectionRefusal, HttpApp, HttpSettings
+from ._http import (
+    BODY_TIMEOUT_SECONDS,
+    ENDPOINT,
+    ENV_TOKEN,
+    ConnectionRefusal,
+    HttpApp,
+    HttpSettings,
+)
+from ._http_rules import HeadMeter, access_warning, login_accounts
 from ._router import Server
 
 __all__ = ("SHUTDOWN_GRACE_SECONDS", "SHUTDOWN_MARGIN_SECONDS", "serve_http")
@@ -49,6 +57,17 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def _other_login_accounts() -> int:
+    """The accounts others could log in to here, from the passwd database (none known where
+    there is none)."""
+    try:
+        import pwd
+    except ImportError:  # Windows
+        return 0
+    accounts = ((entry.pw_uid, entry.pw_shell) for entry in pwd.getpwall())
+    return login_accounts(accounts, os.getuid())
 
 
 def _uvicorn_server_class() -> type[Any]:
@@ -155,47 +174,149 @@ def _bounded_protocol_class(base: type[Any], max_connections: int) -> type[Any]:
     return BoundedProtocol
 
 
-def _guarded_protocol_class(head_timeout: float, max_head_bytes: int) -> type[Any]:
+def _declared_body_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """A request body's length as its head gives it (RFC 9112 section 6.3): none without
+    Content-Length or Transfer-Encoding, the Content-Length, or None when only the parser can
+    tell (chunked; anything the parser will refuse)."""
+    lengths = [value for name, value in headers if name == b"content-length"]
+    if any(name == b"transfer-encoding" for name, _ in headers) or len(lengths) > 1:
+        return None
+    if not lengths:
+        return 0
+    value = lengths[0].strip()
+    return int(value) if value.isdigit() else None
+
+
+def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+    head_timeout = settings.head_timeout_seconds
+    max_head_bytes = settings.max_head_bytes
+    max_body_bytes = settings.max_body_bytes
+
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
-        """uvicorn's HTTP/1.1 protocol (httptools), with the two bounds it lacks: a request's
-        head (request line and headers) must arrive within `head_timeout` seconds, and within
+        """uvicorn's HTTP/1.1 protocol (httptools), with the bounds it lacks: a request's head
+        (request line and headers) must arrive within `head_timeout` seconds, and within
         `max_head_bytes`. Without them a client holds a connection for ever by sending nothing
         (and enough such clients use up every connection), or makes the parser churn through
-        an endless header."""
+        an endless header.
+
+        The head is measured before the parser sees a byte of it (`HeadMeter`), so the bound
+        holds however the reads split it: a whole head in one read is refused as surely as one
+        sent a byte at a time, and one that follows another request in the same read (HTTP/1.1
+        pipelining) as surely as the first: the parser is fed a message at a time. Only after
+        a chunked body, whose end only the parser finds, is the head that shares its read
+        measured from the next read on.
+
+        A request answered before its body has all arrived (413, 403, 401 ...) leaves uvicorn
+        reading on and discarding the rest for as long as the client sends: the connection is
+        closed once the discarded part passes the body bounds (`max_body_bytes`, the body
+        timeout). Until then it stays open, so a client that sends its whole body before it
+        reads (most do) still gets the answer."""
 
         _head_timer: asyncio.TimerHandle | None = None
-        _head_bytes = 0
-        _reading_head = True
+        _meter: HeadMeter | None = None
+        # Between messages, the next byte starts a head; once a message has begun, its head is
+        # open until the parser has read all of it.
+        _between_messages = True
+        _head_open = False
+        _discard_timer: asyncio.TimerHandle | None = None
+        _discarded = 0
+        # The bytes of the current message's body still to come, where its head says.
+        _body_left: int | None = None
+        # A refusal held back until the requests before it are answered.
+        _refusal: bytes | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm_head_timer()
 
         def data_received(self, data: bytes) -> None:
-            if self._reading_head and self._head_timer is None:
-                self._arm_head_timer()
-            super().data_received(data)
-            if self._reading_head and not self.transport.is_closing():
-                self._head_bytes += len(data)
-                if self._head_bytes > max_head_bytes:
+            # The parser is fed a message at a time where the reads hold more than one (HTTP/1.1
+            # pipelining): each head then starts a read of its own, and is measured whole.
+            while data and self._refusal is None and not self.transport.is_closing():
+                data = self._receive(data)
+
+        def _receive(self, data: bytes) -> bytes:
+            """Feed the parser `data` up to the end of the current message where that is known;
+            the rest, which starts the next message."""
+            if self._meter is None and (self._between_messages or self._head_open):
+                self._meter = HeadMeter(max_head_bytes, begun=self._head_open)
+                if self._head_timer is None:
+                    self._arm_head_timer()
+            meter = self._meter
+            if meter is not None:
+                head = meter.feed(data)
+                if meter.over:
                     self._refuse(b"431 Request Header Fields Too Large")
+                    return b""
+                if not meter.ended:
+                    super().data_received(data)
+                    return b""
+                self._meter = None
+                super().data_received(data[:head])
+                data = data[head:]
+                if self.transport.is_closing():
+                    return b""
+            elif self._discard_timer is not None:
+                self._discarded += len(data)
+                if self._discarded > max_body_bytes:
+                    self._stop_discarding()
+                    self.transport.close()
+                    return b""
+            if self._between_messages:
+                return data  # the next message, measured from its first byte
+            left = self._body_left
+            if not left:
+                # A chunked body's end is the parser's to find: what follows it in the same
+                # read is measured from the next read on.
+                if data:
+                    super().data_received(data)
+                return b""
+            body = data[:left]
+            self._body_left = left - len(body)
+            super().data_received(body)
+            return data[len(body) :]
+
+        def on_message_begin(self) -> None:
+            self._between_messages = False
+            self._head_open = True
+            self._body_left = None
+            super().on_message_begin()
 
         def on_headers_complete(self) -> None:
-            self._reading_head = False
+            self._head_open = False
             self._disarm_head_timer()
+            self._body_left = _declared_body_length(self.headers)
             super().on_headers_complete()
 
-        def on_response_complete(self) -> None:
+        def on_message_complete(self) -> None:
             # The next request's head starts; until its first byte uvicorn's keep-alive
             # timeout applies, then ours.
-            self._reading_head = True
-            self._head_bytes = 0
+            self._between_messages = True
+            self._stop_discarding()
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
             super().on_response_complete()
+            refusal = self._refusal
+            if refusal is not None:
+                if not self._answering():
+                    self._refusal = None
+                    self._refuse(refusal)
+                return
+            # The latest request answered while its body still arrives: uvicorn discards it.
+            cycle = self.cycle
+            answered_early = cycle is not None and cycle.response_complete and cycle.more_body
+            if answered_early and self._discard_timer is None and not self.transport.is_closing():
+                self._discarded = 0
+                self._discard_timer = self.loop.call_later(
+                    BODY_TIMEOUT_SECONDS, self._discarding_too_long
+                )
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_head_timer()
+            self._stop_discarding()
             super().connection_lost(exc)
 
         def _arm_head_timer(self) -> None:
@@ -208,10 +329,29 @@ def _guarded_protocol_class(head_timeout: float, max_head_bytes: int) -> type[An
 
         def _head_too_slow(self) -> None:
             self._head_timer = None
-            if self._reading_head and not self.transport.is_closing():
+            if (self._between_messages or self._head_open) and not self.transport.is_closing():
                 self._refuse(b"408 Request Timeout")
 
+        def _answering(self) -> bool:
+            cycle = self.cycle
+            return bool(self.pipeline) or (cycle is not None and not cycle.response_complete)
+
+        def _stop_discarding(self) -> None:
+            if self._discard_timer is not None:
+                self._discard_timer.cancel()
+                self._discard_timer = None
+
+        def _discarding_too_long(self) -> None:
+            self._discard_timer = None
+            self.transport.close()
+
         def _refuse(self, status: bytes) -> None:
+            if self._answering():
+                # RFC 9112 section 9.3.2: answers go out in the order of the requests, so this
+                # one waits for those of the requests before it; nothing more is read.
+                self._refusal = status
+                self.transport.pause_reading()
+                return
             self.transport.write(
                 b"HTTP/1.1 " + status + b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
             )
@@ -226,10 +366,7 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
     try:
         import uvicorn
 
-        protocol = _bounded_protocol_class(
-            _guarded_protocol_class(settings.head_timeout_seconds, settings.max_head_bytes),
-            settings.max_connections,
-        )
+        protocol = _bounded_protocol_class(_guarded_protocol_class(settings), settings.max_connections)
     except ImportError as missing:  # uvicorn, or the httptools parser the protocol builds on
         sys.stderr.write(
             f"{name}: HTTP mode needs the optional 'http' dependencies ({missing.name} is "
@@ -244,12 +381,9 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         sys.stderr.write(f"{name}: cannot listen on {settings.host}:{settings.port}: {error}\n")
         return 2
     bound_host, bound_port = sock.getsockname()[:2]
-    if not settings.policy().loopback_only_hosts and settings.bearer_token is None:
-        _logger.warning(
-            "listening on %s with no %s: anyone who can reach this address can call the tools",
-            settings.host,
-            ENV_TOKEN,
-        )
+    warning = access_warning(settings.policy(), settings.host, _other_login_accounts, ENV_TOKEN)
+    if warning is not None:
+        _logger.warning("%s", warning)
     shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
     app = HttpApp(server, settings)
     config = uvicorn.Config(
