@@ -124,6 +124,7 @@ JINJA_MARKERS = (BRACE + BRACE, BRACE + "%", BRACE + "#")
 # private use and unassigned code points.
 FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 AUTHOR_PUNCTUATION = frozenset(" .'-")
+HTML_COMMENT_MARKERS = ("<!--", "-->")
 
 
 class Refused(Exception):
@@ -237,6 +238,16 @@ def check_description(value: str) -> None:
         raise Refused(f"description {shown(value)} must be one line of 1-100 characters")
     if value != value.strip():
         raise Refused(f"description {shown(value)} starts or ends with whitespace")
+    for marker in HTML_COMMENT_MARKERS:
+        if marker in value:
+            # The README renders the description as Markdown, two lines above the
+            # "<!-- mcp-name: ... -->" marker by which the MCP Registry checks who owns the
+            # PyPI package: a comment in the description could plant a second marker, or hide
+            # the real one.
+            raise Refused(
+                f"description {shown(value)} contains the HTML comment marker {marker!r}, "
+                "which would reach the README; leave it out"
+            )
 
 
 def check_author_name(value: str) -> None:
