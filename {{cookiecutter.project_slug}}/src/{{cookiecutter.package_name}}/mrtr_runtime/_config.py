@@ -214,21 +214,13 @@ def _private_directory(directory: Path) -> int | None:
     """
     if _effective_uid() is None or not {os.open, os.link, os.unlink} <= os.supports_dir_fd:
         return None
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(directory, 0o700)  # the umask can only take bits away: never wider than 0700
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
-    label = "per-user key directory"
     try:
-        fd = os.open(directory, flags)
-    except OSError:
-        if directory.is_symlink():
-            raise WeakSigningKey(
-                f"{label} {directory} is a symlink, which can be re-pointed at a key of "
-                f"someone else's; replace the symlink with a directory: rm {directory} && "
-                f"mkdir -m 700 {directory}"
-            ) from None
-        raise
+        fd = _open_key_directory(directory)
+    except FileNotFoundError:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another server starting made it first
+            os.mkdir(directory, 0o700)  # the umask can only take bits away: never wider than 0700
+        fd = _open_key_directory(directory)
     info = os.fstat(fd)
     problem = _not_ours(info, directory)
     if problem is None and info.st_mode & 0o077:
@@ -239,8 +231,25 @@ def _private_directory(directory: Path) -> int | None:
         )
     if problem is not None:
         os.close(fd)
-        raise WeakSigningKey(f"{label} {directory} {problem}")
+        raise WeakSigningKey(f"{_DIRECTORY_LABEL} {directory} {problem}")
     return fd
+
+
+_DIRECTORY_LABEL = "per-user key directory"
+
+
+def _open_key_directory(directory: Path) -> int:
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(directory, flags)
+    except OSError:
+        if directory.is_symlink():
+            raise WeakSigningKey(
+                f"{_DIRECTORY_LABEL} {directory} is a symlink, which can be re-pointed at a key "
+                f"of someone else's; replace the symlink with a directory: rm {directory} && "
+                f"mkdir -m 700 {directory}"
+            ) from None
+        raise
 
 
 def _effective_uid() -> int | None:
