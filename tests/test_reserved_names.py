@@ -1,10 +1,12 @@
-"""The pre-gen hook reserves every top-level module a baked project installs, with every extra.
+"""The pre-gen hook reserves every top-level module a baked project installs, with every extra,
+and every command those put beside the project's console script.
 
-A package named like one of them shadows it: the console script then dies with
-ModuleNotFoundError (or imports the wrong module). The hook runs in cookiecutter's environment
-and cannot look the names up, so they are data in it (``INSTALLED_MODULES``); this test computes
-the real list inside an installed bake, from its own metadata, and fails when the hook's misses
-a name, so the list cannot drift when a dependency gains a dependency.
+A package named like one of those modules shadows it: the console script then dies with
+ModuleNotFoundError (or imports the wrong module); a slug named like one of those commands
+replaces it in the venv. The hook runs in cookiecutter's environment and cannot look the names
+up, so they are data in it (``INSTALLED_MODULES``, ``INSTALLED_COMMANDS``); these tests compute
+the real lists inside an installed bake, from its own metadata, and fail when the hook's miss a
+name, so the lists cannot drift when a dependency gains a dependency.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import re
 import subprocess
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from bakery import DEFAULT_SLUG, REPO, Installed
@@ -61,7 +64,7 @@ def commands(dist):
 
 
 root = sys.argv[1]
-found, scripts, missing = {}, {}, []
+found, scripts, direct, missing = {}, {}, set(), []
 todo = [(root, set(metadata.metadata(root).get_all("Provides-Extra") or ()))]
 visited = set()
 while todo:
@@ -83,7 +86,11 @@ while todo:
         marker = requirement.marker
         if marker is None or any(marker.evaluate({"extra": e}) for e in extras | {""}):
             todo.append((requirement.name, set(requirement.extras)))
-json.dump({"found": found, "commands": scripts, "missing": sorted(set(missing))}, sys.stdout)
+            if canonicalize_name(name) == canonicalize_name(root):
+                direct.add(canonicalize_name(requirement.name))
+direct.discard(canonicalize_name(root))  # the dev extra asks for the project's own http extra
+report = {"found": found, "commands": scripts, "direct": sorted(direct)}
+json.dump({**report, "missing": sorted(set(missing))}, sys.stdout)
 """
 
 
@@ -108,7 +115,7 @@ def hook_slug_grammar() -> re.Pattern[str]:
     raise AssertionError(f"{HOOK} has no PROJECT_SLUG")
 
 
-def closure_of(project: Installed) -> dict[str, dict[str, list[str]]]:
+def closure_of(project: Installed) -> dict[str, Any]:
     result = subprocess.run(
         [project.python, "-c", CLOSURE, DEFAULT_SLUG],
         capture_output=True,
@@ -116,8 +123,12 @@ def closure_of(project: Installed) -> dict[str, dict[str, list[str]]]:
         timeout=120,
         check=True,
     )
-    closure: dict[str, dict[str, list[str]]] = json.loads(result.stdout)
+    closure: dict[str, Any] = json.loads(result.stdout)
     assert closure.pop("missing") == []
+    # The walk starts where the project's pyproject.toml does (anyio, pydantic, boto3, uvicorn,
+    # pytest, moto...): an empty or broken walk must not pass for a complete list.
+    direct = closure.pop("direct")
+    assert len(direct) >= 5 and set(direct) <= set(closure["found"]), direct
     return closure
 
 
