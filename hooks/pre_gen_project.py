@@ -53,48 +53,145 @@ FIELDS = (
     "include_aws_example",
 )
 
-# Names a generated package or command must not take: runtime and dev dependencies (installing the
-# project would shadow them), the vendored runtime, pytest's test directories, and commands that
-# live in the same venv's bin/ directory as our console script.
+# Every top-level module a baked project installs with all of its extras (the runtime's
+# dependencies, aws, http, dev), by distribution: a package of the same name would shadow it, and
+# the console script would die with ModuleNotFoundError or import the wrong code. This hook runs
+# in cookiecutter's environment and cannot look them up, so they are data;
+# tests/test_reserved_names.py recomputes them from an installed bake and fails on a missing one.
+# Beyond this platform's bake: colorama (pytest and click need it on Windows) and sniffio (what
+# the older anyio releases the runtime's "anyio>=4.7" allows depend on).
+INSTALLED_MODULES: dict[str, tuple[str, ...]] = {
+    "annotated-types": ("annotated_types",),
+    "antlr4-python3-runtime": ("antlr4",),
+    "anyio": ("anyio",),
+    "ast-serialize": ("ast_serialize",),
+    "attrs": ("attr", "attrs"),
+    "aws-xray-sdk": ("aws_xray_sdk",),
+    "blinker": ("blinker",),
+    "boto3": ("boto3",),
+    "botocore": ("botocore",),
+    "certifi": ("certifi",),
+    "cffi": ("cffi",),
+    "cfn-lint": ("cfnlint",),
+    "charset-normalizer": ("charset_normalizer",),
+    "click": ("click",),
+    "colorama": ("colorama",),
+    "cryptography": ("cryptography",),
+    "docker": ("docker",),
+    "flask": ("flask",),
+    "flask-cors": ("flask_cors",),
+    "graphql-core": ("graphql",),
+    "h11": ("h11",),
+    "httptools": ("httptools",),
+    "idna": ("idna",),
+    "iniconfig": ("iniconfig",),
+    "itsdangerous": ("itsdangerous",),
+    "jinja2": ("jinja2",),
+    "jmespath": ("jmespath",),
+    "joserfc": ("joserfc",),
+    "jsonpatch": ("jsonpatch", "jsonpatch_cli"),
+    "jsonpath-ng": ("jsonpath_ng",),
+    "jsonpointer": ("jsonpointer",),
+    "jsonschema": ("jsonschema",),
+    "jsonschema-path": ("jsonschema_path",),
+    "jsonschema-specifications": ("jsonschema_specifications",),
+    "lazy-object-proxy": ("lazy_object_proxy",),
+    "librt": ("librt",),
+    "markupsafe": ("markupsafe",),
+    "moto": ("moto",),
+    "mpmath": ("mpmath",),
+    "mypy": ("mypy", "mypyc"),
+    "mypy-extensions": ("mypy_extensions",),
+    "networkx": ("networkx",),
+    "openapi-schema-validator": ("openapi_schema_validator",),
+    "openapi-spec-validator": ("openapi_spec_validator",),
+    "packaging": ("packaging",),
+    "pathable": ("pathable",),
+    "pathspec": ("pathspec",),
+    "pluggy": ("pluggy",),
+    "py-partiql-parser": ("py_partiql_parser",),
+    "pycparser": ("pycparser",),
+    "pydantic": ("pydantic",),
+    "pydantic-core": ("pydantic_core",),
+    "pydantic-settings": ("pydantic_settings",),
+    "pygments": ("pygments",),
+    "pyparsing": ("pyparsing",),
+    "pytest": ("py", "pytest"),
+    "pytest-timeout": ("pytest_timeout",),
+    "python-dateutil": ("dateutil",),
+    "python-dotenv": ("dotenv",),
+    "pyyaml": ("yaml",),
+    "referencing": ("referencing",),
+    "regex": ("regex",),
+    "requests": ("requests",),
+    "responses": ("responses",),
+    "rfc3339-validator": ("rfc3339_validator",),
+    "rpds-py": ("rpds",),
+    "ruff": ("ruff",),
+    "s3transfer": ("s3transfer",),
+    "six": ("six",),
+    "sniffio": ("sniffio",),
+    "sympy": ("isympy", "sympy"),
+    "typing-extensions": ("typing_extensions",),
+    "typing-inspection": ("typing_inspection",),
+    "urllib3": ("urllib3",),
+    "uvicorn": ("uvicorn",),
+    "uvloop": ("uvloop",),
+    "werkzeug": ("werkzeug",),
+    "wrapt": ("wrapt",),
+    "xmltodict": ("xmltodict",),
+}
+
+# The commands those distributions put in the venv's bin/ directory, where the project's console
+# script (named like the slug) would replace one of them or be replaced by it; only the names a
+# slug can take. The same test recomputes them.
+INSTALLED_COMMANDS: dict[str, tuple[str, ...]] = {
+    "antlr4-python3-runtime": ("pygrun",),
+    "cffi": ("cffi-gen-src",),
+    "cfn-lint": ("cfn-lint",),
+    "charset-normalizer": ("normalizer",),
+    "flask": ("flask",),
+    "idna": ("idna",),
+    "jsonpatch": ("jsondiff", "jsonpatch"),
+    "jsonpointer": ("jsonpointer",),
+    "jsonschema": ("jsonschema",),
+    "mypy": ("dmypy", "mypy", "mypyc", "stubgen", "stubtest"),
+    "openapi-spec-validator": ("openapi-spec-validator",),
+    "pygments": ("pygmentize",),
+    "pytest": ("pytest",),
+    "python-dotenv": ("dotenv",),
+    "ruff": ("ruff",),
+    "sympy": ("isympy",),
+    "uvicorn": ("uvicorn",),
+}
+COMMANDS = frozenset(name for names in INSTALLED_COMMANDS.values() for name in names)
+
+# Names a generated package or command must not take: those modules, the template's own tools
+# (installing the project beside them would shadow them), the vendored runtime, pytest's test
+# directories, and commands that live in the same venv's bin/ directory as our console script.
 RESERVED = frozenset(
     {
-        "annotated_types",
-        "anyio",
-        "boto3",
-        "botocore",
         "cookiecutter",
         "hatchling",
         "hypothesis",
-        "idna",
-        "jmespath",
-        "jsonschema",
         "mcp",
         "mcp_types",
-        "moto",
         "mrtr_runtime",
-        "mypy",
         "pip",
         "pip3",
-        "pydantic",
-        "pydantic_core",
-        "pytest",
         "python",
         "python3",
-        "ruff",
-        "s3transfer",
         "setuptools",
         "sitecustomize",
-        "sniffio",
         "src",
         "test",
         "tests",
-        "typing_extensions",
-        "typing_inspection",
         "usercustomize",
         "uv",
         "wheel",
         "activate",
     }
+    | {name for names in INSTALLED_MODULES.values() for name in names}
 )
 
 # Device names Windows reserves in every directory, with or without an extension ("con.txt" is
@@ -124,6 +221,7 @@ JINJA_MARKERS = (BRACE + BRACE, BRACE + "%", BRACE + "#")
 # private use and unassigned code points.
 FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 AUTHOR_PUNCTUATION = frozenset(" .'-")
+HTML_COMMENT_MARKERS = ("<!--", "-->")
 
 
 class Refused(Exception):
@@ -202,7 +300,7 @@ def check_project_slug(value: str) -> None:
             "single '-', starting with a letter (it is the directory and the command name); "
             "pass project_slug=... to choose one"
         )
-    if value.replace("-", "_") in RESERVED:
+    if value in COMMANDS or value.replace("-", "_") in RESERVED:
         raise Refused(
             f"project_slug {shown(value)} would clash with a dependency or a command of the same "
             "name in the project's virtual environment; choose another"
@@ -237,6 +335,16 @@ def check_description(value: str) -> None:
         raise Refused(f"description {shown(value)} must be one line of 1-100 characters")
     if value != value.strip():
         raise Refused(f"description {shown(value)} starts or ends with whitespace")
+    for marker in HTML_COMMENT_MARKERS:
+        if marker in value:
+            # The README renders the description as Markdown, two lines above the
+            # "<!-- mcp-name: ... -->" marker by which the MCP Registry checks who owns the
+            # PyPI package: a comment in the description could plant a second marker, or hide
+            # the real one.
+            raise Refused(
+                f"description {shown(value)} contains the HTML comment marker {marker!r}, "
+                "which would reach the README; leave it out"
+            )
 
 
 def check_author_name(value: str) -> None:

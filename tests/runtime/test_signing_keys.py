@@ -13,11 +13,12 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from mrtr_runtime._config import MAX_PREVIOUS_KEYS, load_or_create_key_file
+from mrtr_runtime._config import MAX_PREVIOUS_KEYS, PREVIOUS_KEYS_FILE_ENV, load_or_create_key_file
 from mrtr_runtime._tokens import (
     Binding,
     InvalidRequestState,
@@ -816,7 +817,7 @@ def test_the_per_user_key_file_is_rotated_like_any_key_file(tmp_path: Path) -> N
 @posix_only
 def test_a_per_user_key_file_other_users_can_read_stops_start(tmp_path: Path) -> None:
     per_user = tmp_path / "state" / "srv" / ".mrtr-signing-key"
-    per_user.parent.mkdir(parents=True)
+    per_user.parent.mkdir(parents=True, mode=0o700)
     write(per_user, HEX_A, mode=0o644)
 
     with pytest.raises(WeakSigningKey, match=r"per-user key file .* readable or writable by other"):
@@ -888,13 +889,259 @@ def test_servers_starting_together_end_with_one_per_user_key(tmp_path: Path) -> 
 
 def test_an_existing_per_user_key_file_is_read_not_replaced(tmp_path: Path) -> None:
     per_user = tmp_path / "srv" / ".mrtr-signing-key"
-    per_user.parent.mkdir()
+    per_user.parent.mkdir(mode=0o700)
     write(per_user, HEX_A)
 
     key, created = load_or_create_key_file(per_user)
 
     assert (key.key_id, created) == (key_id(HEX_A), False)
     assert per_user.read_text() == HEX_A
+
+
+# --- key files are trusted only when they are ours -------------------------------------------
+
+#: Every file a key is read from, by the label its refusal names.
+KEY_FILE_KINDS = [
+    "MRTR_SIGNING_KEY_FILE",
+    "key file",
+    "previous keys file",
+    PREVIOUS_KEYS_FILE_ENV,
+    "per-user key file",
+]
+as_root = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="only root can give a file to another user (uid 65534) to test with",
+)
+NOBODY = 65534
+#: The uid the server is made to run as when a test cannot chown: a user no system has.
+STRANGER = 4_000_000_000
+
+
+def key_file_of(kind: str, tmp_path: Path) -> tuple[Path, Callable[[], RequestStateCodec]]:
+    """Where a key file of this kind lives (not yet written), and the start-up that reads it."""
+    home = tmp_path / "keys"
+    home.mkdir(mode=0o700)
+    if kind == "MRTR_SIGNING_KEY_FILE":
+        named = home / "named.key"
+        return named, lambda: load({"MRTR_SIGNING_KEY_FILE": str(named)})
+    if kind == "key file":
+        project = home / ".mrtr-signing-key"
+        return project, lambda: load({}, project)
+    if kind == "previous keys file":
+        current = write(home / ".mrtr-signing-key", HEX_B)
+        return home / PREVIOUS_KEYS_FILE_NAME, lambda: load({}, current)
+    if kind == PREVIOUS_KEYS_FILE_ENV:
+        listed = home / "previous.keys"
+        return listed, lambda: load(
+            {"MRTR_SIGNING_KEY": HEX_B, PREVIOUS_KEYS_FILE_ENV: str(listed)}
+        )
+    per_user = home / "srv" / ".mrtr-signing-key"
+    per_user.parent.mkdir(mode=0o700)
+    return per_user, lambda: load({}, None, per_user_key_file=per_user)
+
+
+@posix_only
+@pytest.mark.parametrize("kind", KEY_FILE_KINDS)
+def test_a_key_file_that_is_a_symlink_is_refused_not_followed(
+    tmp_path: Path, logs: pytest.LogCaptureFixture, kind: str
+) -> None:
+    # The link's target is a perfectly good key file of ours: what is refused is the link,
+    # which whoever controls it (or the directory it points into) can re-point.
+    path, start = key_file_of(kind, tmp_path)
+    target = write(tmp_path / "target.key", HEX_A)
+    path.symlink_to(target)
+
+    with pytest.raises(WeakSigningKey) as info:
+        start()
+    message = str(info.value)
+    assert message.startswith(f"{kind} {path} is a symlink")
+    assert "replace the symlink with the file it points to" in message
+    assert "\n" not in message
+    assert target.read_text() == HEX_A
+    assert_no_secrets(message + logs.text)
+
+
+@posix_only
+def test_a_dangling_symlink_in_the_projects_key_place_is_refused_not_skipped(
+    tmp_path: Path,
+) -> None:
+    # Taking it for "no project key" would silently sign with the per-user key instead.
+    project = tmp_path / ".mrtr-signing-key"
+    project.symlink_to(tmp_path / "gone.key")
+    per_user = tmp_path / "state" / "srv" / ".mrtr-signing-key"
+
+    with pytest.raises(WeakSigningKey, match=r"^key file .* is a symlink"):
+        load({}, project, per_user_key_file=per_user)
+    assert not per_user.parent.exists()
+
+
+@posix_only
+@as_root
+@pytest.mark.parametrize("kind", KEY_FILE_KINDS)
+def test_a_key_file_another_user_owns_is_refused_even_by_root(
+    tmp_path: Path, logs: pytest.LogCaptureFixture, kind: str
+) -> None:
+    # 0600 and a good key, but its owner can rewrite it and so mint any requestState we accept.
+    path, start = key_file_of(kind, tmp_path)
+    write(path, HEX_A)
+    os.chown(path, NOBODY, NOBODY)
+
+    with pytest.raises(WeakSigningKey) as info:
+        start()
+    message = str(info.value)
+    assert message.startswith(f"{kind} {path} is owned by uid {NOBODY}")
+    assert f"run: chown root {path}" in message
+    assert "\n" not in message
+    assert_no_secrets(message + logs.text)
+
+
+@posix_only
+# The kinds whose start-up reads no other file (the per-user key's directory is checked first).
+@pytest.mark.parametrize("kind", ["MRTR_SIGNING_KEY_FILE", "key file", PREVIOUS_KEYS_FILE_ENV])
+def test_a_key_file_owned_by_a_uid_other_than_the_servers_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # Without root, the server is made to run as a uid nobody has: the file is then not its own.
+    path, start = key_file_of(kind, tmp_path)
+    write(path, HEX_A)
+    owner = path.stat().st_uid
+    monkeypatch.setattr(os, "geteuid", lambda: STRANGER)
+
+    with pytest.raises(WeakSigningKey) as info:
+        start()
+    assert str(info.value).startswith(
+        f"{kind} {path} is owned by uid {owner}, not by the user this server runs as "
+        f"(uid {STRANGER}); if its content is trusted, run: chown {STRANGER} {path}"
+    )
+
+
+@posix_only
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o707, 0o750, 0o705, 0o701, 0o710])
+def test_a_per_user_key_directory_open_to_other_users_is_refused_and_left_alone(
+    tmp_path: Path, mode: int
+) -> None:
+    per_user = tmp_path / "state" / "srv" / ".mrtr-signing-key"
+    per_user.parent.mkdir(parents=True)
+    per_user.parent.chmod(mode)
+
+    with pytest.raises(WeakSigningKey) as info:
+        load({}, None, per_user_key_file=per_user)
+    message = str(info.value)
+    assert message.startswith(f"per-user key directory {per_user.parent} is open to other users")
+    assert oct(mode) in message
+    assert message.endswith(f"run: chmod 700 {per_user.parent}")
+    # Refused, not repaired: we did not create it, so we do not chmod it, nor write in it.
+    assert stat.S_IMODE(per_user.parent.stat().st_mode) == mode
+    assert list(per_user.parent.iterdir()) == []
+
+
+@posix_only
+def test_a_per_user_key_directory_owned_by_another_uid_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    per_user = tmp_path / "srv" / ".mrtr-signing-key"
+    per_user.parent.mkdir(mode=0o700)
+    owner = per_user.parent.stat().st_uid
+    monkeypatch.setattr(os, "geteuid", lambda: STRANGER)
+
+    with pytest.raises(WeakSigningKey) as info:
+        load({}, None, per_user_key_file=per_user)
+    assert str(info.value).startswith(
+        f"per-user key directory {per_user.parent} is owned by uid {owner}"
+    )
+    assert f"chown {STRANGER} {per_user.parent}" in str(info.value)  # no such user: a number
+    assert list(per_user.parent.iterdir()) == []
+
+
+@posix_only
+@as_root
+def test_a_per_user_key_directory_another_user_owns_is_refused_even_by_root(
+    tmp_path: Path,
+) -> None:
+    per_user = tmp_path / "srv" / ".mrtr-signing-key"
+    per_user.parent.mkdir(mode=0o700)
+    os.chown(per_user.parent, NOBODY, NOBODY)
+
+    with pytest.raises(WeakSigningKey, match=rf"is owned by uid {NOBODY}.*run: chown root"):
+        load({}, None, per_user_key_file=per_user)
+    assert list(per_user.parent.iterdir()) == []
+
+
+@posix_only
+def test_a_per_user_key_directory_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    # A private directory of ours behind the link, even: the link itself can be re-pointed.
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    write(real / ".mrtr-signing-key", HEX_A)
+    (tmp_path / "srv").symlink_to(real)
+    per_user = tmp_path / "srv" / ".mrtr-signing-key"
+
+    with pytest.raises(WeakSigningKey) as info:
+        load({}, None, per_user_key_file=per_user)
+    assert str(info.value) == (
+        f"per-user key directory {per_user.parent} is a symlink, which can be re-pointed at a "
+        f"key of someone else's; replace the symlink with a directory: rm {per_user.parent} && "
+        f"mkdir -m 700 {per_user.parent}"
+    )
+
+
+@posix_only
+def test_a_symlink_above_the_per_user_key_directory_is_not_its_business(tmp_path: Path) -> None:
+    # Homes are often reached through a link (/home -> /usr/home on FreeBSD); only the
+    # server's own directory and its files are checked.
+    (tmp_path / "real-state").mkdir()
+    (tmp_path / "state").symlink_to(tmp_path / "real-state")
+    per_user = tmp_path / "state" / "srv" / ".mrtr-signing-key"
+
+    first = load({}, None, per_user_key_file=per_user)
+
+    assert minting_kid(first) == parse_signing_key(per_user.read_text()).key_id
+    assert stat.S_IMODE((tmp_path / "real-state" / "srv").stat().st_mode) == 0o700
+
+
+@posix_only
+def test_without_posix_owners_the_owner_and_directory_checks_do_not_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Windows has no os.geteuid and no POSIX owners: there the per-user key works as before.
+    per_user = tmp_path / "srv" / ".mrtr-signing-key"
+    per_user.parent.mkdir(mode=0o700)
+    per_user.parent.chmod(0o777)
+    write(per_user, HEX_A)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        os.chown(per_user, NOBODY, NOBODY)
+    monkeypatch.delattr(os, "geteuid")
+
+    assert minting_kid(load({}, None, per_user_key_file=per_user)) == key_id(HEX_A)
+    assert stat.S_IMODE(per_user.parent.stat().st_mode) == 0o777
+
+
+@posix_only
+def test_a_server_given_a_symlinked_key_file_exits_2_with_one_line(tmp_path: Path) -> None:
+    target = write(tmp_path / "target.key", HEX_A)
+    link = tmp_path / "link.key"
+    link.symlink_to(target)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MRTR_")}
+    env["MRTR_SIGNING_KEY_FILE"] = str(link)
+
+    result = subprocess.run(
+        [sys.executable, "-m", PACKAGE],
+        input=b"",
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert result.stdout == b""
+    assert "Traceback" not in stderr
+    (line,) = [line for line in stderr.splitlines() if "cannot start" in line]
+    assert line.endswith(
+        f"cannot start: MRTR_SIGNING_KEY_FILE {link} is a symlink, which can be re-pointed at "
+        "a key of someone else's; replace the symlink with the file it points to"
+    )
 
 
 # --- what the README promises ------------------------------------------------------------------

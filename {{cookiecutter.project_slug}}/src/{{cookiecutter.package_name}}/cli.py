@@ -173,8 +173,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve() -> int:
+    closed = _closed_stdio()
+    if closed is not None:
+        sys.stderr.write(f"{NAME}: cannot start: {closed}\n")
+        return 2
     server = _server_or_none()
     return 2 if server is None else serve_stdio(server)
+
+
+def _closed_stdio() -> str | None:
+    """Which of the client's pipes (fd 0, fd 1) this process was started without, if one."""
+    # Checked before anything opens a file: a closed fd 0 or 1 is the number the next file
+    # gets, and the server would then read requests from it, or answer into it.
+    pipes = ((0, sys.stdin, "stdin", "input"), (1, sys.stdout, "stdout", "output"))
+    for fd, stream, name, role in pipes:
+        # Python sets sys.stdin or sys.stdout to None when it starts without that fd.
+        if stream is None or not _is_open(fd):
+            return (
+                f"{name} (fd {fd}) is closed: start the server with its standard {role} "
+                "connected to the MCP client (a host starts it with pipes)"
+            )
+    return None
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 def serve_over_http(host: str, port: int) -> int:

@@ -24,16 +24,19 @@ copied by hand into a host configuration. A key is useless one TTL after it was 
 ``MRTR_STATE_TTL_SECONDS`` (default 900, at most 3600). ``MRTR_INSECURE_PLAINTEXT=1`` switches to
 unsigned tokens, for debugging only.
 
-Key files must be private: one that other users can read or write stops start-up (they could
-read the key and forge answers, or swap in a key of their own). Key material never appears in
-messages, logs or reprs; only the public key id (8 hex characters, also visible in every token)
-does. Nothing here writes to stdout: stdout is the wire.
+Key files must be ours and private: one that other users can read or write, that another user
+owns, or that is a symlink stops start-up (they could read the key and forge answers, or swap
+in a key of their own), and so does a per-user key directory that is a symlink, another user's,
+or open to other users. Where there are no POSIX owners (Windows) only the file checks apply.
+Key material never appears in messages, logs or reprs; only the public key id (8 hex characters,
+also visible in every token) does. Nothing here writes to stdout: stdout is the wire.
 
 The keys themselves, and everything pure about them, are ``_tokens``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -164,22 +167,133 @@ def load_or_create_key_file(path: Path) -> tuple[SigningKey, bool]:
     Two servers starting together must end with one key, or each would reject the other's
     tokens: the new key is written whole to a private temp file, which ``os.link`` then puts in
     place only if nothing is there yet (it never replaces a file), and every caller reads back
-    whatever file won. A reader never sees a half-written key. Raises ``OSError`` when the file
-    cannot be created, ``WeakSigningKey`` when the one found cannot be used.
+    whatever file won. A reader never sees a half-written key.
+
+    The directory must be ours: one directory per server, created 0700, and an existing one
+    that is a symlink, is owned by another user or is open to other users is refused (whoever
+    can write in it can swap the key), never repaired. It is opened once and everything in it is
+    reached through that descriptor, so it cannot be swapped between the check and the use.
+    Raises ``OSError`` when the file cannot be created, ``WeakSigningKey`` when the directory or
+    the file found cannot be used.
     """
+    dir_fd = _private_directory(path.parent)
+    try:
+        return _load_or_create_in(path, dir_fd)
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
+
+
+def _load_or_create_in(path: Path, dir_fd: int | None) -> tuple[SigningKey, bool]:
+    temp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+    name, temp_name = (path.name, temp.name) if dir_fd is not None else (str(path), str(temp))
     created = False
-    if not os.path.lexists(path):
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-        _create_private(temp, (new_signing_key_hex() + "\n").encode("ascii"))
+    if not _lexists(name, dir_fd):
+        if dir_fd is None:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _create_private(temp, (new_signing_key_hex() + "\n").encode("ascii"), dir_fd=dir_fd)
         try:
-            os.link(temp, path)
+            os.link(temp_name, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             created = True
         except FileExistsError:
             created = False  # another server got there first: its key is the one
         finally:
-            temp.unlink(missing_ok=True)
-    return _read_key_file(path, "per-user key file"), created
+            _unlink(temp_name, dir_fd)
+    key = parse_signing_key(
+        _read_private_text(path, "per-user key file", dir_fd=dir_fd),
+        source=f"per-user key file {path}",
+    )
+    return key, created
+
+
+def _private_directory(directory: Path) -> int | None:
+    """A descriptor on ``directory`` once it is known to be ours and private, created 0700 if new.
+
+    None where the platform has no POSIX owners (Windows) or cannot work relative to a
+    descriptor: there the path is used as before.
+    """
+    if _effective_uid() is None or not {os.open, os.link, os.unlink} <= os.supports_dir_fd:
+        return None
+    try:
+        fd = _open_key_directory(directory)
+    except FileNotFoundError:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another server starting made it first
+            os.mkdir(directory, 0o700)  # the umask can only take bits away: never wider than 0700
+        fd = _open_key_directory(directory)
+    info = os.fstat(fd)
+    problem = _not_ours(info, directory)
+    if problem is None and info.st_mode & 0o077:
+        mode = oct(stat.S_IMODE(info.st_mode))
+        problem = (
+            f"is open to other users (mode {mode}), who could swap the key file in it; "
+            f"run: chmod 700 {directory}"
+        )
+    if problem is not None:
+        os.close(fd)
+        raise WeakSigningKey(f"{_DIRECTORY_LABEL} {directory} {problem}")
+    return fd
+
+
+_DIRECTORY_LABEL = "per-user key directory"
+
+
+def _open_key_directory(directory: Path) -> int:
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(directory, flags)
+    except OSError:
+        if directory.is_symlink():
+            raise WeakSigningKey(
+                f"{_DIRECTORY_LABEL} {directory} is a symlink, which can be re-pointed at a key "
+                f"of someone else's; replace the symlink with a directory: rm {directory} && "
+                f"mkdir -m 700 {directory}"
+            ) from None
+        raise
+
+
+def _effective_uid() -> int | None:
+    """The uid key files must belong to; None on platforms without POSIX owners (Windows)."""
+    geteuid = getattr(os, "geteuid", None)
+    return geteuid() if geteuid is not None else None
+
+
+def _not_ours(info: os.stat_result, path: Path) -> str | None:
+    """Why a file or directory that another user owns cannot hold our key; None when it is ours."""
+    uid = _effective_uid()
+    if uid is None or info.st_uid == uid:
+        return None
+    # Its owner can rewrite it or chmod it at will, so it could put in a key of its own and
+    # then mint any requestState this server accepts: root included, which is why even a
+    # server running as root refuses a file another user owns.
+    return (
+        f"is owned by uid {info.st_uid}, not by the user this server runs as (uid {uid}); "
+        f"if its content is trusted, run: chown {_user_name(uid)} {path}"
+    )
+
+
+def _user_name(uid: int) -> str:
+    try:
+        # Imported here: there is no pwd module on Windows, and this runs only where ownership
+        # means something.
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)  # a container user with no passwd entry: chown takes a number too
+
+
+def _lexists(name: str, dir_fd: int | None) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _unlink(name: str, dir_fd: int | None) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=dir_fd)
 
 
 def default_previous_keys_file(key_file: Path) -> Path:
@@ -305,7 +419,8 @@ def _configured_key(
     if named:
         path = Path(named).expanduser()
         return _read_key_file(path, "MRTR_SIGNING_KEY_FILE"), path
-    if default_key_file is not None and default_key_file.exists():
+    # lexists: a dangling symlink in the project's place is refused, not taken for no key at all.
+    if default_key_file is not None and os.path.lexists(default_key_file):
         return _read_key_file(default_key_file, "key file"), default_key_file
     return None, None
 
@@ -379,17 +494,31 @@ def _read_previous_keys_file(path: Path, label: str) -> tuple[SigningKey, ...]:
     return tuple(keys)
 
 
-def _read_private_text(path: Path, label: str) -> str:
-    """The ASCII text of a small, regular, private file; ``WeakSigningKey`` naming it otherwise."""
+def _read_private_text(path: Path, label: str, *, dir_fd: int | None = None) -> str:
+    """The ASCII text of a small, regular, private file of ours; else ``WeakSigningKey`` naming it.
+
+    The checks are made on the descriptor that is read, never on the path, so the file cannot
+    change between them. A symlink is refused rather than followed: whoever controls the link or
+    the directory it points into could re-point it at a key of their own.
+    """
+    name = path.name if dir_fd is not None else str(path)
+    # O_NONBLOCK: opening a FIFO must not hang the server at start; regular files ignore it.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        # O_NONBLOCK: opening a FIFO must not hang the server at start; regular files ignore it.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
     except OSError as exc:
+        if _is_symlink(name, dir_fd):
+            raise WeakSigningKey(
+                f"{label} {path} is a symlink, which can be re-pointed at a key of someone "
+                "else's; replace the symlink with the file it points to"
+            ) from None
         raise WeakSigningKey(f"{label} {path} cannot be read ({_why(exc)})") from None
     info = os.fstat(fd)
     problem = None
     if not stat.S_ISREG(info.st_mode):
         problem = "is not a regular file"
+    elif (foreign := _not_ours(info, path)) is not None:
+        problem = foreign
     elif os.name == "posix" and info.st_mode & 0o077:
         # Readable by others: anyone on the machine can forge answers. Writable by others:
         # anyone can swap in a key of their own. Either way the key is no longer ours.
@@ -411,6 +540,13 @@ def _read_private_text(path: Path, label: str) -> str:
         raise WeakSigningKey(f"{label} {path} is not hex; {_KEYGEN_HINT}") from None
 
 
+def _is_symlink(name: str, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
 def _replace_private(path: Path, data: bytes) -> None:
     # The temp name starts with the target's, so the target's ignore pattern ("name.*") covers it.
     temp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
@@ -422,9 +558,10 @@ def _replace_private(path: Path, data: bytes) -> None:
         raise
 
 
-def _create_private(path: Path, data: bytes) -> None:
+def _create_private(path: Path, data: bytes, *, dir_fd: int | None = None) -> None:
+    name = path.name if dir_fd is not None else str(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o600)
+    fd = os.open(name, flags | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=dir_fd)
     try:
         if hasattr(os, "fchmod"):
             os.fchmod(fd, 0o600)  # the umask can only remove bits, but be exact
@@ -434,7 +571,7 @@ def _create_private(path: Path, data: bytes) -> None:
         os.fsync(fd)
     except BaseException:
         os.close(fd)
-        path.unlink(missing_ok=True)
+        _unlink(name, dir_fd)
         raise
     os.close(fd)
 
