@@ -366,7 +366,9 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
     try:
         import uvicorn
 
-        protocol = _bounded_protocol_class(_guarded_protocol_class(settings), settings.max_connections)
+        protocol = _bounded_protocol_class(
+            _guarded_protocol_class(settings), settings.max_connections
+        )
     except ImportError as missing:  # uvicorn, or the httptools parser the protocol builds on
         sys.stderr.write(
             f"{name}: HTTP mode needs the optional 'http' dependencies ({missing.name} is "
