@@ -67,7 +67,20 @@ def logging_registry() -> Registry:
         await ctx.send_log("verbose", "x")  # type: ignore[arg-type]
         return "unreachable"
 
+    @registry.tool()
+    async def log_a_library_error(ctx: Context) -> str:
+        """Logs what a failing AWS call quoted, and reports progress quoting it too."""
+        await ctx.send_log("error", {"response": {"SessionToken": SESSION_TOKEN}, "n": 1})
+        await ctx.send_log("error", f"sent Authorization: AWS4-HMAC-SHA256 Credential={KEY_ID}/x")
+        await ctx.report_progress(1.0, message=f"<SecretAccessKey>{SECRET_KEY}</SecretAccessKey>")
+        return "logged"
+
     return registry
+
+
+KEY_ID = "ASIAQ3EGZK7BXMPL4Y2N"
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"
+SESSION_TOKEN = "FwoGZXIvYXdzEJr//////////wEaDOLf+Assumed/Session=Token"
 
 
 def make_server() -> Server:
@@ -188,6 +201,25 @@ async def test_one_request_sends_at_most_max_log_messages(
     assert messages(client)[-1]["data"] == {"number": MAX_LOG_MESSAGES - 1}
     stopped = [r for r in caplog.records if "log messages to the client stopped" in r.message]
     assert len(stopped) == (1 if count > MAX_LOG_MESSAGES else 0)
+
+
+async def test_log_messages_and_progress_to_the_client_carry_no_secret() -> None:
+    # server/utilities/logging: log messages MUST NOT contain credentials or secrets. A tool's
+    # log data and progress messages often quote a library's error; they are redacted as the
+    # server's own log lines are, and what is not secret arrives as it was sent.
+    client = MemoryClient(make_server())
+    result = await client.call_tool(
+        "log_a_library_error", meta={META_LOG_LEVEL: "info", "progressToken": "p"}
+    )
+    assert result["content"][0]["text"] == "logged"
+    sent = str(client.notifications)
+    for secret in (KEY_ID, SECRET_KEY, SESSION_TOKEN):
+        assert secret not in sent
+    first, second = (m["data"] for m in messages(client))
+    assert first == {"response": {"SessionToken": "[redacted]"}, "n": 1}
+    assert isinstance(second, str) and second.startswith("sent Authorization: [redacted]")
+    (progress,) = [n["params"] for n in client.notifications if n["method"].endswith("progress")]
+    assert progress["message"] == "<SecretAccessKey>[redacted]</SecretAccessKey>"
 
 
 async def test_data_that_is_not_json_is_the_tools_error() -> None:

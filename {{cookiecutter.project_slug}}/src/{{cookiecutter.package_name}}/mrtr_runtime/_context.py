@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 from ._capabilities import ClientCapabilities
 from ._inputs import InputRequest
+from ._redact import redact_secrets
 from ._results import InputRequired
 from ._wire import ELICIT, INPUT_METHODS, LOG_LEVELS
 
@@ -359,7 +360,7 @@ class Context:
         if total is not None:
             params["total"] = total
         if message is not None:
-            params["message"] = message
+            params["message"] = redact_secrets(message)
         await self._notify("notifications/progress", params)
 
     async def send_log(
@@ -391,12 +392,26 @@ class Context:
         try:
             # The wire carries JSON only: a value that is not is the tool's mistake, named here
             # rather than failing the whole call where the message is written.
-            json.dumps(data, allow_nan=False)
+            text = json.dumps(data, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as error:
             raise ValueError(f"send_log data must be plain JSON: {error}") from None
         self._logs_sent += 1
         params: dict[str, Any] = {"level": level}
         if logger is not None:
             params["logger"] = logger
-        params["data"] = data
+        params["data"] = _redacted_json(data, text)
         await self._notify("notifications/message", params)
+
+
+def _redacted_json(data: object, text: str) -> object:
+    """`data` (whose JSON is `text`) with secret material redacted, as the server's own log
+    lines are: server/utilities/logging says log messages MUST NOT contain credentials or
+    secrets, and a tool's log data often quotes a library's error or a response. Redacted as
+    JSON text, so a secret is found by the name beside it (`"SessionToken": "..."`)."""
+    redacted = redact_secrets(text)
+    if redacted == text:
+        return data
+    try:
+        return json.loads(redacted)
+    except ValueError:  # a redaction that spanned JSON syntax: the whole value as one string
+        return redacted
