@@ -61,6 +61,7 @@ PLANTED: Mapping[str, str] = {
 }
 #: The ones whose bytes are a key: these must stop every build, never be quietly left out.
 KEY_COPIES = ("key.bak", "signing-key", "notes.txt", "fixture.bin")
+ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".mcpb")
 ARTIFACTS = ("wheel", "sdist", "bundle", "docker context", "image wheel")
 
 
@@ -125,6 +126,7 @@ def bundle(project: Path, out: Path) -> subprocess.CompletedProcess[str]:
 def image_wheel(project: Path, out: Path) -> subprocess.CompletedProcess[str]:
     """The build stage's `pip install .`, on exactly what the build context sends."""
     context = out.parent / f"{out.name}-context"
+    shutil.rmtree(context, ignore_errors=True)
     for relative in build_context(project):
         source, target = project / relative, context / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -132,8 +134,35 @@ def image_wheel(project: Path, out: Path) -> subprocess.CompletedProcess[str]:
             target.symlink_to(os.readlink(source))  # Docker sends a link as a link
         else:
             shutil.copy2(source, target)
+    # The build secrets the Dockerfile mounts for that step, from the files `docker build
+    # --secret` names (README.md): the key, and the previous keys beside it.
+    secrets_dir = out.parent / f"{out.name}-secrets"
+    shutil.rmtree(secrets_dir, ignore_errors=True)
+    secrets_dir.mkdir()
+    for secret, source in SECRET_MOUNTS.items():
+        if (project / source).exists():
+            shutil.copy2(project / source, secrets_dir / secret)
+    key_file = secrets_dir / KEY_SECRET
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", out, context]
-    return run(command, cwd=out.parent, check=False)
+    return run(command, cwd=out.parent, check=False, env={"MRTR_SIGNING_KEY_FILE": str(key_file)})
+
+
+#: The Dockerfile's build secrets: target file name -> the file `docker build --secret` reads.
+KEY_SECRET = "mrtr-signing-key"
+SECRET_MOUNTS = {KEY_SECRET: KEY_FILE, PREVIOUS_KEYS_FILE: PREVIOUS_KEYS_FILE}
+
+
+def test_the_image_build_reads_the_keys_from_the_secrets_this_test_mounts(tmp_path: Path) -> None:
+    dockerfile = (bake_project(tmp_path, **COMBINATIONS["no-aws"]) / "Dockerfile").read_text()
+    step = re.sub(r"\\\n\s*", " ", dockerfile)
+    (install,) = [line for line in step.splitlines() if line.startswith("RUN --mount")]
+    mounts = dict(re.findall(r"--mount=type=secret,id=([\w-]+),target=(\S+)", install))
+    assert mounts == {
+        KEY_SECRET: f"/run/secrets/{KEY_SECRET}",
+        PREVIOUS_KEYS_FILE.lstrip("."): f"/run/secrets/{PREVIOUS_KEYS_FILE}",
+    }
+    assert f"MRTR_SIGNING_KEY_FILE={mounts[KEY_SECRET]} " in install
+    assert install.index("MRTR_SIGNING_KEY_FILE=") < install.index("pip install")
 
 
 BUILDERS = {
@@ -165,7 +194,7 @@ def make(
         shutil.rmtree(out, ignore_errors=True)
         again = BUILDERS[name](project, out)
         assert again.returncode == 0, f"{name} without the refused files:\n{again.stderr}"
-    (archive,) = [path for path in out.iterdir() if path.is_file()]
+    (archive,) = [path for path in out.iterdir() if path.name.endswith(ARCHIVE_SUFFIXES)]
     members = archive_members(archive)
     for relative in PLANTED:
         if relative not in verdicts:
@@ -215,7 +244,7 @@ def test_no_artifact_ships_a_planted_secret_and_a_key_copy_stops_every_build(
     ]
     assert shipped == [], report
     assert {name: members for name, members in with_keys.items() if members} == {}, report
-    for artifact in BUILDERS:
+    for artifact in ("wheel", "sdist", "bundle"):
         assert [rows[artifact][name] for name in KEY_COPIES] == ["refused"] * len(KEY_COPIES), (
             report
         )

@@ -43,7 +43,7 @@ def source_env(project: Path, home: Path, **extra: str) -> dict[str, str]:
 @pytest.fixture
 def server(project: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     token = getattr(request, "param", "")
-    env = child_env(**source_env(project, tmp_path, MRTR_HTTP_TOKEN=token))
+    env = child_env(**source_env(project, tmp_path, **({"MRTR_HTTP_TOKEN": token} if token else {})))
     command = [sys.executable, "-m", DEFAULT_PACKAGE, "http", "--port", "0"]
     process = subprocess.Popen(
         command,
@@ -66,7 +66,8 @@ def server(project: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Ite
                 yield found[1]
                 break
         else:
-            pytest.fail("the server stopped before listening:\n" + "".join(lines))
+            status = process.wait(timeout=START_TIMEOUT_SECONDS)
+            pytest.fail(f"the server exited {status} before listening:\n" + "".join(lines))
     finally:
         process.terminate()
         process.wait(timeout=START_TIMEOUT_SECONDS)
