@@ -148,7 +148,7 @@ def image_wheel(project: Path, out: Path) -> subprocess.CompletedProcess[str]:
 
 
 #: The Dockerfile's build secrets: target file name -> the file `docker build --secret` reads.
-KEY_SECRET = "mrtr-signing-key"
+KEY_SECRET = "mrtr-signing-key"  # noqa: S105 (the name of a build secret, not a secret)
 SECRET_MOUNTS = {KEY_SECRET: KEY_FILE, PREVIOUS_KEYS_FILE: PREVIOUS_KEYS_FILE}
 
 
@@ -190,10 +190,12 @@ def make(
             verdicts[relative] = "refused"
             (project / path).unlink()
     if first.returncode != 0:
-        assert refused, f"{name} failed without naming a file:\n{first.stdout}\n{first.stderr}"
         shutil.rmtree(out, ignore_errors=True)
         again = BUILDERS[name](project, out)
-        assert again.returncode == 0, f"{name} without the refused files:\n{again.stderr}"
+        if again.returncode != 0:
+            # Failed for another reason than a refusal: the table says so, and the test fails.
+            failed = {relative: "BUILD FAILED" for relative in PLANTED if relative not in verdicts}
+            return {**verdicts, **failed}, [f"(no {name}: {again.stderr.strip()[-300:]})"]
     (archive,) = [path for path in out.iterdir() if path.name.endswith(ARCHIVE_SUFFIXES)]
     members = archive_members(archive)
     for relative in PLANTED:
@@ -237,10 +239,10 @@ def test_no_artifact_ships_a_planted_secret_and_a_key_copy_stops_every_build(
     (tmp_path / f"artifact-table-{gitignore.split()[0]}.txt").write_text(report, "utf-8")
 
     shipped = [
-        (artifact, relative)
+        (artifact, relative, verdict)
         for artifact, verdicts in rows.items()
         for relative, verdict in verdicts.items()
-        if verdict == "SHIPPED"
+        if verdict in ("SHIPPED", "BUILD FAILED")
     ]
     assert shipped == [], report
     assert {name: members for name, members in with_keys.items() if members} == {}, report

@@ -43,7 +43,9 @@ def source_env(project: Path, home: Path, **extra: str) -> dict[str, str]:
 @pytest.fixture
 def server(project: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     token = getattr(request, "param", "")
-    env = child_env(**source_env(project, tmp_path, **({"MRTR_HTTP_TOKEN": token} if token else {})))
+    env = child_env(
+        **source_env(project, tmp_path, **({"MRTR_HTTP_TOKEN": token} if token else {}))
+    )
     command = [sys.executable, "-m", DEFAULT_PACKAGE, "http", "--port", "0"]
     process = subprocess.Popen(
         command,
@@ -83,7 +85,7 @@ def test_health_passes_against_a_running_server(project: Path, server: str, tmp_
     assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
 
 
-@pytest.mark.parametrize("server", [TOKEN], indirect=True)
+@pytest.mark.parametrize("server", [TOKEN], indirect=True, ids=["with-a-token"])
 def test_health_sends_the_bearer_token_it_is_given(
     project: Path, server: str, tmp_path: Path
 ) -> None:

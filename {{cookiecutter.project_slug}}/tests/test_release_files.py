@@ -20,6 +20,7 @@ from {{ cookiecutter.package_name }} import __version__, bundle
 from {{ cookiecutter.package_name }}.tools import registry
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = Path(bundle.__file__).parent.name
 
 
 def load(name: str) -> Any:
@@ -65,7 +66,7 @@ def copy_of_the_project(tmp_path: Path) -> Path:
 def test_the_bundle_never_ships_hidden_files(tmp_path: Path) -> None:
     # A bundle goes to other people: a .env or an editor's swap file in src/ must stay behind.
     project = copy_of_the_project(tmp_path)
-    package = project / "src" / "{{ cookiecutter.package_name }}"
+    package = project / "src" / PACKAGE
     (package / ".env").write_text("API_TOKEN=not-for-the-bundle\n", encoding="utf-8")
     (package / "tools" / ".plan.swp").write_bytes(b"swap")
     (package / ".hidden").mkdir()
@@ -85,7 +86,7 @@ def test_a_link_in_src_stops_the_bundle_and_is_named(tmp_path: Path) -> None:
     project = copy_of_the_project(tmp_path)
     secret = tmp_path / "secret.txt"
     secret.write_text("API_TOKEN=not-for-the-bundle\n", encoding="utf-8")
-    (project / "src" / "{{ cookiecutter.package_name }}" / "key_link").symlink_to(secret)
+    (project / "src" / PACKAGE / "key_link").symlink_to(secret)
 
     with pytest.raises(bundle.BundleError, match=r"refusing to ship src/.*/key_link: a symbolic"):
         bundle.build(project, tmp_path / "dist")
