@@ -49,7 +49,7 @@ _HEX_RUN = re.compile(r"[0-9a-fA-F]+")
 _MAX_KEY_FILE_BYTES = 64 * 1024
 _CHUNK_BYTES = 1 << 20
 
-_BYTE_CODE_SUFFIXES = frozenset({".pyc", ".pyo", ".pyd"})
+_BYTE_CODE_SUFFIXES = frozenset({".pyc", ".pyo"})
 _BYTE_CODE_DIRECTORIES = frozenset({"__pycache__"})
 _BACKUP_SUFFIXES = frozenset({".swp", ".swo", ".bak", ".orig"})
 _CREDENTIAL_NAMES = frozenset({"credentials", "credentials.json", "netrc", "pypirc"})
@@ -101,16 +101,11 @@ class ArtifactFilter:
     """The rule, with the signing keys it must never let through."""
 
     def __init__(self, keys: Iterable[bytes]) -> None:
-        self._keys = tuple(dict.fromkeys(key for key in keys if key))
-        # Hex as stored (lowercase) is found in the lowered bytes, so either case matches.
-        self._needles = tuple(
-            dict.fromkeys([*self._keys, *(key.hex().encode("ascii") for key in self._keys)])
-        )
-        self._overlap = max((len(needle) for needle in self._needles), default=1) - 1
-
-    @property
-    def key_count(self) -> int:
-        return len(self._keys)
+        self._raw = tuple(dict.fromkeys(key for key in keys if key))
+        # Hex as the key files store it (lowercase), looked for in the lowered bytes: either
+        # case matches, as parse_signing_key accepts either.
+        self._hex = tuple(key.hex().encode("ascii") for key in self._raw)
+        self._overlap = max((len(needle) for needle in self._hex), default=1) - 1
 
     @classmethod
     def for_project(
@@ -135,15 +130,17 @@ class ArtifactFilter:
         return by_name
 
     def _holds_key(self, path: Path) -> bool:
-        if not self._needles:
+        if not self._raw:
             return False
         try:
             with path.open("rb") as handle:
                 tail = b""
                 while chunk := handle.read(_CHUNK_BYTES):
                     window = tail + chunk
+                    if any(key in window for key in self._raw):
+                        return True
                     lowered = window.lower()
-                    if any(needle in window or needle in lowered for needle in self._needles):
+                    if any(needle in lowered for needle in self._hex):
                         return True
                     tail = window[-self._overlap :] if self._overlap else b""
         except OSError:
@@ -151,7 +148,7 @@ class ArtifactFilter:
         return False
 
     def walk(self, root: Path, top: Path) -> Iterator[tuple[Path, str, Verdict | None]]:
-        """Every file under ``top``, sorted, with its path relative to ``root`` and its verdict.
+        """Every file under ``top`` (in a stable order), its path relative to ``root``, its verdict.
 
         Links are not followed: a linked directory is one entry, refused. An excluded directory
         is one entry too, and nothing under it is read.

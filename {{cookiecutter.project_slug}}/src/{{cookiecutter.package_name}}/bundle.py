@@ -2,8 +2,8 @@
 
 An MCP Bundle is a zip archive with ``manifest.json`` at its root (the format of the
 modelcontextprotocol/mcpb repository). Ours uses the manifest's ``uv`` server type (manifest
-0.4): the archive carries ``pyproject.toml``, ``README.md`` and ``src/``, not the dependencies,
-and the host starts the server with ``uv run --directory <bundle> <slug>`` as
+0.4): the archive carries ``pyproject.toml``, ``README.md``, ``hatch_build.py`` and ``src/``, not
+the dependencies, and the host starts the server with ``uv run --directory <bundle> <slug>`` as
 ``manifest.json`` says, so uv installs anyio and pydantic (and the extras named there) from
 PyPI the first time the bundle starts. A bundle of the ``python`` type would have to carry
 them, and pydantic's compiled core ties such a bundle to one platform.
@@ -32,8 +32,9 @@ from .app import NAME
 from .tools import registry
 
 MANIFEST = "manifest.json"
-#: Beside ``src/``, what uv needs to install the project from the bundle.
-PROJECT_FILES = ("pyproject.toml", "README.md")
+#: Beside ``src/``, what uv needs to install the project from the bundle (the build hook too:
+#: ``pyproject.toml`` names it).
+PROJECT_FILES = ("pyproject.toml", "README.md", "hatch_build.py")
 
 
 class BundleError(Exception):
