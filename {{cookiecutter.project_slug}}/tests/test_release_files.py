@@ -54,7 +54,7 @@ def test_the_bundle_lists_every_registered_tool_at_the_package_version(tmp_path:
 def copy_of_the_project(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     project.mkdir()
-    for name in ("manifest.json", "pyproject.toml", "README.md", "src"):
+    for name in ("manifest.json", *bundle.PROJECT_FILES, "src"):
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__"))
