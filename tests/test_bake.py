@@ -46,6 +46,9 @@ def test_bake_produces_the_documented_layout(bake: BakeFactory, combination: str
         Path("README.md"),
         Path(".gitignore"),
         Path(KEY_FILE),
+        Path("hatch_build.py"),
+        Path("Dockerfile"),
+        Path(".dockerignore"),
         package / "__init__.py",
         package / "__main__.py",
         package / "cli.py",
@@ -53,6 +56,8 @@ def test_bake_produces_the_documented_layout(bake: BakeFactory, combination: str
         package / "tools" / "__init__.py",
         package / "mrtr_runtime" / "__init__.py",
         package / "hosts.py",
+        package / "bundle.py",
+        package / "_artifact_filter.py",
         package / "mrtr_runtime" / "server.py",
         package / "mrtr_runtime" / "testing.py",
     ):

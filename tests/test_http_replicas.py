@@ -46,6 +46,7 @@ from bakery import (
     bake_every_combination,
     run,
 )
+from docker_context import build_context
 from host_client import MODERN, meta
 from moto.server import ThreadedMotoServer
 
@@ -590,7 +591,11 @@ def test_the_image_is_pinned_runs_as_no_root_and_carries_no_key(
     bases = [arguments.split()[0] for keyword, arguments in steps if keyword == "FROM"]
     assert bases
     for base in bases:
-        assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-[a-z]+", base), base
+        # A tag can be moved to other bytes; a digest cannot. The tag stays, for people.
+        assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-[a-z]+@sha256:[0-9a-f]{64}", base), base
+    assert len(set(bases)) == 1
+    tag = bases[0].split("@")[0]
+    assert f"docker buildx imagetools inspect {tag}" in dockerfile  # how to refresh the digest
     users = [arguments for keyword, arguments in final_stage(dockerfile) if keyword == "USER"]
     assert users and users[-1].split(":")[0] not in ("root", "0"), users
     assert users[-1].isdigit()
@@ -603,37 +608,20 @@ def test_the_image_is_pinned_runs_as_no_root_and_carries_no_key(
     assert extras[1].split(",") == (["http", "aws"] if aws else ["http"])
 
 
-def docker_pattern(pattern: str) -> re.Pattern[str]:
-    """A .dockerignore line as a regex: Go's filepath.Match plus `**`; a directory's match
-    covers everything under it."""
-    parts = []
-    for token in re.split(r"(\*\*/|\*\*|\*|\?|\[[^\]]*\])", pattern.strip("/")):
-        if token.startswith("["):
-            parts.append(token)  # a character class means the same in both
-        else:
-            wildcards = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
-            parts.append(wildcards.get(token, re.escape(token)))
-    return re.compile("".join(parts) + "(?:/.*)?")
-
-
-def build_context(project: Path) -> list[str]:
-    """What `docker build` sends: the files .dockerignore leaves in (its last match decides)."""
-    rules = []
-    for line in (project / ".dockerignore").read_text(encoding="utf-8").splitlines():
-        text = line.strip()
-        if text and not text.startswith("#"):
-            rules.append((text.startswith("!"), docker_pattern(text.removeprefix("!"))))
-    sent = []
-    for path in sorted(project.rglob("*")):
-        relative = path.relative_to(project).as_posix()
-        if path.is_file():
-            excluded = False
-            for keep, rule in rules:
-                if rule.fullmatch(relative):
-                    excluded = not keep
-            if not excluded:
-                sent.append(relative)
-    return sent
+def test_the_image_checks_its_health_with_a_real_discover_on_its_own_port(
+    project: Installed,
+) -> None:
+    stage = final_stage((project.project / "Dockerfile").read_text(encoding="utf-8"))
+    (check,) = [arguments for keyword, arguments in stage if keyword == "HEALTHCHECK"]
+    options, _, command = check.partition(" CMD ")
+    assert "--timeout=" in options
+    program, *arguments = exec_form(command)
+    assert (program, arguments) == (DEFAULT_SLUG, ["health"])
+    _, cmd = image_command(project.project)
+    # Its default URL is the image's own port: the one EXPOSE and CMD name.
+    described = run([project.tool(program), *arguments, "--help"], cwd=project.project)
+    assert f"http://127.0.0.1:{cmd[-1]}/mcp" in described.stdout
+    assert dict(stage)["EXPOSE"] == cmd[-1]
 
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))
@@ -668,7 +656,7 @@ def test_the_build_context_holds_what_the_image_copies_and_no_secret(
         if keyword == "COPY" and not arguments.startswith("--from")
         for source in arguments.split()[:-1]
     ]
-    assert copied == ["pyproject.toml", "README.md", "src"]
+    assert copied == ["pyproject.toml", "README.md", "hatch_build.py", "src"]
     for source in copied:
         assert any(path == source or path.startswith(f"{source}/") for path in sent), source
     assert f"src/{package.name}/app.py" in sent

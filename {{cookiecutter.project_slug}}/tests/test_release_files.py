@@ -14,10 +14,13 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from {{ cookiecutter.package_name }} import __version__, bundle
 from {{ cookiecutter.package_name }}.tools import registry
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = Path(bundle.__file__).parent.name
 
 
 def load(name: str) -> Any:
@@ -48,30 +51,43 @@ def test_the_bundle_lists_every_registered_tool_at_the_package_version(tmp_path:
     assert [tool["name"] for tool in manifest["tools"]] == list(registry.tools)
 
 
-def test_the_bundle_never_ships_hidden_files_or_symlinks(tmp_path: Path) -> None:
-    # A bundle goes to other people: a .env, an editor's swap file, a copy of the key or a link
-    # to it that sits in src/ must stay behind.
+def copy_of_the_project(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     project.mkdir()
-    for name in ("manifest.json", "pyproject.toml", "README.md", "src"):
+    for name in ("manifest.json", *bundle.PROJECT_FILES, "src"):
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(source, project / name)
-    package = project / "src" / "{{ cookiecutter.package_name }}"
-    secret = tmp_path / "secret.txt"
-    secret.write_text("API_TOKEN=not-for-the-bundle\n", encoding="utf-8")
+    return project
+
+
+def test_the_bundle_never_ships_hidden_files(tmp_path: Path) -> None:
+    # A bundle goes to other people: a .env or an editor's swap file in src/ must stay behind.
+    project = copy_of_the_project(tmp_path)
+    package = project / "src" / PACKAGE
     (package / ".env").write_text("API_TOKEN=not-for-the-bundle\n", encoding="utf-8")
     (package / "tools" / ".plan.swp").write_bytes(b"swap")
     (package / ".hidden").mkdir()
     (package / ".hidden" / "notes.py").write_text("x = 1\n", encoding="utf-8")
-    (package / "key_link").symlink_to(secret)
 
     with zipfile.ZipFile(bundle.build(project, tmp_path / "dist")) as opened:
         names = opened.namelist()
         contents = b"".join(opened.read(name) for name in names)
 
-    assert not [name for name in names if "/." in name or name.endswith("key_link")], names
+    assert not [name for name in names if "/." in name], names
     assert b"not-for-the-bundle" not in contents
     assert any(name.endswith("/tools/__init__.py") for name in names)
+
+
+def test_a_link_in_src_stops_the_bundle_and_is_named(tmp_path: Path) -> None:
+    # A link may point at a secret; it is a problem to fix, not a file to leave out quietly.
+    project = copy_of_the_project(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("API_TOKEN=not-for-the-bundle\n", encoding="utf-8")
+    (project / "src" / PACKAGE / "key_link").symlink_to(secret)
+
+    with pytest.raises(bundle.BundleError, match=r"refusing to ship src/.*/key_link: a symbolic"):
+        bundle.build(project, tmp_path / "dist")
+    assert not (tmp_path / "dist").exists()

@@ -2,8 +2,8 @@
 
 An MCP Bundle is a zip archive with ``manifest.json`` at its root (the format of the
 modelcontextprotocol/mcpb repository). Ours uses the manifest's ``uv`` server type (manifest
-0.4): the archive carries ``pyproject.toml``, ``README.md`` and ``src/``, not the dependencies,
-and the host starts the server with ``uv run --directory <bundle> <slug>`` as
+0.4): the archive carries ``pyproject.toml``, ``README.md``, ``hatch_build.py`` and ``src/``, not
+the dependencies, and the host starts the server with ``uv run --directory <bundle> <slug>`` as
 ``manifest.json`` says, so uv installs anyio and pydantic (and the extras named there) from
 PyPI the first time the bundle starts. A bundle of the ``python`` type would have to carry
 them, and pydantic's compiled core ties such a bundle to one platform.
@@ -27,15 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, tools
+from ._artifact_filter import EXCLUDE, ArtifactFilter, ArtifactRefused
 from .app import NAME
 from .tools import registry
 
 MANIFEST = "manifest.json"
-#: Beside ``src/``, what uv needs to install the project from the bundle.
-PROJECT_FILES = ("pyproject.toml", "README.md")
-#: Never shipped: byte code and caches a checkout collects.
-SKIPPED_DIRECTORIES = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
-SKIPPED_SUFFIXES = frozenset({".pyc", ".pyo"})
+#: Beside ``src/``, what uv needs to install the project from the bundle (the build hook too:
+#: ``pyproject.toml`` names it).
+PROJECT_FILES = ("pyproject.toml", "README.md", "hatch_build.py")
 
 
 class BundleError(Exception):
@@ -69,22 +68,26 @@ def bundle_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
 def source_files(root: Path) -> Iterator[Path]:
     """The files of ``src/`` that ship, relative to ``root``, sorted.
 
-    Hidden files and directories (``.env``, editor swap files, a copy of the signing key) and
-    symlinks never ship: a bundle is handed to other people, and a link may point at a secret.
+    What ships is decided by ``_artifact_filter``, as for the wheel and the sdist: hidden files,
+    byte code and backup copies are left out; a link, a copy of a signing key or a credential
+    file stops the bundle (``BundleError`` names each one), for a bundle is handed to other
+    people.
     """
-    for directory, subdirectories, files in os.walk(root / "src"):
-        subdirectories[:] = sorted(
-            name
-            for name in subdirectories
-            if name not in SKIPPED_DIRECTORIES
-            and not name.startswith(".")
-            and not Path(directory, name).is_symlink()
-        )
-        for name in sorted(files):
-            path = Path(directory, name)
-            if name.startswith(".") or path.is_symlink() or path.suffix in SKIPPED_SUFFIXES:
-                continue
-            yield path.relative_to(root)
+    gate = ArtifactFilter.for_project(root, NAME, os.environ)
+    shipped: list[Path] = []
+    refused: list[tuple[str, str]] = []
+    for path, relative, verdict in gate.walk(root, root / "src"):
+        if verdict is None:
+            shipped.append(path.relative_to(root))
+        elif verdict[0] != EXCLUDE:
+            refused.append((relative, verdict[1]))
+    for name in PROJECT_FILES:
+        verdict = gate.judge(root / name, name, root=root)
+        if verdict is not None:
+            refused.append((name, verdict[1]))
+    if refused:
+        raise BundleError(str(ArtifactRefused(refused)))
+    yield from shipped
 
 
 def lay_out(root: Path, target: Path) -> None:

@@ -7,6 +7,9 @@ With no command, or ``serve``
     the ``http`` extra). Replicas started with the same signing key serve one conversation.
     ``MRTR_HTTP_TOKEN``, ``MRTR_HTTP_ALLOWED_ORIGINS`` and ``MRTR_HTTP_ALLOWED_HOSTS`` set who may
     call it (README.md, "Serving over HTTP").
+``health [--url http://127.0.0.1:8000/mcp]``
+    Ask a running ``http`` server for ``server/discover`` and exit 0 only on a valid discover
+    result (the Docker image's HEALTHCHECK). ``MRTR_HTTP_TOKEN``, when set, is sent as the bearer.
 ``config <host> [--uv | --installed]``
     Print a ready-to-paste host configuration that starts this server with this interpreter
     (``--uv``: through ``uv run`` in this checkout; ``--installed``: ``uvx <slug>``, the package
@@ -24,11 +27,15 @@ With no command, or ``serve``
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from . import __version__, hosts
 from .app import NAME, build_server, default_key_file, project_root, user_key_file
@@ -64,6 +71,12 @@ CONFIG_CHOICES = (*hosts.HOSTS, "mcp-json", "all")
 #: basic/transports/streamable-http "Security & Endpoint": a local server SHOULD bind to localhost.
 HTTP_DEFAULT_HOST = "127.0.0.1"
 HTTP_DEFAULT_PORT = 8000
+HEALTH_DEFAULT_URL = f"http://{HTTP_DEFAULT_HOST}:{HTTP_DEFAULT_PORT}/mcp"
+#: Below the image's HEALTHCHECK --timeout, so a hung server gets this command's one line.
+HEALTH_TIMEOUT_SECONDS = 5.0
+#: A discover answer is a few KiB; a health check reads no more than this.
+HEALTH_MAX_ANSWER_BYTES = 1 << 20
+HEALTH_VERSION = "2026-07-28"
 
 
 def _bind_address(text: str) -> str:
@@ -110,6 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=_port,
         default=HTTP_DEFAULT_PORT,
         help="0 picks a free port (default: %(default)s)",
+    )
+    health = commands.add_parser(
+        "health",
+        help="exit 0 only if the HTTP server at --url answers server/discover",
+        description=(
+            "Send server/discover (2026-07-28) to a running 'http' server and exit 0 only on a "
+            "valid discover result; else one line on stderr and exit 1. MRTR_HTTP_TOKEN, when "
+            "set, is sent as the bearer token."
+        ),
+    )
+    health.add_argument(
+        "--url", default=HEALTH_DEFAULT_URL, help="the server's MCP endpoint (default: %(default)s)"
     )
     config = commands.add_parser("config", help="print a host configuration for this server")
     config.add_argument("host", choices=CONFIG_CHOICES, help="which host (or all)")
@@ -169,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return write_bundle(args.output_dir)
     if args.command == "http":
         return serve_over_http(args.host, args.port)
+    if args.command == "health":
+        return health_check(args.url)
     return serve()
 
 
@@ -217,6 +244,91 @@ def serve_over_http(host: str, port: int) -> int:
         sys.stderr.write(f"{NAME}: cannot start: {error}\n")
         return 2
     return serve_http(server, settings, name=NAME)
+
+
+def discover_request() -> tuple[bytes, dict[str, str]]:
+    """The body and headers of a 2026-07-28 ``server/discover`` over Streamable HTTP."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "server/discover",
+        # basic/index: every request carries its protocol version and capabilities in _meta.
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": HEALTH_VERSION,
+                "io.modelcontextprotocol/clientInfo": {"name": f"{NAME} health", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    # basic/transports/streamable-http: the client accepts both reply kinds, and the request
+    # metadata headers repeat the body's version and method.
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": HEALTH_VERSION,
+        "Mcp-Method": "server/discover",
+    }
+    token = os.environ.get("MRTR_HTTP_TOKEN", "").strip()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return json.dumps(body, separators=(",", ":")).encode("utf-8"), headers
+
+
+def discover_problem(status: int, content_type: str, body: bytes) -> str | None:
+    """None when ``body`` is a valid answer to ``discover_request``, else what is wrong."""
+    if status != 200:
+        return f"HTTP status {status}"
+    kind = content_type.split(";", 1)[0].strip().lower()
+    text = body.decode("utf-8", errors="replace")
+    if kind == "text/event-stream":
+        # The answer is the last event's data (basic/transports/streamable-http, SSE).
+        data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+        text = data[-1] if data else ""
+    elif kind != "application/json":
+        return f"unexpected content type {content_type!r}"
+    try:
+        message: Any = json.loads(text)
+    except ValueError:
+        return "the answer is not JSON"
+    if not isinstance(message, dict) or message.get("id") != 1:
+        return "the answer is not a JSON-RPC response to the request"
+    if "error" in message:
+        error = message["error"]
+        code = error.get("code") if isinstance(error, dict) else None
+        return f"JSON-RPC error {code}"
+    result = message.get("result")
+    if not isinstance(result, dict) or result.get("resultType") != "complete":
+        return "the answer is not a complete result"
+    versions = result.get("supportedVersions")
+    if not isinstance(versions, list) or HEALTH_VERSION not in versions:
+        return f"the server does not list {HEALTH_VERSION} in supportedVersions"
+    if not isinstance(result.get("capabilities"), dict):
+        return "the answer has no capabilities"
+    return None
+
+
+def health_check(url: str) -> int:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        sys.stderr.write(f"{NAME}: unhealthy: not an http(s) URL: {url!r}\n")
+        return 1
+    body, headers = discover_request()
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=HEALTH_TIMEOUT_SECONDS)
+    try:
+        connection.request("POST", parts.path or "/", body, headers)
+        response = connection.getresponse()
+        answer = response.read(HEALTH_MAX_ANSWER_BYTES)
+        problem = discover_problem(response.status, response.getheader("Content-Type", ""), answer)
+    except (OSError, http.client.HTTPException, ValueError) as error:
+        problem = f"no answer ({type(error).__name__}: {error})"
+    finally:
+        connection.close()
+    if problem is not None:
+        sys.stderr.write(f"{NAME}: unhealthy: {url}: {problem}\n")
+        return 1
+    return 0
 
 
 def _server_or_none() -> Server | None:
