@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_http_e2e import Replica, replica, stop
 
 from mrtr_runtime._http import MAX_BODY_BYTES, MAX_HEAD_BYTES, HttpSettings
 from mrtr_runtime._uvicorn import _guarded_protocol_class
 from support import BOUND, MODERN, meta
-from test_http_e2e import Replica, replica, stop
 
 TOOLS_LIST = json.dumps(
     {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}

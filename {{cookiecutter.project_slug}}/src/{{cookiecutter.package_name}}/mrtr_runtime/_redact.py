@@ -1,9 +1,10 @@
 """Secret material out of text that leaves the process: log lines, tracebacks, error results.
 
 One pure function, `redact_secrets`, for every path out. It works on the text alone, whatever
-produced it: a library's exception can quote a raw response body (botocore's
-ResponseParserError quotes a truncated STS answer, credentials and all), an endpoint can echo
-the request's signed headers back, and a log argument can be the repr() of a dict of bytes.
+produced it: a library's exception can quote a raw response body (an AWS SDK's parser error
+quotes a truncated STS answer, credentials and all, and is no error class a handler would
+think to catch), an endpoint can echo the request's signed headers back, and a log argument
+can be the repr() of a dict of bytes.
 So it looks for the shapes secrets travel in rather than for exception classes:
 
 - AWS access key ids (AKIA..., ASIA..., 20 characters);
