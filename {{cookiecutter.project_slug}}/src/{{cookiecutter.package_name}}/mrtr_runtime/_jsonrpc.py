@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -145,15 +146,80 @@ def _finite_float(text: str) -> float:
 # One decoder for every message: json.loads with options builds a new one per call.
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
+#: Where a member's name ends: its closing quote, optional whitespace, the name separator.
+_NAME_END: Final = re.compile(r'"[ \t\n\r]*:')
+
 
 def parse_json(line: bytes) -> object:
-    """Decode one line as strict JSON (UTF-8; no NaN/Infinity, no number out of float range),
-    or raise `InvalidMessage` (-32700)."""
+    """Decode one line as strict JSON (UTF-8; no NaN/Infinity, no number out of float range,
+    no object with a name twice), or raise `InvalidMessage`: -32700, or -32600 for a
+    duplicate name (with the request's id when that much is unambiguous)."""
     try:
         text = line.decode("utf-8")
-        return _DECODER.decode(text)
+        value = _DECODER.decode(text)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise InvalidMessage(PARSE_ERROR, "Parse error: not valid UTF-8 JSON") from None
+    # RFC 8259 section 4: "The names within an object SHOULD be unique", and parsers disagree on
+    # which of two wins (Python keeps the last, many gateways the first), so a message with a
+    # name twice could mean one tool call to a proxy and another to us: refused, never resolved.
+    # Proof without the slow pairs hook: every member has exactly one name separator outside
+    # strings, so both counts below are at least the members written (duplicates included), and
+    # the decoded objects hold one entry per distinct name. A count equal to the entries decoded
+    # leaves no room for a duplicate; only a disagreement (a ':' inside a string) pays for the
+    # strict decode, which decides.
+    members = _members(value)
+    if text.count(":") != members and len(_NAME_END.findall(text)) != members:
+        _refuse_duplicates(text, value)
+    return value
+
+
+def _members(value: object) -> int:
+    """The entries of every object in a decoded JSON value."""
+    count = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            count += len(item)
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return count
+
+
+def _refuse_duplicates(text: str, value: object) -> None:
+    """Raise `InvalidMessage` if an object in `text` names a member twice."""
+    repeated: list[str] = []
+    last: list[list[tuple[str, object]]] = [[]]
+
+    def pairs_hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        result = dict(pairs)
+        if len(result) != len(pairs) and not repeated:
+            seen: set[str] = set()
+            for name, _ in pairs:
+                if name in seen:
+                    repeated.append(name)
+                    break
+                seen.add(name)
+        last[0] = pairs  # the outermost object is the last one finished
+        return result
+
+    strict = json.JSONDecoder(
+        parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=pairs_hook
+    )
+    strict.decode(text)
+    if not repeated:
+        return
+    request_id = value.get("id") if isinstance(value, dict) else None
+    ids = sum(1 for name, _ in last[0] if name == "id") if isinstance(value, dict) else 0
+    # JSON-RPC 2.0 section 5.1: -32600 "The JSON sent is not a valid Request object". The id is
+    # echoed only when the outermost object names it once: otherwise which one is the question.
+    known_id = request_id if ids == 1 and _valid_id(request_id) else None
+    raise InvalidMessage(
+        INVALID_REQUEST,
+        f"Invalid request: duplicate name {clip(repeated[0])!r} in a JSON object",
+        known_id,
+    )
 
 
 def parse_line(line: bytes) -> Message:
