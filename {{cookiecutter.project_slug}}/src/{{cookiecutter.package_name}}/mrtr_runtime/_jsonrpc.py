@@ -176,15 +176,21 @@ def parse_json(line: bytes) -> object:
 def _members(value: object) -> int:
     """The entries of every object in a decoded JSON value."""
     count = 0
-    stack = [value]
+    stack: list[Any] = [value] if type(value) in _CONTAINERS else []
     while stack:
         item = stack.pop()
         if type(item) is dict:
             count += len(item)
-            stack.extend(item.values())
-        elif type(item) is list:
-            stack.extend(item)
+            item = item.values()
+        # Only containers go on the stack: this runs on every message, and most values in one
+        # are strings and numbers.
+        for child in item:
+            if type(child) in _CONTAINERS:
+                stack.append(child)
     return count
+
+
+_CONTAINERS: Final = frozenset({dict, list})
 
 
 def _refuse_duplicates(text: str, value: object) -> None:
