@@ -146,8 +146,8 @@ def _finite_float(text: str) -> float:
 # One decoder for every message: json.loads with options builds a new one per call.
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
-#: Where a member's name ends: its closing quote, optional whitespace, the name separator.
-_NAME_END: Final = re.compile(r'"[ \t\n\r]*:')
+#: A member's name followed by whitespace before its name separator (rare outside pretty-printing).
+_SPACED_NAME_END: Final = re.compile(r'"[ \t\n\r]+:')
 
 
 def parse_json(line: bytes) -> object:
@@ -162,13 +162,17 @@ def parse_json(line: bytes) -> object:
     # RFC 8259 section 4: "The names within an object SHOULD be unique", and parsers disagree on
     # which of two wins (Python keeps the last, many gateways the first), so a message with a
     # name twice could mean one tool call to a proxy and another to us: refused, never resolved.
-    # Proof without the slow pairs hook: every member has exactly one name separator outside
-    # strings, so both counts below are at least the members written (duplicates included), and
-    # the decoded objects hold one entry per distinct name. A count equal to the entries decoded
-    # leaves no room for a duplicate; only a disagreement (a ':' inside a string) pays for the
+    # Proof without the slow pairs hook on every message: every member written (duplicates
+    # included) has exactly one ':' outside strings, so the count of ':' is at least the members
+    # written; when no name has whitespace before its ':', every member also ends in '":', so
+    # that count is at least the members written too. The decoded objects hold one entry per
+    # distinct name. A count equal to the entries decoded leaves no room for a duplicate; only a
+    # disagreement (a ':' inside a string, or '":' in a string and a spaced name) pays for the
     # strict decode, which decides.
     members = _members(value)
-    if text.count(":") != members and len(_NAME_END.findall(text)) != members:
+    if text.count(":") != members and (
+        text.count('":') != members or _SPACED_NAME_END.search(text) is not None
+    ):
         _refuse_duplicates(text, value)
     return value
 
