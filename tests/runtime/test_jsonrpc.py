@@ -245,6 +245,11 @@ def test_a_duplicated_id_is_refused_without_an_id() -> None:
     assert (error.code, error.request_id) == (INVALID_REQUEST, None)
 
 
+def test_a_name_twice_before_broken_json_is_still_a_parse_error() -> None:
+    error = rejection(b'{"jsonrpc":"2.0","id":1,"params":{"a":1,"a":2},}')
+    assert (error.code, error.request_id) == (PARSE_ERROR, None)
+
+
 def test_a_name_twice_in_a_batch_or_a_server_message_is_refused_by_parse_json() -> None:
     with pytest.raises(InvalidMessage) as caught:
         parse_json(b'[{"a":1,"a":1}]')
