@@ -481,6 +481,14 @@ def test_a_server_bound_beyond_loopback_without_a_token_always_warns() -> None:
     assert access_warning(guarded, "0.0.0.0", 3, "MRTR_HTTP_TOKEN") is None  # noqa: S104
 
 
+def test_named_tokens_alone_are_a_token_for_the_warning() -> None:
+    # MRTR_HTTP_TOKENS_FILE without MRTR_HTTP_TOKEN: every request needs one of its tokens.
+    for host in ("127.0.0.1", "0.0.0.0"):  # noqa: S104
+        named = AccessPolicy.for_bind_address(host, named_tokens=(("alice", "s3cret-token"),))
+        assert not named.authorised(None)
+        assert access_warning(named, host, nobody_asked, "MRTR_HTTP_TOKEN") is None
+
+
 # -- the request head ---------------------------------------------------------------------------
 
 LIMIT = 64 * 1024

@@ -8,8 +8,11 @@ embedded newlines; basic/index: ids are strings or numbers, never null; no batch
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtr_runtime._jsonrpc import (
     INVALID_PARAMS,
@@ -21,6 +24,7 @@ from mrtr_runtime._jsonrpc import (
     Response,
     encode,
     error_response,
+    parse_json,
     parse_line,
     success_response,
 )
@@ -208,3 +212,124 @@ def test_error_responses_carry_data_only_when_given() -> None:
     }
     with_data = error_response(3, -32022, "Unsupported", {"supported": ["2026-07-28"]})
     assert with_data["error"]["data"] == {"supported": ["2026-07-28"]}
+
+
+# -- duplicate names (RFC 8259 section 4) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        (b'{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/list"}', "method"),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+            b'"params":{"name":"plan_release","name":"deploy_to_aws"}}',
+            "name",
+        ),
+        (b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[{"k":1, "k" :2}]}}', "k"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"u":"a:b","x":1,"x":2}}', "x"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"\\u0061":1,"a":2}}', "a"),
+    ],
+    ids=["top-level", "tool-name", "nested-in-a-list", "colon-in-a-string", "escaped-name"],
+)
+def test_a_name_twice_in_any_object_is_an_invalid_request_that_keeps_the_id(
+    line: bytes, name: str
+) -> None:
+    error = rejection(line)
+    assert (error.code, error.request_id) == (INVALID_REQUEST, 1)
+    assert error.message == f"Invalid request: duplicate name {name!r} in a JSON object"
+
+
+def test_a_duplicated_id_is_refused_without_an_id() -> None:
+    error = rejection(b'{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/list"}')
+    assert (error.code, error.request_id) == (INVALID_REQUEST, None)
+
+
+def test_a_name_twice_before_broken_json_is_still_a_parse_error() -> None:
+    error = rejection(b'{"jsonrpc":"2.0","id":1,"params":{"a":1,"a":2},}')
+    assert (error.code, error.request_id) == (PARSE_ERROR, None)
+
+
+def test_a_name_twice_in_a_batch_or_a_server_message_is_refused_by_parse_json() -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_json(b'[{"a":1,"a":1}]')
+    assert (caught.value.code, caught.value.request_id) == (INVALID_REQUEST, None)
+    with pytest.raises(InvalidMessage):
+        parse_json(b'{"jsonrpc":"2.0","id":1,"result":{"content":[],"content":[]}}')
+
+
+def test_colons_and_quotes_inside_strings_are_not_duplicates() -> None:
+    line = (
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a\\":":"\\":b", "u":"http://x:1",'
+        b'"q" : "\\"  :", "e":{}}}'
+    )
+    params = {'a":': '":b', "u": "http://x:1", "q": '"  :', "e": {}}
+    assert parse_line(line) == Request(1, "m", params)
+
+
+def _refusing_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise KeyError("duplicate")
+    return result
+
+
+def reference(text: str) -> object:
+    """The slow, obviously strict parser parse_json must agree with."""
+    return json.loads(text, object_pairs_hook=_refusing_pairs)
+
+
+#: Names from a tiny alphabet, so duplicates are common, holding the characters that could fool
+#: a count: quotes, colons, backslashes, whitespace.
+_names = st.text(alphabet='ab":\\ \t', max_size=3)
+_scalars = st.none() | st.booleans() | st.integers() | _names
+
+
+def _members(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    pairs = st.lists(st.tuples(_names, children), max_size=4).map(lambda p: ("obj", p))
+    return st.lists(children, max_size=4) | pairs
+
+
+_trees = st.recursive(_scalars, _members, max_leaves=20)
+
+
+def _string(text: str, draw: st.DrawFn) -> str:
+    """`text` as a JSON string, each quote written as `\\"` or `\\u0022`."""
+    quote = draw(st.sampled_from(['\\"', "\\u0022"]))
+    return '"' + "".join(quote if c == '"' else json.dumps(c)[1:-1] for c in text) + '"'
+
+
+def _write(tree: Any, draw: st.DrawFn) -> str:
+    """`tree` as JSON text, objects as written pairs (so a name can repeat), with whitespace
+    and escapes chosen by hypothesis."""
+    if isinstance(tree, tuple):
+        parts = []
+        for name, child in tree[1]:
+            written = _string(name, draw)
+            before = draw(st.sampled_from(["", " ", "\n\t"]))
+            parts.append(
+                f"{written}{before}:{draw(st.sampled_from(['', ' ']))}{_write(child, draw)}"
+            )
+        return "{" + ",".join(parts) + "}"
+    if isinstance(tree, list):
+        return "[" + ", ".join(_write(child, draw) for child in tree) + "]"
+    return json.dumps(tree)
+
+
+@st.composite
+def json_texts(draw: st.DrawFn) -> str:
+    tree = draw(_members(_trees))
+    return _write(tree, draw)
+
+
+@settings(max_examples=600)
+@given(json_texts())
+def test_parse_json_refuses_exactly_what_a_strict_parser_refuses(text: str) -> None:
+    try:
+        expected = reference(text)
+    except KeyError:
+        with pytest.raises(InvalidMessage) as caught:
+            parse_json(text.encode())
+        assert caught.value.code == INVALID_REQUEST
+        return
+    assert parse_json(text.encode()) == expected

@@ -3,26 +3,45 @@
 2026-07-28 basic/patterns/mrtr, "Server Requirements": the server keeps nothing between
 rounds. Everything answered so far travels in the signed `requestState`, so any round can be
 served by any process holding the key, including one started after the previous round.
+
+The one thing a process does remember is what it is running right now (`RoundFlights`): two
+identical confirming rounds arriving together run the handler once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
+
+import anyio
 
 from ._capabilities import ClientCapabilities
 from ._context import Context, InvalidInputResponse
-from ._jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, RpcError, clip
+from ._jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    RpcError,
+    clip,
+)
 from ._results import InputRequired
-from ._tokens import Binding, InvalidRequestState, RequestStateCodec, digest_arguments
+from ._tokens import (
+    Binding,
+    InvalidRequestState,
+    RequestStateCodec,
+    digest_arguments,
+    digest_principal,
+)
 from ._wire import ELICIT
 
 __all__ = (
     "MAX_INPUT_RESPONSE_BYTES",
     "MAX_INPUT_RESPONSE_KEYS",
     "Call",
+    "RoundFlights",
     "RoundInput",
     "answer_shape_error",
     "merge_missing",
@@ -81,12 +100,77 @@ class Call:
     #: Input keys the handler takes answers for even when no round asked (its own opt-in).
     accept_unasked: frozenset[str] = frozenset()
 
-    def binding(self) -> Binding:
+    def binding(self, principal: str | None = None) -> Binding:
         try:
             digest = digest_arguments(self.arguments)
         except (ValueError, RecursionError):
             raise RpcError(INVALID_PARAMS, "Invalid arguments: too deeply nested") from None
-        return Binding(self.method, self.target, digest)
+        return Binding(self.method, self.target, digest, digest_principal(principal))
+
+
+@dataclass(slots=True)
+class _Flight:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: dict[str, Any] | None = None
+    error: RpcError | None = None
+
+
+class RoundFlights:
+    """The confirming rounds this process is running, by what they run (single-flight).
+
+    A round that closes a verified requestState with the same token, the same kept answers and
+    the same binding as one already running gets that run's outcome instead of a second run:
+    a client (or a proxy) that sends its confirmation twice must not deploy twice. An entry
+    lives only while its run does, so the table never holds more than the requests in flight,
+    which the transports bound. Across replicas this would need a shared store; it is per process.
+    """
+
+    def __init__(self) -> None:
+        self._running: dict[bytes, _Flight] = {}
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    async def run(
+        self, key: bytes, work: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        flight = self._running.get(key)
+        if flight is not None:
+            await flight.done.wait()
+            if flight.result is not None:
+                return dict(flight.result)  # the transports add to a result's top level
+            if flight.error is not None:
+                raise RpcError(flight.error.code, flight.error.message, flight.error.data)
+            # The first run was cancelled (or failed): it may have acted partway, and a thread
+            # handler may even still be running, so starting over here could be the double
+            # action this table exists to stop. The client is told to send it again.
+            raise RpcError(
+                INTERNAL_ERROR,
+                "Not run: an identical request running at the same time did not finish; "
+                "send it again",
+            )
+        flight = self._running[key] = _Flight()
+        try:
+            result = await work()
+            flight.result = dict(result)
+            return result
+        except RpcError as error:
+            flight.error = error
+            raise
+        finally:
+            del self._running[key]
+            flight.done.set()
+
+
+def _flight_key(token: str, answers: Mapping[str, Any], binding: Binding) -> bytes:
+    """What a confirming round runs: the verified token, the answers kept, the binding."""
+    canonical = json.dumps(answers, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256()
+    for part in (token, binding.method, binding.target, binding.arguments_digest):
+        digest.update(len(part).to_bytes(8, "big") + part.encode("utf-8", "surrogatepass"))
+    digest.update(binding.principal_digest.encode("ascii") + b"\x00")
+    digest.update(canonical.encode("utf-8", "surrogatepass"))
+    return digest.digest()
 
 
 def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,12 +249,17 @@ async def run_round(
     codec: RequestStateCodec,
     capabilities: ClientCapabilities,
     make_context: MakeContext,
+    principal: str | None = None,
+    flights: RoundFlights | None = None,
 ) -> dict[str, Any]:
     """Serve one 2026-07-28 round of `call`; raises RpcError for a JSON-RPC error.
 
     An answer counts only if a verified requestState records that this server asked for its
     key (with the method it was asked with), or if the handler opted in to it; everything
     else the client sends is ignored, never shown to the handler and never signed.
+    `principal` is who the transport says is asking (None when nobody is known): tokens are
+    minted for it and refused from anyone else. With `flights`, identical confirming rounds
+    running at once share one run.
     """
     offered = received.responses
     presented = received.request_state
@@ -179,7 +268,7 @@ async def run_round(
     if not received.has_state:
         answers = unasked_answers(call, offered)
     else:
-        binding = call.binding()
+        binding = call.binding(principal)
         # mrtr: "servers MUST treat requestState as an attacker-controlled input" and "MUST
         # reject state that fails verification" -- before the handler sees anything.
         try:
@@ -203,7 +292,34 @@ async def run_round(
                         INVALID_PARAMS, f"Invalid inputResponses[{clip(key)!r}]: {problem}"
                     )
                 answers[key] = answer
+            if flights is not None and isinstance(presented, str):
+                verified, token = binding, presented
+
+                async def work() -> dict[str, Any]:
+                    context = make_context(answers, token, carried)
+                    return await _finish_round(
+                        call, context, answers, verified, principal, codec, capabilities
+                    )
+
+                return await flights.run(_flight_key(token, answers, verified), work)
     context = make_context(answers, presented if isinstance(presented, str) else None, carried)
+    return await _finish_round(call, context, answers, binding, principal, codec, capabilities)
+
+
+async def _finish_round(
+    call: Call,
+    context: Context,
+    answers: dict[str, Any],
+    binding: Binding | None,
+    principal: str | None,
+    codec: RequestStateCodec,
+    capabilities: ClientCapabilities,
+) -> dict[str, Any]:
+    """Run the handler, then finish the call or mint the next round's token.
+
+    `binding` is the verified round's; a first round's is computed only when a token is
+    minted, so a call that asks nothing never digests its arguments.
+    """
     try:
         outcome = await call.run(context)
     except InvalidInputResponse as error:
@@ -218,13 +334,13 @@ async def run_round(
     asked = {key: request.method for key, request in outcome.requests.items()}
     kept = {key: answer for key, answer in answers.items() if key not in asked}
     try:
-        token = codec.mint(binding or call.binding(), kept, asked, outcome.state)
+        minted = codec.mint(binding or call.binding(principal), kept, asked, outcome.state)
     except InvalidRequestState as error:
         # Every round passed its own cap, but together the answers outgrow a token.
         raise RpcError(INVALID_PARAMS, f"Invalid inputResponses: {error.reason}") from None
     except (TypeError, ValueError, RecursionError):
         raise RpcError(INVALID_PARAMS, "Invalid inputResponses: not JSON") from None
-    result: dict[str, Any] = {"resultType": "input_required", "requestState": token}
+    result: dict[str, Any] = {"resultType": "input_required", "requestState": minted}
     if outcome.requests:
         result["inputRequests"] = {
             key: request.to_wire() for key, request in outcome.requests.items()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
+import stat
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -30,6 +32,7 @@ from ._http_rules import (
     http_status,
     legacy_request_problem,
     mirrored_params,
+    parse_token_lines,
 )
 from ._jsonrpc import (
     INTERNAL_ERROR,
@@ -79,6 +82,7 @@ BODY_TIMEOUT_SECONDS: Final = 30.0
 #: stream (a listen, a long tool) from being closed by proxies and idle timeouts.
 KEEPALIVE_SECONDS: Final = 15.0
 ENV_TOKEN: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
+ENV_TOKENS_FILE: Final = "MRTR_HTTP_TOKENS_FILE"
 ENV_ALLOWED_ORIGINS: Final = "MRTR_HTTP_ALLOWED_ORIGINS"
 ENV_ALLOWED_HOSTS: Final = "MRTR_HTTP_ALLOWED_HOSTS"
 ENV_MAX_CONNECTIONS: Final = "MRTR_HTTP_MAX_CONNECTIONS"
@@ -244,6 +248,8 @@ class HttpSettings:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     bearer_token: str | None = None
+    #: (principal, token) pairs from `MRTR_HTTP_TOKENS_FILE`: requestState binds to the principal.
+    bearer_tokens: tuple[tuple[str, str], ...] = ()
     max_body_bytes: int = MAX_BODY_BYTES
     max_in_flight: int = MAX_IN_FLIGHT
     max_waiting: int = MAX_WAITING
@@ -253,7 +259,8 @@ class HttpSettings:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], *, host: str, port: int) -> HttpSettings:
-        """The access rules from `MRTR_HTTP_TOKEN`, `MRTR_HTTP_ALLOWED_ORIGINS` and
+        """The access rules from `MRTR_HTTP_TOKEN`, `MRTR_HTTP_TOKENS_FILE` (a file of
+        `principal:token` lines, owner-only), `MRTR_HTTP_ALLOWED_ORIGINS` and
         `MRTR_HTTP_ALLOWED_HOSTS` (comma-separated lists); the connection bound from
         `MRTR_HTTP_MAX_CONNECTIONS` (a whole number from 1, default MAX_CONNECTIONS)."""
 
@@ -272,6 +279,7 @@ class HttpSettings:
             allowed_hosts=listed(ENV_ALLOWED_HOSTS),
             allowed_origins=listed(ENV_ALLOWED_ORIGINS),
             bearer_token=token.strip() if token is not None else None,
+            bearer_tokens=_read_tokens_file(environ.get(ENV_TOKENS_FILE)),
             max_connections=_max_connections(environ.get(ENV_MAX_CONNECTIONS)),
         )
 
@@ -281,6 +289,7 @@ class HttpSettings:
             allowed_hosts=self.allowed_hosts,
             allowed_origins=self.allowed_origins,
             bearer_token=self.bearer_token,
+            named_tokens=self.bearer_tokens,
         )
 
 
@@ -307,6 +316,40 @@ class ConnectionRefusal:
         if scope["type"] == "http":
             headers = [_JSON, _RETRY_SOON, (b"connection", b"close")]
             await _respond(send, 503, self.body, headers)
+
+
+def _read_tokens_file(path: str | None) -> tuple[tuple[str, str], ...]:
+    if path is None:
+        return ()
+    try:
+        with open(path, encoding="utf-8") as file:
+            if stat.S_IMODE(os.fstat(file.fileno()).st_mode) & 0o077:
+                # The same rule as for signing-key files: a secret others can read is shared.
+                raise ValueError(f"{ENV_TOKENS_FILE} {path} is readable by others; chmod 600 it")
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"{ENV_TOKENS_FILE} {path} cannot be read: {error}") from None
+    return parse_token_lines(text, source=ENV_TOKENS_FILE)
+
+
+def _principal(scope: Scope, bearer: str | None) -> str | None:
+    """Who is asking, as far as anything in front of the router can say; None for nobody.
+
+    A named bearer token, and an ASGI authorization layer in front of the app that sets
+    `scope["user"]` (Starlette's convention: `is_authenticated` and `identity` or
+    `display_name`) or a string `scope["auth"]`. Each is prefixed with where it came from, so a
+    token named "alice" is never the user "alice".
+    """
+    parts = [] if bearer is None else [f"token:{bearer}"]
+    user = scope.get("user")
+    if user is not None and getattr(user, "is_authenticated", False) is True:
+        identity = getattr(user, "identity", None) or getattr(user, "display_name", None)
+        if isinstance(identity, str) and identity:
+            parts.append(f"user:{identity}")
+    auth = scope.get("auth")
+    if isinstance(auth, str) and auth:
+        parts.append(f"auth:{auth}")
+    return "\n".join(parts) if parts else None
 
 
 class HttpApp:
@@ -377,7 +420,8 @@ class HttpApp:
                 [_JSON, (b"allow", b"POST")],
             )
             return
-        if not self.policy.authorised(headers.get("authorization")):
+        authorization = headers.get("authorization")
+        if not self.policy.authorised(authorization):
             await _respond(
                 send,
                 401,
@@ -453,7 +497,8 @@ class HttpApp:
                 self._queued.discard(waiting)
         self._running += 1
         try:
-            await self._serve(body, headers, accept, receive, send)
+            principal = _principal(scope, self.policy.bearer_principal(authorization))
+            await self._serve(body, headers, accept, receive, send, principal)
         finally:
             self._running -= 1
             places.release()
@@ -525,6 +570,7 @@ class HttpApp:
         accept: str | None,
         receive: Receive,
         send: Send,
+        principal: str | None = None,
     ) -> None:
         try:
             message = parse_message(parse_json(body))
@@ -555,7 +601,7 @@ class HttpApp:
         except HeaderMismatch as mismatch:
             await _respond(send, 400, _error_body(HEADER_MISMATCH, str(mismatch), message.id))
             return
-        await self._answer(message, accept, receive, send)
+        await self._answer(message, accept, receive, send, principal)
 
     def _mirrored_for(self, request: Request) -> tuple[MirroredParam, ...]:
         if request.method != "tools/call":
@@ -573,7 +619,12 @@ class HttpApp:
         return params
 
     async def _answer(
-        self, request: Request, accept: str | None, receive: Receive, send: Send
+        self,
+        request: Request,
+        accept: str | None,
+        receive: Receive,
+        send: Send,
+        principal: str | None = None,
     ) -> None:
         exchange = _Exchange(send, sse_allowed=_accepts(accept, "text/event-stream"))
         cancellation = Cancellation()
@@ -584,7 +635,7 @@ class HttpApp:
         self._open[exchange] = (request, cancellation)
         try:
             message, malformed = await self.server.reply(
-                request, self._session, exchange, cancellation
+                request, self._session, exchange, cancellation, principal
             )
         except asyncio.CancelledError:
             # Either the client went away, or the server is stopping and this request outlived

@@ -51,6 +51,7 @@ __all__ = (
     "legacy_request_problem",
     "login_accounts",
     "mirrored_params",
+    "parse_token_lines",
 )
 
 #: basic/transports/streamable-http "Server Validation": HeaderMismatch. Defined for HTTP only.
@@ -172,6 +173,9 @@ class AccessPolicy:
     allowed_origins: frozenset[str] = frozenset()
     #: `MRTR_HTTP_TOKEN`: when set, every request needs `Authorization: Bearer <token>`.
     bearer_token: str | None = None
+    #: `MRTR_HTTP_TOKENS_FILE`: (principal, token) pairs; any of them also lets a request in,
+    #: and names who sent it (`bearer_principal`).
+    named_tokens: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def for_bind_address(
@@ -181,6 +185,7 @@ class AccessPolicy:
         allowed_hosts: Iterable[str] = (),
         allowed_origins: Iterable[str] = (),
         bearer_token: str | None = None,
+        named_tokens: tuple[tuple[str, str], ...] = (),
     ) -> AccessPolicy:
         return cls(
             loopback_only_hosts=_is_loopback(host),
@@ -191,6 +196,7 @@ class AccessPolicy:
                 listed for origin in allowed_origins if (listed := _listed_origin(origin))
             ),
             bearer_token=bearer_token or None,
+            named_tokens=named_tokens,
         )
 
     def host_problem(self, host_header: str | None) -> str | None:
@@ -229,15 +235,61 @@ class AccessPolicy:
         return f"Forbidden: Origin {clip(origin)!r} is not allowed"
 
     def authorised(self, authorization: str | None) -> bool:
-        if self.bearer_token is None:
+        if self.bearer_token is None and not self.named_tokens:
             return True
-        if authorization is None:
-            return False
-        scheme, _, credentials = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer":
+        credentials = _bearer(authorization)
+        if credentials is None:
             return False
         # Constant time: the comparison must not tell an attacker how much of a guess was right.
-        return hmac.compare_digest(credentials.strip().encode(), self.bearer_token.encode())
+        unnamed = self.bearer_token is not None and hmac.compare_digest(
+            credentials, self.bearer_token.encode()
+        )
+        return unnamed or self.bearer_principal(authorization) is not None
+
+    def bearer_principal(self, authorization: str | None) -> str | None:
+        """The principal named for the bearer token presented, or None (no named token)."""
+        credentials = _bearer(authorization)
+        if credentials is None:
+            return None
+        found = None
+        for principal, token in self.named_tokens:
+            # Every token is compared, so the time taken does not say which one matched.
+            if hmac.compare_digest(credentials, token.encode()):
+                found = principal
+        return found
+
+
+def _bearer(authorization: str | None) -> bytes | None:
+    if authorization is None:
+        return None
+    scheme, _, credentials = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return credentials.strip().encode()
+
+
+def parse_token_lines(text: str, *, source: str) -> tuple[tuple[str, str], ...]:
+    """`principal:token` lines (blank lines and `#` comments skipped) as (principal, token)
+    pairs; ValueError naming the line, never quoting a token, for anything else."""
+    pairs: list[tuple[str, str]] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        principal, colon, token = (part.strip() for part in line.partition(":"))
+        where = f"{source} line {number}"
+        if not colon or not principal or not token:
+            raise ValueError(f"{where}: expected principal:token")
+        if not token.isascii() or any(c.isspace() for c in token):
+            raise ValueError(f"{where}: a token must be ASCII without spaces (an HTTP header)")
+        if any(principal == known for known, _ in pairs):
+            raise ValueError(f"{where}: principal {clip(principal)!r} is named twice")
+        if any(hmac.compare_digest(token, known) for _, known in pairs):
+            raise ValueError(f"{where}: the same token is given to two principals")
+        pairs.append((principal, token))
+    if not pairs:
+        raise ValueError(f"{source} names no principal:token")
+    return tuple(pairs)
 
 
 #: Accounts a person logs in to: uids from the first one most systems give people (login.defs
@@ -269,9 +321,10 @@ def access_warning(
     """What to warn about when the endpoint serves without a bearer token: a bind beyond
     loopback serves whoever reaches the address; a loopback bind on a machine where others log
     in serves each of them, with this server's credentials (a loopback socket tells no user
-    from another). None when a token is set, or nobody else is there. `other_accounts` (see
-    `login_accounts`) is asked only for a loopback bind without a token."""
-    if policy.bearer_token is not None:
+    from another). None when a token is set (`MRTR_HTTP_TOKEN` or named ones), or nobody else
+    is there. `other_accounts` (see `login_accounts`) is asked only for a loopback bind without
+    a token."""
+    if policy.bearer_token is not None or policy.named_tokens:
         return None
     if not policy.loopback_only_hosts:
         return (

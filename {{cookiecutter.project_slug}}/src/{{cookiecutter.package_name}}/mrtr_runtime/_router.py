@@ -16,7 +16,7 @@ from typing import Any, Final, Protocol
 
 from ._capabilities import ClientCapabilities
 from ._context import Cancellation, Context, Era, LoggingLevel
-from ._dispatch import Call, RoundInput, run_round
+from ._dispatch import Call, RoundFlights, RoundInput, run_round
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -135,6 +135,8 @@ class _Scope:
     progress_token: str | int | None
     log_level: LoggingLevel | None = None
     cancellation: Cancellation | None = None
+    #: Who the transport says is asking (an authenticated HTTP client); None on stdio.
+    principal: str | None = None
 
 
 class Server:
@@ -173,6 +175,7 @@ class Server:
         }
         self._subscriptions = Subscriptions()
         registry.on_change(self._subscriptions.announce)
+        self._flights = RoundFlights()
 
     # -- entry points -------------------------------------------------------------------
 
@@ -182,13 +185,15 @@ class Server:
         session: Session,
         peer: Peer,
         cancellation: Cancellation | None = None,
+        principal: str | None = None,
     ) -> JSONObject:
         """The response message for `request`. Never raises for anything a client sends.
 
         `cancellation` is the transport's flag for this request: handlers see it as
-        `ctx.cancelled`, and progress stops once it is set.
+        `ctx.cancelled`, and progress stops once it is set. `principal` is who an
+        authenticating transport says sent it: requestState tokens are bound to it.
         """
-        message, _ = await self.reply(request, session, peer, cancellation)
+        message, _ = await self.reply(request, session, peer, cancellation, principal)
         return message
 
     async def reply(
@@ -197,10 +202,11 @@ class Server:
         session: Session,
         peer: Peer,
         cancellation: Cancellation | None = None,
+        principal: str | None = None,
     ) -> Reply:
         """`handle_request`, telling also whether the request itself was malformed."""
         try:
-            result = await self._serve(request, session, peer, cancellation)
+            result = await self._serve(request, session, peer, cancellation, principal)
         except RpcError as error:
             response = error_response(request.id, error.code, error.message, error.data)
             return response, isinstance(error, MalformedRequest)
@@ -242,6 +248,7 @@ class Server:
         session: Session,
         peer: Peer,
         cancellation: Cancellation | None,
+        principal: str | None,
     ) -> JSONObject:
         method, params = request.method, request.params
         meta = params.get("_meta")
@@ -255,6 +262,7 @@ class Server:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {clip(method)}")
         scope = self._scope(params, session)
         scope.cancellation = cancellation
+        scope.principal = principal
         allowed = _MODERN_METHODS if scope.era == "modern" else _LEGACY_METHODS
         if method not in allowed:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found in {scope.version}: {clip(method)}")
@@ -388,6 +396,8 @@ class Server:
                 make_context=lambda answers, token, state: self._context(
                     scope, peer, answers, token, state
                 ),
+                principal=scope.principal,
+                flights=self._flights,
             )
         from ._methods import unanswerable
 

@@ -25,7 +25,9 @@ Token format (signed, the default)::
 
     ``a`` maps input-request key -> the client's answer object; ``q`` maps each key asked in the
     round that minted this token -> its input method; ``e`` is the expiry in integer unix seconds;
-    ``s``, present only when the handler set one, is its own JSON value for the next round.
+    ``s``, present only when the handler set one, is its own JSON value for the next round;
+    ``p``, present only when the transport knew who was asking, is ``digest_principal`` of that
+    principal (a digest, not the name: tokens live in host logs).
     One-letter names because the token travels twice per round and lives in host logs.
 ``tag``
     Canonical base64url of the full 32-byte HMAC-SHA256 over the ASCII text ``m1.<kid>.<payload>``,
@@ -87,6 +89,7 @@ __all__ = (
     "SigningKey",
     "WeakSigningKey",
     "digest_arguments",
+    "digest_principal",
     "new_signing_key_hex",
     "parse_signing_key",
 )
@@ -188,6 +191,8 @@ _TAG_BYTES = 32  # full HMAC-SHA256 output; no truncation
 _KID_RE = re.compile(r"[0-9a-f]{8}")
 _B64URL_RE = re.compile(r"[A-Za-z0-9_-]*")
 _PAYLOAD_KEYS = frozenset({"a", "d", "e", "m", "q", "t"})
+_OPTIONAL_KEYS = frozenset({"p", "s"})
+_PRINCIPAL_LABEL = b"mrtr-server/requestState/principal\x00"
 # Domain separation: the MAC key is HMAC(secret, label), never the raw secret. The key id is a
 # prefix of sha256(secret), so using the secret itself as the MAC key would tie the public id to
 # the MAC key (for secrets over 64 bytes HMAC hashes the key to exactly sha256(secret)).
@@ -219,6 +224,9 @@ class Binding:
     method: str  # "tools/call" | "prompts/get" | "resources/read"
     target: str  # tool or prompt name, or resource URI
     arguments_digest: str  # digest_arguments(params.arguments)
+    # digest_principal(who asked): basic/patterns/mrtr (requestState, Security Considerations)
+    # says servers SHOULD bind the state to the authenticated user; "" when nobody is known.
+    principal_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -247,6 +255,14 @@ def digest_arguments(arguments: Mapping[str, object] | None) -> str:
     )
     digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
     return _b64encode(digest[:16])  # 22 characters
+
+
+def digest_principal(principal: str | None) -> str:
+    """A 128-bit digest of who asked (``""`` for nobody): what a token binds, never the name."""
+    if principal is None:
+        return ""
+    digest = hashlib.sha256(_PRINCIPAL_LABEL + principal.encode("utf-8", "surrogatepass"))
+    return _b64encode(digest.digest()[:16])
 
 
 class RequestStateCodec:
@@ -333,6 +349,8 @@ class RequestStateCodec:
         }
         if state is not None:
             payload["s"] = state
+        if binding.principal_digest:
+            payload["p"] = binding.principal_digest
         # ASCII-only keeps encoding total (lone surrogates become escapes) and the token 7-bit.
         body = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
         encoded = _b64encode(body.encode("ascii"))
@@ -367,7 +385,8 @@ class RequestStateCodec:
             _reject("malformed")
         state, claimed = _parse_payload(_b64decode(encoded))
         if claimed != binding:
-            # Another tool, another method, or the same tool with other arguments: a replay.
+            # Another tool, another method, the same tool with other arguments, or another
+            # principal's round: a replay.
             _reject("binding")
         # Last: "expired" is the one reason dispatch answers by asking again, so it must only
         # ever describe an authentic token that belongs to this very request.
@@ -447,9 +466,12 @@ def _parse_payload(raw: bytes) -> tuple[RoundState, Binding]:
         )
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         _reject("malformed")
-    if not isinstance(data, dict) or data.keys() - {"s"} != _PAYLOAD_KEYS:
+    if not isinstance(data, dict) or data.keys() - _OPTIONAL_KEYS != _PAYLOAD_KEYS:
         _reject("malformed")
     if "s" in data and data["s"] is None:  # mint omits a None state: one spelling per token
+        _reject("malformed")
+    principal = data.get("p", "")
+    if "p" in data and not (isinstance(principal, str) and principal):  # the same for "p"
         _reject("malformed")
     answers, digest, exp = data["a"], data["d"], data["e"]
     method, asked, target = data["m"], data["q"], data["t"]
@@ -463,5 +485,5 @@ def _parse_payload(raw: bytes) -> tuple[RoundState, Binding]:
         _reject("malformed")
     return (
         RoundState(answers=answers, asked=asked, expires_at=exp, state=data.get("s")),
-        Binding(method=method, target=target, arguments_digest=digest),
+        Binding(method=method, target=target, arguments_digest=digest, principal_digest=principal),
     )
