@@ -17,6 +17,7 @@ from typing import Any, cast
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_http_app import Client, app_over
 
 from mrtr_runtime._http import HttpApp, HttpSettings
 from mrtr_runtime._http_rules import AccessPolicy, parse_token_lines
@@ -30,7 +31,6 @@ from mrtr_runtime._tokens import (
     digest_principal,
 )
 from support import BOTH_ANSWERS, DEPLOY, make_server
-from test_http_app import Client, app_over
 
 pytestmark = pytest.mark.anyio
 

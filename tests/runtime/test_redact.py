@@ -20,8 +20,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mrtr_runtime import Registry, ToolError, redact_secrets
-from mrtr_runtime.testing import MemoryClient
+from mrtr_runtime import InvalidInputResponse, Registry, ToolError, redact_secrets
+from mrtr_runtime.testing import MemoryClient, RpcError
 from support import PACKAGE, make_server
 
 BOUND = 30  # seconds for a subprocess
@@ -289,8 +289,8 @@ class Listening:
     # where uvicorn would configure its loggers), then this logs as uvicorn does and returns.
     started = True
 
-    def __init__(self, config, server):
-        del config, server
+    def __init__(self, config, *rest):
+        del config, rest
 
     def run(self, sockets):
         headers = [(b"authorization", b"Bearer {BASE_TOKEN}")]
@@ -326,4 +326,26 @@ async def test_a_tool_errors_message_is_redacted_in_the_result() -> None:
     assert result["isError"] is True
     assert result["content"][0]["text"] == (
         "call failed: b'<SessionToken>[redacted]</SessionToken>'"
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_an_invalid_input_errors_message_is_redacted_in_the_error(era: str) -> None:
+    # InvalidInputResponse becomes a JSON-RPC error (-32602) in both eras; a tool can raise it
+    # with any text, a library's included.
+    registry = Registry()
+
+    @registry.tool()
+    async def refuses_quoting() -> str:
+        """Raises InvalidInputResponse quoting a signed header."""
+        raise InvalidInputResponse("confirm", f"rejected: X-Amz-Security-Token: {BASE_TOKEN}")
+
+    client = MemoryClient(make_server(registry=registry), era=era)
+    with pytest.raises(RpcError) as raised:
+        await client.call_tool("refuses_quoting")
+    assert raised.value.code == -32602
+    assert BASE_TOKEN not in raised.value.message
+    assert raised.value.message == (
+        "Invalid inputResponses['confirm']: rejected: X-Amz-Security-Token: [redacted]"
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from test_http_app import Client, app_over
 
 from support import (
     BOUND,
@@ -24,7 +25,6 @@ from support import (
     send,
     server_env,
 )
-from test_http_app import Client, app_over
 
 pytestmark = pytest.mark.anyio
 

@@ -27,6 +27,7 @@ from ._jsonrpc import (
     RpcError,
     clip,
 )
+from ._redact import redact_secrets
 from ._results import InputRequired
 from ._tokens import (
     Binding,
@@ -323,7 +324,8 @@ async def _finish_round(
     try:
         outcome = await call.run(context)
     except InvalidInputResponse as error:
-        raise RpcError(INVALID_PARAMS, str(error)) from None
+        # A tool can raise it with any text: it leaves like a ToolError's, redacted.
+        raise RpcError(INVALID_PARAMS, redact_secrets(str(error))) from None
     if not isinstance(outcome, InputRequired):
         return call.finish(outcome)
     missing = merge_missing(capabilities, outcome)

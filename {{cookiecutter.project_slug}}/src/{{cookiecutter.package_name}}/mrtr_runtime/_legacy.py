@@ -23,6 +23,7 @@ from ._dispatch import (
     unasked_answers,
 )
 from ._jsonrpc import INVALID_PARAMS, RpcError, clip
+from ._redact import redact_secrets
 from ._results import InputRequired
 from ._wire import ELICIT
 
@@ -66,7 +67,8 @@ async def run_legacy(
         try:
             outcome = await call.run(make_context(answers, None, state))
         except InvalidInputResponse as error:
-            raise RpcError(INVALID_PARAMS, str(error)) from None
+            # A tool can raise it with any text: it leaves like a ToolError's, redacted.
+            raise RpcError(INVALID_PARAMS, redact_secrets(str(error))) from None
         if not isinstance(outcome, InputRequired):
             return call.finish(outcome)
         if round_number == max_rounds:
