@@ -33,6 +33,7 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Final
+from urllib.parse import quote
 
 __all__ = ("WIRE_NEEDLES", "redact_known", "redact_secrets", "treat_as_secret")
 
@@ -146,12 +147,13 @@ def _base64_pieces(secret: str) -> list[str]:
 
 
 def _needles(secrets: Iterable[str]) -> list[str]:
-    """The literal strings to find for `secrets`: each value and its base64 pieces."""
+    """The literal strings to find: each value, URL-quoted whole (UTF-8 escapes, which the
+    decoded copy does not rebuild) and its base64 pieces."""
     found = {
         needle
         for secret in secrets
         if len(secret) >= _MIN_KNOWN_SECRET
-        for needle in (secret, *_base64_pieces(secret))
+        for needle in (secret, quote(secret, safe=""), quote(secret), *_base64_pieces(secret))
     }
     return sorted(found, key=len, reverse=True)  # a longer needle first: no piece left behind
 
