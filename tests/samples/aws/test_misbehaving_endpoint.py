@@ -161,7 +161,6 @@ class FakeAws:
         }
         return 200, response(action, results[action])
 
-
     def reflected_outputs(self) -> str:
         if not self.reflecting:
             return ""

@@ -38,8 +38,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import __version__, hosts
-from .mrtr_runtime import redact_secrets
 from .app import NAME, build_server, default_key_file, project_root, user_key_file
+from .mrtr_runtime import redact_secrets
 from .mrtr_runtime.server import (
     DEFAULT_TTL_SECONDS,
     MAX_TTL_SECONDS,

@@ -115,9 +115,9 @@ __all__ = (
     "list_roots",
     "prompt_message",
     "redact_secrets",
-    "treat_as_secret",
     "resource_link",
     "sample",
     "text_block",
     "text_contents",
+    "treat_as_secret",
 )

@@ -163,7 +163,7 @@ def _wire_form(needle: str) -> str:
     # on its own, so a string holding the needle is encoded holding this.
     escaped = []
     for char in needle:
-        if char in "\"\\":
+        if char in '"\\':
             escaped.append("\\" + char)
         elif char < " " or char > "~":
             escaped.append("".join(f"\\u{unit:04x}" for unit in _utf16(char)))
