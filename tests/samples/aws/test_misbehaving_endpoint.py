@@ -289,7 +289,9 @@ async def test_credentials_an_endpoint_echoes_bare_never_get_out(
         ) as session:
             fake.reset("create")
             fake.reflecting = True
-            result = await session.call_tool("deploy_to_aws", {"stack": STACK})
+            result = await session.call_tool(
+                "deploy_to_aws", {"stack": STACK}, meta={"progressToken": "deploy"}
+            )
     assert result.get("isError") is not True, text_of(result)
     assert "DescribeStackEvents" in fake.calls
     everything = "\n".join(
