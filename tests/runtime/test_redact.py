@@ -9,10 +9,12 @@ and a ToolError's message in a tool result.
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -20,7 +22,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mrtr_runtime import InvalidInputResponse, Registry, ToolError, redact_secrets
+from mrtr_runtime import InvalidInputResponse, Registry, ToolError, _redact, redact_secrets
+from mrtr_runtime._jsonrpc import encode
 from mrtr_runtime.testing import MemoryClient, RpcError
 from support import PACKAGE, make_server
 
@@ -349,3 +352,130 @@ async def test_an_invalid_input_errors_message_is_redacted_in_the_error(era: str
     assert raised.value.message == (
         "Invalid inputResponses['confirm']: rejected: X-Amz-Security-Token: [redacted]"
     )
+
+
+KNOWN = "c0Rm+4hT8wXq/3LzV7nBk2Ps6Gd9Fy1Ja5Uo0Ei"
+
+
+@pytest.fixture
+def registered() -> Iterator[str]:
+    _redact.treat_as_secret(KNOWN)
+    yield KNOWN
+    _redact._forget_known_secrets()
+
+
+def html_escaped(secret: str) -> str:
+    return secret.replace("/", "&#x2F;").replace("+", "&#43;").replace("=", "&#61;")
+
+
+# Spellings of a bare value with no name beside it (an endpoint echoing what it was sent).
+KNOWN_SPELLINGS: dict[str, Form] = {
+    "as-is": lambda s: s,
+    "json": lambda s: json.dumps({"reason": f"saw {s}"}),
+    "url-quoted": lambda s: quote(s, safe="/"),
+    "url-quoted-lowercase": lambda s: quote(s, safe=""),  # lowered below, escapes only
+    "html-escaped": html_escaped,
+    "json-unicode-escaped": lambda s: s.replace("/", "\\u002f").replace("+", "\\u002B"),
+    "base64": lambda s: base64.b64encode(f"x{s}yz".encode()).decode(),
+    "base64-aligned": lambda s: base64.b64encode(f"{s}".encode()).decode(),
+    "split-across-lines": lambda s: f"{s[:11]}\n        {s[11:]}",
+    "split-in-a-repr": lambda s: repr(f"{s[:5]}\r\n{s[5:]}"),
+}
+
+
+def lower_escapes(text: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda match: match.group().lower(), text)
+
+
+@pytest.mark.parametrize("spelling", KNOWN_SPELLINGS, ids=KNOWN_SPELLINGS.keys())
+def test_a_registered_secret_is_redacted_bare_in_any_spelling(
+    registered: str, spelling: str
+) -> None:
+    text = KNOWN_SPELLINGS[spelling](registered)
+    text = lower_escapes(text) if spelling.endswith("lowercase") else text
+    redacted = redact_secrets(f"before {text} after")
+    assert "[redacted]" in redacted
+    assert redacted.startswith("before ") and redacted.endswith(" after")
+    for piece in (registered[i : i + 8] for i in range(0, len(registered) - 7, 4)):
+        assert piece not in redacted.replace("\n", "").replace(" ", "")
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    secret=secrets_,
+    cuts=st.lists(st.integers(min_value=1, max_value=79), max_size=3),
+    indent=st.text(alphabet=" \t", max_size=8),
+    escape=st.booleans(),
+    # Nothing a secret is made of, so the text around it cannot extend or repeat it.
+    before=st.text(alphabet=" .,;!?-()", max_size=30),
+    after=st.text(alphabet=" .,;!?-()", max_size=30),
+)
+def test_a_known_secret_split_or_escaped_anywhere_never_survives(
+    secret: str, cuts: list[int], indent: str, escape: bool, before: str, after: str
+) -> None:
+    spelled = html_escaped(secret) if escape else secret
+    pieces, start = [], 0
+    for cut in sorted({cut for cut in cuts if cut < len(spelled)}):
+        # Cut between characters of the value, never inside an escape.
+        if not re.match(r"[^&]*;", spelled[cut:]) and spelled[cut - 1] != "&":
+            pieces.append(spelled[start:cut])
+            start = cut
+    pieces.append(spelled[start:])
+    text = before + " " + ("\n" + indent).join(pieces) + " " + after
+    assert redact_secrets(text, [secret]) == f"{before} [redacted] {after}"
+
+
+def test_registered_secrets_are_kept_up_to_the_bound_and_the_oldest_go_first() -> None:
+    limit = _redact.MAX_KNOWN_SECRETS
+    values = [f"value-{number:08d}-known" for number in range(10 * limit)]
+    try:
+        _redact.treat_as_secret(*values[:limit])
+        assert all(redact_secrets(value) == "[redacted]" for value in values[:limit])
+        _redact.treat_as_secret(*values[limit:])
+        assert redact_secrets(values[-limit]) == "[redacted]"
+        assert redact_secrets(values[-limit - 1]) == values[-limit - 1]
+        assert len(_redact.WIRE_NEEDLES) <= limit * 6
+    finally:
+        _redact._forget_known_secrets()
+
+
+def test_a_known_secret_split_in_a_megabyte_of_lines_is_found() -> None:
+    filler = "line of an ordinary log %2f &amp;\n" * 30_000
+    text = f"{filler}{KNOWN[:9]}\n   {KNOWN[9:]}{filler}"
+    redacted = redact_secrets(text, [KNOWN])
+    assert len(text) >= 2_000_000
+    assert redacted == f"{filler}[redacted]{filler}"
+
+
+def test_every_outgoing_message_loses_the_registered_secrets(registered: str) -> None:
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "content": [{"type": "text", "text": f"Output Echo = {registered}"}],
+            "structuredContent": {"outputs": {"Echo": registered, registered: "as a name"}},
+        },
+    }
+    line = encode(message)
+    assert registered.encode() not in line
+    decoded = json.loads(line)
+    assert decoded["result"]["structuredContent"]["outputs"] == {
+        "Echo": "[redacted]",
+        "[redacted]": "as a name",
+    }
+    assert decoded["result"]["content"][0]["text"] == "Output Echo = [redacted]"
+
+
+def test_a_secret_that_looks_like_a_number_leaves_the_line_valid_json() -> None:
+    try:
+        _redact.treat_as_secret("12345678", "é/ünïcode-secret")
+        line = encode({"jsonrpc": "2.0", "id": 12345678, "result": {"t": "é/ünïcode-secret"}})
+        assert json.loads(line) == {"jsonrpc": "2.0", "id": 12345678, "result": {"t": "[redacted]"}}
+    finally:
+        _redact._forget_known_secrets()
+
+
+def test_messages_are_unchanged_when_no_secret_is_registered() -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"t": KNOWN}}
+    assert _redact.WIRE_NEEDLES == ()
+    assert json.loads(encode(message)) == message

@@ -97,6 +97,7 @@ class FakeAws:
         self.status: str | None = None
         self.mode: Mode | None = None
         self.fail_at = -1
+        self.reflecting = False
 
     def reset(self, flow: Flow, mode: Mode | None = None, fail_at: int = -1) -> None:
         with self.lock:
@@ -105,6 +106,7 @@ class FakeAws:
                 flow, "UPDATE_COMPLETE"
             )
             self.mode, self.fail_at = mode, fail_at
+            self.reflecting = False
 
     def answer(self, action: str, head: bytes, body: bytes) -> tuple[int, bytes]:
         with self.lock:
@@ -125,7 +127,7 @@ class FakeAws:
         stack = (
             f"<Stacks><member><StackName>{STACK}</StackName><StackId>{STACK_ID}</StackId>"
             f"<CreationTime>2026-07-28T00:00:00Z</CreationTime>"
-            f"<StackStatus>{self.status}</StackStatus></member></Stacks>"
+            f"<StackStatus>{self.status}</StackStatus>{self.reflected_outputs()}</member></Stacks>"
         )
         change_set = (
             f"<ChangeSetName>mrtr-x</ChangeSetName><ChangeSetId>{CHANGE_SET_ID}</ChangeSetId>"
@@ -154,10 +156,32 @@ class FakeAws:
             "DescribeChangeSet": change_set,
             "DeleteChangeSet": "",
             "CreateChangeSet": f"<Id>{CHANGE_SET_ID}</Id><StackId>{STACK_ID}</StackId>",
-            "DescribeStackEvents": "<StackEvents/>",
+            "DescribeStackEvents": f"<StackEvents>{self.reflected_event()}</StackEvents>",
             "ExecuteChangeSet": "",
         }
         return 200, response(action, results[action])
+
+    def reflected_outputs(self) -> str:
+        if not self.reflecting:
+            return ""
+        return (
+            f"<Outputs><member><OutputKey>Echo</OutputKey><OutputValue>{ASSUMED['SessionToken']}"
+            "</OutputValue></member></Outputs>"
+        )
+
+    def reflected_event(self) -> str:
+        # Only once the change set runs: the events before it are not relayed.
+        if not self.reflecting or self.status != "CREATE_COMPLETE":
+            return ""
+        return (
+            f"<member><EventId>e-1</EventId><StackId>{STACK_ID}</StackId>"
+            f"<StackName>{STACK}</StackName><LogicalResourceId>Api</LogicalResourceId>"
+            "<ResourceType>AWS::Lambda::Function</ResourceType>"
+            "<ResourceStatus>CREATE_IN_PROGRESS</ResourceStatus><ResourceStatusReason>"
+            f"saw {ASSUMED['SessionToken']} with {ASSUMED['SecretAccessKey']} and "
+            f"{BASE['AWS_SECRET_ACCESS_KEY']}</ResourceStatusReason>"
+            "<Timestamp>2026-07-28T00:00:01Z</Timestamp></member>"
+        )
 
 
 def handler_for(fake: FakeAws) -> type[BaseHTTPRequestHandler]:
@@ -249,3 +273,31 @@ async def test_no_credential_gets_out_whichever_aws_call_misbehaves(
         assert piece not in everything, f"a credential reached the output ({mode} {flow})"
     # Every failure is a ToolError the engine built: nothing fell through to the generic path.
     assert "Traceback" not in everything
+
+
+@pytest.mark.anyio
+async def test_credentials_an_endpoint_echoes_bare_never_get_out(
+    fake_aws: tuple[FakeAws, str], tmp_path: Path
+) -> None:
+    # A stack event's reason and an Output value quote the credentials with no name beside
+    # them: only the values the deploy registered as secret can find them.
+    fake, endpoint = fake_aws
+    yes = answers({"confirm": {"confirmed": True}, "role-arn": {"arn": ROLE}})
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            [sys.executable, "-m", PACKAGE], env=server_env(endpoint, tmp_path), elicitation=yes
+        ) as session:
+            fake.reset("create")
+            fake.reflecting = True
+            result = await session.call_tool(
+                "deploy_to_aws", {"stack": STACK}, meta={"progressToken": "deploy"}
+            )
+    assert result.get("isError") is not True, text_of(result)
+    assert "DescribeStackEvents" in fake.calls
+    everything = "\n".join(
+        [text_of(result), repr(result), repr(session.notifications), session.stderr_text()]
+    )
+    assert "[redacted]" in repr(result["structuredContent"])  # the echo came through, redacted
+    assert "Api (AWS::Lambda::Function)" in repr(session.notifications)
+    for piece in PIECES:
+        assert piece not in everything, "an echoed credential reached the output"

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 from . import __version__, hosts
 from .app import NAME, build_server, default_key_file, project_root, user_key_file
+from .mrtr_runtime import redact_secrets
 from .mrtr_runtime.server import (
     DEFAULT_TTL_SECONDS,
     MAX_TTL_SECONDS,
@@ -311,7 +312,8 @@ def discover_problem(status: int, content_type: str, body: bytes) -> str | None:
 def health_check(url: str) -> int:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        sys.stderr.write(f"{NAME}: unhealthy: not an http(s) URL: {url!r}\n")
+        # The URL can carry a password (userinfo) or a presigned token in its query.
+        sys.stderr.write(redact_secrets(f"{NAME}: unhealthy: not an http(s) URL: {url!r}") + "\n")
         return 1
     body, headers = discover_request()
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
@@ -326,7 +328,7 @@ def health_check(url: str) -> int:
     finally:
         connection.close()
     if problem is not None:
-        sys.stderr.write(f"{NAME}: unhealthy: {url}: {problem}\n")
+        sys.stderr.write(redact_secrets(f"{NAME}: unhealthy: {url}: {problem}") + "\n")
         return 1
     return 0
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._context import Context, InvalidInputResponse, LoggingLevel, RequestCancelled
 from ._inputs import InputRequest, choice_titles, elicit_form, elicit_url, list_roots, sample
-from ._redact import redact_secrets
+from ._redact import redact_secrets, treat_as_secret
 from ._registry import Registry, ToolAnnotations
 from ._results import InputRequired, ToolError, ToolResult
 
@@ -119,4 +119,5 @@ __all__ = (
     "sample",
     "text_block",
     "text_contents",
+    "treat_as_secret",
 )

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
+from . import _redact
+
 __all__ = (
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
@@ -324,6 +326,14 @@ def encode(message: JSONObject) -> bytes:
     TypeError or ValueError for a message that is not JSON.
     """
     text = json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    # The last path out: a secret the process registered (treat_as_secret) never reaches the
+    # client, in a result as much as in an error. Redacted string by string and encoded again,
+    # so the line stays valid JSON; a server that registered none pays one truthiness check.
+    needles = _redact.WIRE_NEEDLES
+    if needles and any(needle in text for needle in needles):
+        text = json.dumps(
+            _redact.redact_known(message), separators=(",", ":"), ensure_ascii=True, allow_nan=False
+        )
     return text.encode("ascii") + b"\n"
 
 

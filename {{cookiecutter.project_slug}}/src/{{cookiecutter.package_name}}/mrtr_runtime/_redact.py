@@ -14,7 +14,10 @@ So it looks for the shapes secrets travel in rather than for exception classes:
   (`aws_secret_access_key = ...`), even when the text is cut off inside the value;
 - the whole value of an Authorization header (SigV4's Credential and Signature, a bearer token);
 - the userinfo of any URL (`scheme://user:password@host`);
-- and any secret value the caller knows, also URL- and JSON-escaped.
+- and any secret value known to be one: passed by the caller, or registered for the whole
+  process with `treat_as_secret` (credentials the server obtained, which an endpoint may echo
+  back bare, with no name beside them). A known value is found as is, and also URL-, JSON- or
+  HTML-escaped, split across lines, and inside base64.
 
 The server's own log is where server/utilities/logging's rule applies first: log messages
 "MUST NOT contain credentials or secrets". Standard library only, patterns compiled once on
@@ -23,16 +26,23 @@ import: the stdio path loads it with logging.
 
 from __future__ import annotations
 
+import base64
+import bisect
+import functools
 import re
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from typing import Final
 from urllib.parse import quote
 
-__all__ = ("redact_secrets",)
+__all__ = ("WIRE_NEEDLES", "redact_known", "redact_secrets", "treat_as_secret")
 
 REDACTED: Final = "[redacted]"
 # Shorter known values are not worth replacing: they would blank ordinary words.
 _MIN_KNOWN_SECRET: Final = 8
+# The process-wide set keeps the most recent values: a long-running server assumes a role per
+# deploy, and an unbounded set would grow forever and slow every redaction.
+MAX_KNOWN_SECRETS: Final = 256
 
 # IAM unique-id prefixes of keys (AKIA long-term, ASIA temporary) and of the ids that travel
 # with them; no word boundaries, so a key glued to other text is still found.
@@ -85,29 +95,231 @@ _URL_USERINFO: Final = re.compile(r"(?<=://)[^/@\s\"'<>\[\]]+@")
 _KEEP_HEAD: Final = rf"\g<head>{REDACTED}"
 
 
-def _spellings(secret: str) -> set[str]:
-    """How a known value can appear: as is, URL-quoted (a query string) and JSON-escaped."""
-    return {secret, quote(secret, safe=""), quote(secret, safe="/"), secret.replace("/", "\\/")}
+# One spelled character of a known value: a URL escape (either case), a JSON escape (\\/ and
+# \\u002f, escaped again inside a repr), an HTML character reference or a line break with the
+# indentation after it (a value wrapped across lines). Fixed shapes with no nested repetition:
+# one pass over the text, however it is built.
+_SPELLED: Final = re.compile(
+    # The lookahead turns most positions away before the alternatives are tried.
+    r"(?=[%&\\\r\n])(?:%[0-9a-fA-F]{2}|\\+u[0-9a-fA-F]{4}|\\+[/+=]|&#[xX][0-9a-fA-F]{1,6};"
+    r"|&#[0-9]{1,7};|&(?:sol|plus|equals|amp);|(?:\r?\n|(?:\\+r)?\\+n)[ \t]*)"
+)
+_NAMED_CHARACTERS: Final = {"&sol;": "/", "&plus;": "+", "&equals;": "=", "&amp;": "&"}
+_LINE_BREAK: Final = re.compile(r"(?:\r?\n|(?:\\+r)?\\+n)[ \t]*")
+
+
+@functools.lru_cache(maxsize=1024)
+def _decoded(spelled: str) -> str:
+    """The character one `_SPELLED` match stands for ("" for a line break)."""
+    if _LINE_BREAK.fullmatch(spelled):
+        return ""
+    if spelled.startswith("%"):
+        return chr(int(spelled[1:], 16))
+    if spelled.startswith("\\"):
+        tail = spelled.lstrip("\\")
+        return chr(int(tail[1:], 16)) if tail.startswith("u") else tail
+    if spelled in _NAMED_CHARACTERS:
+        return _NAMED_CHARACTERS[spelled]
+    number = spelled[2:-1]
+    code = int(number[1:], 16) if number[:1] in "xX" else int(number)
+    return chr(code) if code <= 0x10FFFF else ""
+
+
+def _decoded_match(match: re.Match[str]) -> str:
+    return _decoded(match.group())
+
+
+def _base64_pieces(secret: str) -> list[str]:
+    """What base64 of any text holding `secret` is sure to contain, at each of 3 alignments.
+
+    The first group of 4 characters mixes in the bytes before the value and the last one the
+    bytes after it; the groups in between depend on the value alone.
+    """
+    data = secret.encode("utf-8", "surrogatepass")
+    pieces = []
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + data).decode("ascii")
+        start = 4 if offset else 0
+        end = (offset + len(data)) // 3 * 4
+        if end - start >= _MIN_KNOWN_SECRET * 4 // 3:
+            pieces.append(encoded[start:end])
+    return pieces
+
+
+def _needles(secrets: Iterable[str]) -> list[str]:
+    """The literal strings to find: each value, URL-quoted whole (UTF-8 escapes, which the
+    decoded copy does not rebuild) and its base64 pieces."""
+    found = {
+        needle
+        for secret in secrets
+        if len(secret) >= _MIN_KNOWN_SECRET
+        for needle in (secret, quote(secret, safe=""), quote(secret), *_base64_pieces(secret))
+    }
+    return sorted(found, key=len, reverse=True)  # a longer needle first: no piece left behind
+
+
+def _wire_form(needle: str) -> str:
+    # What a needle becomes inside a JSON string with ensure_ascii: JSON escapes each character
+    # on its own, so a string holding the needle is encoded holding this.
+    escaped = []
+    for char in needle:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif char < " " or char > "~":
+            escaped.append("".join(f"\\u{unit:04x}" for unit in _utf16(char)))
+        else:
+            escaped.append(char)
+    return "".join(escaped)
+
+
+def _utf16(char: str) -> Iterator[int]:
+    data = char.encode("utf-16-be", "surrogatepass")
+    for index in range(0, len(data), 2):
+        yield int.from_bytes(data[index : index + 2], "big")
+
+
+_known_lock: Final = threading.Lock()
+_known: dict[str, None] = {}  # insertion order is age: the oldest value goes first
+_known_needles: list[str] = []
+# What the JSON-RPC encoder looks for in every outgoing line; empty (one truthiness check) in
+# a server that never registered a secret.
+WIRE_NEEDLES: tuple[str, ...] = ()
+
+
+def treat_as_secret(*values: str) -> None:
+    """Redact `values` from every text `redact_secrets` sees, and from every outgoing message.
+
+    For secrets the process obtains at run time (credentials an AWS call returned), which
+    can come back bare, with no name beside them. Values shorter than 8 characters are
+    ignored; the set keeps the 256 most recent values. Thread-safe.
+    """
+    global WIRE_NEEDLES, _known_needles
+    with _known_lock:
+        for value in values:
+            if isinstance(value, str) and len(value) >= _MIN_KNOWN_SECRET:
+                _known.pop(value, None)
+                _known[value] = None
+        while len(_known) > MAX_KNOWN_SECRETS:
+            del _known[next(iter(_known))]
+        _known_needles = _needles(_known)
+        WIRE_NEEDLES = tuple(dict.fromkeys(_wire_form(needle) for needle in _known_needles))
+
+
+def _forget_known_secrets() -> None:
+    """Empty the process-wide set (for tests)."""
+    global WIRE_NEEDLES, _known_needles
+    with _known_lock:
+        _known.clear()
+        _known_needles = []
+        WIRE_NEEDLES = ()
+
+
+def _spans_decoded(text: str, needles: list[str]) -> list[tuple[int, int]]:
+    """Where in `text` the needles are once every `_SPELLED` character is decoded.
+
+    The decoded copy is built in one pass, with the start of each piece in both texts; a find
+    in the copy maps back through them. str.find is linear in the text (two-way search), so
+    the whole is linear in the text for a bounded set of needles.
+    """
+    # A first pass in C finds whether there is anything to map back at all (there seldom is).
+    if not any(needle in _SPELLED.sub(_decoded_match, text) for needle in needles):
+        return []
+    pieces: list[str] = []
+    decoded_starts: list[int] = []  # where each piece starts in the decoded copy
+    spelled: list[tuple[int, int] | None] = []  # a spelled piece's span in `text`; None: plain
+    original_starts: list[int] = []  # where a plain piece starts in `text`
+    position = decoded = 0
+
+    def plain(end: int) -> None:
+        nonlocal decoded
+        decoded_starts.append(decoded)
+        spelled.append(None)
+        original_starts.append(position)
+        pieces.append(text[position:end])
+        decoded += end - position
+
+    for match in _SPELLED.finditer(text):
+        if match.start() > position:
+            plain(match.start())
+        char = _decoded(match.group())
+        if char:
+            decoded_starts.append(decoded)
+            spelled.append(match.span())
+            original_starts.append(match.start())
+            pieces.append(char)
+            decoded += 1
+        position = match.end()
+    if not spelled:
+        return []
+    if position < len(text):
+        plain(len(text))
+    copy = "".join(pieces)
+    spans = []
+    for needle in needles:
+        start = copy.find(needle)
+        while start >= 0:
+            end = start + len(needle)
+            first = bisect.bisect_right(decoded_starts, start) - 1
+            last = bisect.bisect_right(decoded_starts, end - 1) - 1
+            first_span, last_span = spelled[first], spelled[last]
+            begin = (
+                original_starts[first] + start - decoded_starts[first]
+                if first_span is None
+                else first_span[0]
+            )
+            finish = (
+                original_starts[last] + end - decoded_starts[last]
+                if last_span is None
+                else last_span[1]
+            )
+            spans.append((begin, finish))
+            start = copy.find(needle, end)
+    return spans
+
+
+def _without_known(text: str, secrets: Iterable[str]) -> str:
+    needles = _needles(secrets)
+    if _known_needles:
+        needles = sorted({*needles, *_known_needles}, key=len, reverse=True)
+    if not needles:
+        return text
+    for needle in needles:
+        text = text.replace(needle, REDACTED)
+    spans = _spans_decoded(text, needles)
+    if not spans:
+        return text
+    spans.sort()
+    kept = []
+    position = 0
+    for start, end in spans:
+        if end <= position:
+            continue
+        start = max(start, position)
+        kept.append(text[position:start])
+        kept.append(REDACTED)
+        position = end
+    kept.append(text[position:])
+    return "".join(kept)
+
+
+def redact_known(value: object) -> object:
+    """`value` (a JSON value) with every known secret redacted from each of its strings."""
+    if isinstance(value, str):
+        return _without_known(value, ())
+    if isinstance(value, dict):
+        return {redact_known(key): redact_known(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_known(item) for item in value]
+    return value
 
 
 def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` with secret material replaced by "[redacted]"; everything else kept as it was.
 
-    `secrets` are values known to be secret (credentials the caller holds); values shorter
-    than 8 characters are ignored.
+    `secrets` are values known to be secret (credentials the caller holds), added to those
+    registered with `treat_as_secret`; values shorter than 8 characters are ignored.
     """
-    known = sorted(
-        {
-            form
-            for secret in secrets
-            if len(secret) >= _MIN_KNOWN_SECRET
-            for form in _spellings(secret)
-        },
-        key=len,
-        reverse=True,  # a longer spelling first, so no shorter one leaves a piece of it behind
-    )
-    for form in known:
-        text = text.replace(form, REDACTED)
+    text = _without_known(text, secrets)
     lowered = text.lower()
     if any(word in lowered for word in _NAME_WORDS):
         text = _AUTHORIZATION.sub(_KEEP_HEAD, text)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..mrtr_runtime import RequestCancelled, ToolError, redact_secrets
+from ..mrtr_runtime import RequestCancelled, ToolError, redact_secrets, treat_as_secret
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -600,11 +600,15 @@ def run_deploy(
                 for value in (frozen.access_key, frozen.secret_key, frozen.token)
                 if value
             ]
+            # An endpoint can echo what it was sent (the session token) into stack events and
+            # outputs, bare; registered, they are redacted from progress, logs and results alike.
+            treat_as_secret(*secrets)
         sts = base.client("sts", region_name=resolved, config=config)
         progress(f"Assuming role {role_arn}")
         checkpoint()
         credentials = assume_role(sts, role_arn, session_name=f"mrtr-deploy-{plan.stack}"[:64])
         secrets += credentials.secrets()
+        treat_as_secret(*credentials.secrets())
         checkpoint()
         assumed = boto3.session.Session(
             aws_access_key_id=credentials.access_key_id,
