@@ -51,6 +51,7 @@ def test_an_http_server_started_with_fd_0_or_1_closed_serves_and_stops_on_sigter
         url = f"http://{found.group(1)}:{found.group(2)}/mcp"
         with pytest.raises(urllib.request.HTTPError) as refused:
             urllib.request.urlopen(url, timeout=BOUND)  # noqa: S310 (a local test server)
+        refused.value.close()
         assert refused.value.code == 405  # a GET: served, and refused as the endpoint does
         process.send_signal(signal.SIGTERM)
         rest = process.stderr.read().decode("utf-8", "replace")
