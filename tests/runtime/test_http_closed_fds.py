@@ -50,7 +50,7 @@ def test_an_http_server_started_with_fd_0_or_1_closed_serves_and_stops_on_sigter
         assert {fd for fd, target in fds.items() if target == os.devnull} == closed, fds
         url = f"http://{found.group(1)}:{found.group(2)}/mcp"
         with pytest.raises(urllib.request.HTTPError) as refused:
-            urllib.request.urlopen(url, timeout=BOUND)  # noqa: S310 (a local test server)
+            urllib.request.urlopen(url, timeout=BOUND)
         refused.value.close()
         assert refused.value.code == 405  # a GET: served, and refused as the endpoint does
         process.send_signal(signal.SIGTERM)
