@@ -73,7 +73,8 @@ _AWS_SECRET = re.compile(
     rb"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
 )
 _AWS_NEAR = 512
-_AWS_OVERLAP = 2 * _AWS_NEAR + 64
+_AWS_SECRET_CHARS = 40
+_AWS_OVERLAP = 2 * (_AWS_NEAR + _AWS_SECRET_CHARS) + 64
 
 _BYTE_CODE_SUFFIXES = frozenset({".pyc", ".pyo"})
 _BYTE_CODE_DIRECTORIES = frozenset({"__pycache__"})
@@ -291,7 +292,14 @@ _URL_SAFE = bytes.maketrans(b"+/", b"-_")
 def _holds_aws_key(window: bytes) -> bool:
     for match in _AWS_KEY_ID.finditer(window):
         start, end = match.span()
-        near = window[max(0, start - _AWS_NEAR) : end + _AWS_NEAR]
+        # A secret that starts (or ends) within _AWS_NEAR bytes of the id, read whole, with
+        # the byte on each side that tells where it begins and ends.
+        near = window[
+            max(0, start - _AWS_NEAR - _AWS_SECRET_CHARS - 1) : end
+            + _AWS_NEAR
+            + _AWS_SECRET_CHARS
+            + 1
+        ]
         if _AWS_SECRET.search(near):
             return True
     return False
