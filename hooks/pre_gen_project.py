@@ -166,6 +166,14 @@ INSTALLED_COMMANDS: dict[str, tuple[str, ...]] = {
 }
 COMMANDS = frozenset(name for names in INSTALLED_COMMANDS.values() for name in names)
 
+# What `python -m venv` puts in a fresh venv's site-packages before anything is installed, by
+# distribution (the last Pythons that still bundle setuptools add it and its hooks).
+VENV_MODULES: dict[str, tuple[str, ...]] = {
+    "pip": ("pip",),
+    "setuptools": ("setuptools", "pkg_resources", "_distutils_hack", "distutils"),
+    "wheel": ("wheel",),
+}
+
 # Names a generated package or command must not take: those modules, the template's own tools
 # (installing the project beside them would shadow them), the vendored runtime, pytest's test
 # directories, and commands that live in the same venv's bin/ directory as our console script.
@@ -192,6 +200,7 @@ RESERVED = frozenset(
         "activate",
     }
     | {name for names in INSTALLED_MODULES.values() for name in names}
+    | {name for names in VENV_MODULES.values() for name in names}
 )
 
 # Device names Windows reserves in every directory, with or without an extension ("con.txt" is
@@ -221,7 +230,11 @@ JINJA_MARKERS = (BRACE + BRACE, BRACE + "%", BRACE + "#")
 # private use and unassigned code points.
 FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 AUTHOR_PUNCTUATION = frozenset(" .'-")
-HTML_COMMENT_MARKERS = ("<!--", "-->")
+# "--!>" closes a comment too (HTML's "incorrectly closed comment" parse error).
+HTML_COMMENT_MARKERS = ("<!--", "-->", "--!>")
+# The line by which the MCP Registry checks who owns the PyPI package: one in the description
+# would be a second claim in the README, whatever the comment around it.
+REGISTRY_OWNER_LINE = re.compile(r"mcp-name\s*:", re.IGNORECASE)
 
 
 class Refused(Exception):
@@ -345,6 +358,11 @@ def check_description(value: str) -> None:
                 f"description {shown(value)} contains the HTML comment marker {marker!r}, "
                 "which would reach the README; leave it out"
             )
+    if REGISTRY_OWNER_LINE.search(value):
+        raise Refused(
+            f"description {shown(value)} contains 'mcp-name:', the MCP Registry's ownership "
+            "line, which the README carries once; leave it out"
+        )
 
 
 def check_author_name(value: str) -> None:

@@ -20,17 +20,35 @@ def docker_pattern(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts) + "(?:/.*)?")
 
 
+Rules = list[tuple[bool, re.Pattern[str]]]
+
+
+def dockerignore_rules(project: Path) -> Rules:
+    """Each line of the project's .dockerignore: whether it re-includes, and what it matches."""
+    rules = []
+    for line in (project / ".dockerignore").read_text(encoding="utf-8").splitlines():
+        text = line.strip()
+        if text and not text.startswith("#"):
+            rules.append((text.startswith("!"), docker_pattern(text.removeprefix("!"))))
+    return rules
+
+
+def is_sent(rules: Rules, relative: str) -> bool:
+    """Whether the file at ``relative`` goes into the context (the last matching rule decides)."""
+    excluded = False
+    for keep, rule in rules:
+        if rule.fullmatch(relative):
+            excluded = not keep
+    return not excluded
+
+
 def build_context(project: Path) -> list[str]:
     """What `docker build` sends: the files .dockerignore leaves in (its last match decides).
 
     As Docker does, a symbolic link is sent as a link, whatever it points at (or if nothing),
     and a linked directory is not entered.
     """
-    rules = []
-    for line in (project / ".dockerignore").read_text(encoding="utf-8").splitlines():
-        text = line.strip()
-        if text and not text.startswith("#"):
-            rules.append((text.startswith("!"), docker_pattern(text.removeprefix("!"))))
+    rules = dockerignore_rules(project)
     entries = []
     for directory, subdirectories, files in os.walk(project):
         subdirectories.sort()
@@ -38,13 +56,5 @@ def build_context(project: Path) -> list[str]:
             Path(directory, name) for name in subdirectories if Path(directory, name).is_symlink()
         ]
         entries += [Path(directory, name) for name in files]
-    sent = []
-    for path in entries:
-        relative = path.relative_to(project).as_posix()
-        excluded = False
-        for keep, rule in rules:
-            if rule.fullmatch(relative):
-                excluded = not keep
-        if not excluded:
-            sent.append(relative)
-    return sorted(sent)
+    relatives = (path.relative_to(project).as_posix() for path in entries)
+    return sorted(relative for relative in relatives if is_sent(rules, relative))

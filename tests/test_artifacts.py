@@ -14,6 +14,7 @@ bytes. The table (artifact x planted file) is written to stderr (``pytest -s``) 
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
@@ -38,7 +39,7 @@ from bakery import (
     bake_project,
     run,
 )
-from docker_context import build_context
+from docker_context import build_context, dockerignore_rules, is_sent
 from hypothesis import given
 from hypothesis import strategies as st
 from uv import find_uv_bin
@@ -144,7 +145,12 @@ def image_wheel(project: Path, out: Path) -> subprocess.CompletedProcess[str]:
             shutil.copy2(project / source, secrets_dir / secret)
     key_file = secrets_dir / KEY_SECRET
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", out, context]
-    return run(command, cwd=out.parent, check=False, env={"MRTR_SIGNING_KEY_FILE": str(key_file)})
+    return run(
+        command,
+        cwd=out.parent,
+        check=False,
+        env={"MRTR_SIGNING_KEY_FILE": str(key_file)},
+    )
 
 
 #: The Dockerfile's build secrets: target file name -> the file `docker build --secret` reads.
@@ -152,7 +158,9 @@ KEY_SECRET = "mrtr-signing-key"  # noqa: S105 (the name of a build secret, not a
 SECRET_MOUNTS = {KEY_SECRET: KEY_FILE, PREVIOUS_KEYS_FILE: PREVIOUS_KEYS_FILE}
 
 
-def test_the_image_build_reads_the_keys_from_the_secrets_this_test_mounts(tmp_path: Path) -> None:
+def test_the_image_build_reads_the_keys_from_the_secrets_this_test_mounts(
+    tmp_path: Path,
+) -> None:
     dockerfile = (bake_project(tmp_path, **COMBINATIONS["no-aws"]) / "Dockerfile").read_text()
     step = re.sub(r"\\\n\s*", " ", dockerfile)
     (install,) = [line for line in step.splitlines() if line.startswith("RUN --mount")]
@@ -322,6 +330,186 @@ def test_a_key_across_the_scan_s_chunk_boundary_is_found(rule: ModuleType, tmp_p
             rule.REFUSE,
             rule.HOLDS_KEY,
         )
+
+
+#: The forms a copy of a key takes without anyone meaning to hide it (each found by a rule).
+KEY_FORMS: Mapping[str, Callable[[bytes], bytes]] = {
+    "split across lines": lambda key: f"{key.hex()[:32]}\n{key.hex()[32:]}\n".encode(),
+    "concatenated literals": lambda key: f'K = "{key.hex()[:30]}" "{key.hex()[30:]}"'.encode(),
+    "spaced hex": lambda key: " ".join(f"{byte:02x}" for byte in key).encode(),
+    "0x bytes": lambda key: ", ".join(f"0x{byte:02X}" for byte in key).encode(),
+    "colon hex": lambda key: ":".join(f"{byte:02x}" for byte in key).encode(),
+    "escaped bytes": lambda key: "".join(f"\\x{byte:02x}" for byte in key).encode(),
+    "bytes repr": lambda key: f"K = {key!r}".encode(),
+    "base64": lambda key: base64.b64encode(key),
+    "base64url": lambda key: base64.urlsafe_b64encode(key),
+    "base64, 1 byte in": lambda key: base64.b64encode(b"\x01" + key + b"\x02"),
+    "base64, 2 bytes in": lambda key: base64.b64encode(b"\x01\x02" + key),
+    "wrapped base64": lambda key: b"\n".join(
+        base64.b64encode(b"pad" * 7 + key)[i : i + 19] for i in range(0, 72, 19)
+    ),
+    "UTF-16-LE hex": lambda key: key.hex().encode("utf-16"),
+    "UTF-16-BE hex": lambda key: key.hex().upper().encode("utf-16-be"),
+}
+
+
+@pytest.mark.parametrize("form", KEY_FORMS)
+@given(prefix=st.binary(max_size=256), suffix=st.binary(max_size=256))
+def test_a_key_is_found_in_each_form_a_copy_takes_and_another_key_s_is_not(
+    rule: ModuleType,
+    tmp_path_factory: pytest.TempPathFactory,
+    form: str,
+    prefix: bytes,
+    suffix: bytes,
+) -> None:
+    key, other = secrets.token_bytes(32), secrets.token_bytes(32)
+    path = tmp_path_factory.mktemp("forms") / "data.txt"
+    # A newline either side: a form is found wherever it is, but is not glued to random bytes
+    # that would make it another text (base64 of other bytes, say).
+    path.write_bytes(prefix + b"\n" + KEY_FORMS[form](key) + b"\n" + suffix)
+    assert rule.ArtifactFilter([key]).judge(path, "data.txt") == (
+        rule.REFUSE,
+        rule.HOLDS_KEY,
+    )
+    assert rule.ArtifactFilter([other]).judge(path, "data.txt") is None
+
+
+@pytest.mark.parametrize("form", ["spaced hex", "0x bytes", "escaped bytes", "base64"])
+@pytest.mark.parametrize("chunks", [1, 10])
+@pytest.mark.parametrize("shift", range(4))
+def test_a_separated_key_across_the_scan_s_chunk_boundary_is_found(
+    rule: ModuleType, tmp_path: Path, form: str, chunks: int, shift: int
+) -> None:
+    # Each shift puts the boundary after another byte of the form: inside ``0x``, ``\x``, ", ".
+    key = secrets.token_bytes(32)
+    path = tmp_path / "big.dat"
+    path.write_bytes(b"." * (rule._CHUNK_BYTES * chunks - shift) + KEY_FORMS[form](key))
+    assert rule.ArtifactFilter([key]).judge(path, "big.dat") == (
+        rule.REFUSE,
+        rule.HOLDS_KEY,
+    )
+
+
+AWS_ID, AWS_SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"User name,Password,Access key ID,Secret access key\nu,p,{AWS_ID},{AWS_SECRET}\n",
+        f"aws_secret_access_key = {AWS_SECRET}\naws_access_key_id = {AWS_ID}\n",
+        f'{{"AccessKeyId": "ASIA{AWS_ID[4:]}", "SecretAccessKey": "{AWS_SECRET}"}}',
+    ],
+)
+def test_an_aws_access_key_id_beside_its_secret_is_refused(
+    rule: ModuleType, tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "users.csv"
+    path.write_text(text, "utf-8")
+    assert rule.ArtifactFilter([]).judge(path, "users.csv") == (
+        rule.REFUSE,
+        rule.AWS_KEY,
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"the key id {AWS_ID} alone, as the redaction tests name it\n",
+        f"a secret alone: {AWS_SECRET}\n",
+        # A commit id is 40 characters a secret may hold too, but in one case only.
+        f"{AWS_ID} at commit {'0123456789abcdef' * 2}01234567\n",
+        f"{AWS_ID}\n" + "." * 10 * 512 + f"\n{AWS_SECRET}\n",
+    ],
+)
+def test_an_aws_key_id_or_secret_alone_or_far_apart_is_not_refused(
+    rule: ModuleType, tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text(text, "utf-8")
+    assert rule.ArtifactFilter([]).judge(path, "notes.txt") is None
+
+
+@pytest.mark.parametrize("chunks", [1, 10])
+def test_an_aws_key_pair_across_the_scan_s_chunk_boundary_is_found(
+    rule: ModuleType, tmp_path: Path, chunks: int
+) -> None:
+    path = tmp_path / "big.csv"
+    # The id ends the chunk, its secret, at the bound of nearness, starts the next one.
+    gap = "," * (rule._AWS_NEAR - 1)
+    head = b"." * (rule._CHUNK_BYTES * chunks - len(AWS_ID) - len(gap))
+    path.write_bytes(head + f"{AWS_ID}{gap}{AWS_SECRET}\n".encode())
+    assert rule.ArtifactFilter([]).judge(path, "big.csv") == (rule.REFUSE, rule.AWS_KEY)
+
+
+def baked(rule: ModuleType) -> Path:
+    """The bake the rule under test is from."""
+    return Path(str(rule.__file__)).parents[2]
+
+
+#: Names of credential files as people and tools write them: each is refused in every case.
+CREDENTIAL_NAMES = (
+    "credentials",
+    "credentials.json",
+    "credentials.ini",
+    "new_user_credentials.csv",
+    "admin_accessKeys.csv",
+    "secrets",
+    "secrets.toml",
+    "env",
+    "prod.env",
+    "service-account.json",
+    "my-project-service_account-1234.json",
+    "server.pem",
+    "key.pem.txt",
+    "tls.key",
+    "bundle.p12",
+    "cert.pfx",
+    "aws_config",
+    "aws_credentials",
+    "netrc",
+    "pypirc",
+    "id_rsa",
+    "id_ed25519.pub",
+)
+SPELLINGS = (str.lower, str.upper, str.title, str.swapcase)
+
+
+@pytest.mark.parametrize("name", CREDENTIAL_NAMES)
+def test_a_credential_name_in_any_case_is_refused_and_kept_out_of_the_docker_context(
+    rule: ModuleType, name: str
+) -> None:
+    rules = dockerignore_rules(baked(rule))
+    for spelling in SPELLINGS:
+        relative = f"src/{DEFAULT_PACKAGE}/sub/{spelling(name)}"
+        assert rule.name_verdict(relative) == (rule.REFUSE, rule.CREDENTIAL), relative
+        assert not is_sent(rules, relative), relative
+
+
+#: Pieces of names: the words the rule knows, suffixes, and what may join or pad them.
+WORDS = ("credentials", "secrets", "env", "accesskeys", "service-account", "service_account")
+SUFFIXES = ("pem", "key", "p12", "pfx", "aws_config", "id_rsa", "id_ed25519", "csv", "json")
+word = st.sampled_from([*WORDS, *SUFFIXES, "toml", "py", "server", "x", "", ".", "_", "-", "1"])
+
+
+@given(
+    words=st.lists(word, min_size=1, max_size=5),
+    swap=st.lists(st.booleans(), max_size=60),
+)
+def test_the_docker_context_keeps_out_exactly_the_files_the_filter_refuses_by_name(
+    rule: ModuleType, words: list[str], swap: list[bool]
+) -> None:
+    name = "".join(words)
+    name = (
+        "".join(c.swapcase() if flip else c for c, flip in zip(name, swap, strict=False))
+        + name[len(swap) :]
+    )
+    if not name or name.startswith(".") or name in (".", ".."):
+        return
+    relative = f"src/{DEFAULT_PACKAGE}/{name}"
+    verdict = rule.name_verdict(relative)
+    sent = is_sent(dockerignore_rules(baked(rule)), relative)
+    assert sent == (verdict is None), (relative, verdict)
 
 
 @pytest.mark.parametrize("platform", ["linux", "darwin", "win32"])

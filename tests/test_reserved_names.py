@@ -15,7 +15,9 @@ import ast
 import json
 import re
 import subprocess
+import venv
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -157,3 +159,22 @@ def test_the_hook_reserves_every_command_the_baked_project_installs(
         for dist, names in closure_of(installed(combination))["commands"].items()
     }
     assert {dist: names for dist, names in unlisted.items() if names} == {}
+
+
+def test_the_hook_reserves_every_module_a_fresh_venv_ships(tmp_path: Path) -> None:
+    # A bake is installed into a venv that already holds these: a package named like one
+    # shadows it (pkg_resources, say) for every tool of that venv.
+    venv.create(tmp_path / "venv", with_pip=True)
+    root = tmp_path / "venv"
+    (site_packages,) = [
+        *root.glob("lib*/python*/site-packages"),
+        *root.glob("Lib/site-packages"),
+    ]
+    shipped = {
+        path.name.split(".", 1)[0]
+        for path in site_packages.iterdir()
+        if not path.name.endswith((".dist-info", ".pth")) and path.name != "__pycache__"
+    }
+    assert "pip" in shipped, shipped  # an empty listing must not pass for a complete one
+    listed = hook_names("VENV_MODULES")
+    assert sorted({name for name in shipped if name.isidentifier()} - listed) == []

@@ -233,6 +233,7 @@ def _is_open(fd: int) -> bool:
 
 
 def serve_over_http(host: str, port: int) -> int:
+    _stdio_on_devnull()
     # Imported here: stdio serving never loads the HTTP side.
     from .mrtr_runtime.server import HttpSettings, serve_http
 
@@ -245,6 +246,19 @@ def serve_over_http(host: str, port: int) -> int:
         sys.stderr.write(f"{NAME}: cannot start: {error}\n")
         return 2
     return serve_http(server, settings, name=NAME)
+
+
+def _stdio_on_devnull() -> None:
+    """Give a closed fd 0 or 1 to /dev/null, before anything opens a file or a socket.
+
+    Over HTTP neither is a wire, so a server started without them can serve; but left closed,
+    the next file or socket takes the number, the server would read from it or write into it,
+    and the event loop refuses to close an fd that low (uvloop aborts on SIGTERM).
+    """
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_WRONLY)):
+        if not _is_open(fd):
+            # The lowest free number is this fd: every lower one is open by now.
+            os.open(os.devnull, flags)
 
 
 def discover_request() -> tuple[bytes, dict[str, str]]:
