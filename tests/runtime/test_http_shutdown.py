@@ -9,6 +9,7 @@ does. A burst of connections past MRTR_HTTP_MAX_CONNECTIONS refuses only the exc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -32,11 +33,13 @@ from support import BOUND, MODERN, Json, meta, server_env
 _logger = logging.getLogger(__name__)
 
 SCRIPT = """\
+import functools
 import os
 import sys
 import threading
 from pathlib import Path
 
+from anyio import to_thread
 from support import build_registry, make_server
 
 from mrtr_runtime import Context
@@ -52,6 +55,22 @@ def block(marker: str, commit: bool = False, *, ctx: Context) -> str:
         ctx.point_of_no_return()
     Path(marker).touch()
     threading.Event().wait()
+    return "never"
+
+
+def _block_in_thread(marker: str) -> None:
+    Path(marker).touch()
+    threading.Event().wait()
+
+
+@registry.tool()
+async def hold(marker: str, *, ctx: Context) -> str:
+    \"\"\"Awaits a worker thread blocked for ever: anyio shields the call, so no cancel ends it,
+    and past anyio's thread limit the call waits for a thread first. With a progress token
+    its answer is an SSE stream already open.\"\"\"
+    await ctx.report_progress(1, message="holding")
+    Path(marker + ".in").touch()
+    await to_thread.run_sync(functools.partial(_block_in_thread, marker))
     return "never"
 
 
@@ -99,15 +118,23 @@ def http_server(tmp_path: Path, **env: str) -> Iterator[Server]:
         process.communicate(timeout=BOUND)
 
 
-def post(port: int, request_id: int, name: str, arguments: Json) -> bytes:
+def post(
+    port: int,
+    request_id: int,
+    name: str,
+    arguments: Json,
+    *,
+    accept: str = "application/json",
+    **extra: Any,
+) -> bytes:
     """One tools/call as raw HTTP/1.1, asking the server to close the connection after it."""
-    params = {"name": name, "arguments": arguments, "_meta": meta()}
+    params = {"name": name, "arguments": arguments, "_meta": meta(**extra)}
     body = json.dumps(
         {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
     )
     head = (
         f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
-        f"accept: application/json\r\nmcp-protocol-version: {MODERN}\r\n"
+        f"accept: {accept}\r\nmcp-protocol-version: {MODERN}\r\n"
         f"mcp-method: tools/call\r\nmcp-name: {name}\r\nconnection: close\r\n"
         f"content-length: {len(body)}\r\n\r\n"
     )
@@ -246,6 +273,141 @@ def test_sigterm_answers_every_stuck_and_waiting_request_in_json_and_ends_in_tim
         _, stderr = server.process.communicate(timeout=BOUND)  # reads stderr until the exit
         took = time.monotonic() - signalled
     _logger.info("%d stuck: the process ended %.2f s after SIGTERM", stuck, took)
+    assert server.process.returncode == 0, stderr
+    assert "Exception in ASGI application" not in stderr
+    assert "Traceback" not in stderr
+    assert took < STOP_BOUND
+
+
+def dechunked(body: bytes) -> bytes:
+    """An HTTP/1.1 chunked body's content (RFC 9112 section 7.1); what is cut off is dropped."""
+    content = b""
+    while body:
+        size_line, _, rest = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0 or len(rest) < size:
+            break
+        content += rest[:size]
+        body = rest[size + 2 :]
+    return content
+
+
+def last_event(raw: bytes) -> Json:
+    """The JSON-RPC message of an SSE reply's last event."""
+    _, _, body = raw.partition(b"\r\n\r\n")
+    events = [line for line in dechunked(body).split(b"\n") if line.startswith(b"data: ")]
+    assert events, raw[:300]
+    message: Json = json.loads(events[-1][len(b"data: ") :])
+    return message
+
+
+class RawClient(Client):
+    """A `Client` that keeps each reply's bytes as they came."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.raw: dict[int, bytes] = {}
+
+    async def exchange(
+        self,
+        index: int,
+        streams: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        request: bytes,
+    ) -> None:
+        reader, writer = streams
+        writer.write(request)
+        await writer.drain()
+        try:
+            raw = await reader.read(-1)
+        except ConnectionResetError:
+            raw = b""
+        writer.close()
+        with contextlib.suppress(ConnectionResetError):
+            await writer.wait_closed()
+        self.raw[index] = raw
+        if raw:
+            self.replies[index] = parse_reply(raw)
+
+
+@pytest.mark.parametrize(
+    ("held", "stream"),
+    [(40, False), (45, False), (70, False), (400, False), (45, True), (400, True)],
+    ids=["40", "45", "70", "400", "45-sse", "400-sse"],
+)
+def test_sigterm_answers_requests_holding_or_awaiting_a_thread_and_ends_in_time(
+    tmp_path: Path, held: int, stream: bool
+) -> None:
+    # An async tool awaits a thread that blocks for ever (anyio shields the call). anyio lends
+    # 40 threads: the admitted past those wait for one, cancellable; 64 are admitted, 256 more
+    # wait for a place, the rest are refused busy. With `stream` each answer is an SSE stream
+    # already open (a progress notification went out first).
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    with http_server(tmp_path) as server:
+        client = RawClient(server.port)
+        extra: dict[str, Any] = {}
+        if stream:
+            extra = {"accept": "application/json, text/event-stream", "progressToken": "p"}
+
+        async def storm() -> float:
+            streams = await asyncio.gather(*(client.connect() for _ in range(held)))
+            sent = [
+                asyncio.create_task(
+                    client.exchange(
+                        n,
+                        streams[n],
+                        post(server.port, n, "hold", {"marker": str(folder / str(n))}, **extra),
+                    )
+                )
+                for n in range(held)
+            ]
+            admitted = min(held, 64)
+            waiting = min(held - admitted, 256)
+            threads = min(admitted, to_thread.current_default_thread_limiter().total_tokens)
+
+            def counted(suffix: str) -> int:
+                return sum(1 for marker in folder.iterdir() if marker.suffix == suffix)
+
+            await until(lambda: counted(".in") == admitted, f"{admitted} requests in the tool")
+            await until(lambda: counted("") == threads, f"{threads} tool threads")
+            await until(lambda: len(client.raw) == held - admitted - waiting, "the refusals")
+            signalled = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            await asyncio.gather(*sent)
+            return signalled
+
+        signalled = asyncio.run(storm())
+        _, stderr = server.process.communicate(timeout=BOUND)
+        took = time.monotonic() - signalled
+    kinds: dict[str, int] = {}
+    for n in range(held):
+        raw = client.raw[n]
+        reply = client.replies.get(n)
+        if reply is None:
+            kind = "reset"
+        elif reply.status == 200:
+            kind = "sse " + str(last_event(raw).get("error", {}).get("message"))[:50]
+        else:
+            error = reply.body.get("error", {}) if isinstance(reply.body, dict) else {}
+            kind = f"{reply.status} " + str(error.get("message", reply.body))[:50]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    _logger.info("%d held: ended %.2f s after SIGTERM; answers %s", held, took, kinds)
+    for n in range(held):
+        raw = client.raw[n]
+        assert raw, f"request {n} of {held}: the connection closed with no answer ({kinds})"
+        if stream and client.replies[n].status == 200:
+            # The stream was open: its last event is the answer (basic/transports, SSE).
+            error = last_event(raw)["error"]
+            assert error["code"] == -32603
+            assert error["message"] == (
+                "Server stopping: the request was not finished; send it again"
+            ), error
+            continue
+        reply = client.replies[n]
+        assert reply.status == 503, (n, reply.status, reply.body)
+        body = assert_json_rpc(reply)
+        assert body["error"]["code"] == -32603
+        assert body["error"]["message"].startswith(("Server stopping: ", "Server busy")), body
     assert server.process.returncode == 0, stderr
     assert "Exception in ASGI application" not in stderr
     assert "Traceback" not in stderr
