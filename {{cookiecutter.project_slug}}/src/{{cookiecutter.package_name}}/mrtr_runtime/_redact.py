@@ -104,7 +104,7 @@ _XML_VALUE: Final = re.compile(
 # A name as the text of one element and the value as the text of the next: a table row
 # (<td>SecretAccessKey</td><td>value</td>), a definition list, <Name>..</Name><Value>..</Value>.
 _LABELLED_VALUE: Final = re.compile(
-    rf"(?=<)(?P<head><[\w:-]+(?:\s[^<>]*)?>\s*(?:{_NAME})\s*:?\s*</[\w:-]+>\s*"
+    rf"(?=<)(?P<head><[\w:-]+(?:\s[^<>]*)?>\s*(?:{_NAME})\s*+(?::\s*+)?+</[\w:-]+>\s*"
     rf"<[\w:-]+(?:\s[^<>]*)?>{_INSIDE}{_QUOTE}){_VALUE}",
     re.IGNORECASE,
 )
@@ -371,5 +371,6 @@ def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     if "AWS" in text:
         text = _SIGV2.sub(_KEEP_HEAD, text)
     text = _ACCESS_KEY_ID.sub(REDACTED, text)
-    text = _LOWER_ACCESS_KEY_ID.sub(REDACTED, text)
+    if "akia" in lowered or "asia" in lowered:
+        text = _LOWER_ACCESS_KEY_ID.sub(REDACTED, text)
     return _URL_USERINFO.sub(f"{REDACTED}@", text) if "@" in text else text
