@@ -75,6 +75,22 @@ FORMS: dict[str, Form] = {
     "bearer": lambda s: f"{{'authorization': 'Bearer {s}'}}",
     "signature-param": lambda s: f"Signature={s}",
     "url-userinfo": lambda s: f"https://deployer:{quote(s, safe='')}@sts.example/",
+    "xml-cdata": lambda s: f"<SecretAccessKey><![CDATA[{s}]]></SecretAccessKey>",
+    "xml-cdata-truncated": lambda s: f"<Credentials><SecretAccessKey><![CDATA[{s}",
+    "xml-quoted-on-next-line": lambda s: f'<SessionToken>\n\t"{s}"</SessionToken>',
+    "yaml-quoted-on-next-line": lambda s: f'SessionToken:\n  "{s}"',
+    "yaml-literal-block": lambda s: f"SecretAccessKey: |\n  {s}",
+    "yaml-folded-block": lambda s: f"SessionToken: >-\n    {s}",
+    "spaced-name": lambda s: f"Secret Access Key: {s}",
+    "dotted-name": lambda s: f"secret.access.key={s}",
+    "html-attribute": lambda s: f'<input type="hidden" name="SecretAccessKey" value="{s}">',
+    "html-table": lambda s: f"<tr><td>SecretAccessKey</td><td>{s}</td></tr>",
+    "url-escaped-name": lambda s: f"https://h/?X-Amz-Security%2DToken={quote(s, safe='')}",
+    "url-escaped-separator": lambda s: f"X-Amz-Security-Token%3D{quote(s, safe='')}",
+    "entity-separator": lambda s: f"X-Amz-Signature&#61;{s}",
+    "sigv2-bare": lambda s: f"string to sign for AWS AKIAIOSFODNN7EXAMPLE:{s}",
+    "scheme-relative-userinfo": lambda s: f"//deployer:{quote(s, safe='')}@sts.example/x",
+    "backslash-userinfo": lambda s: f"http:\\\\deployer:{quote(s, safe='')}@sts.example",
 }
 # Exactly what each shape becomes: the secret, and only the secret, replaced.
 REDACTED: dict[str, str] = {
@@ -98,6 +114,22 @@ REDACTED: dict[str, str] = {
     "bearer": "{'authorization': '[redacted]'}",
     "signature-param": "Signature=[redacted]",
     "url-userinfo": "https://[redacted]@sts.example/",
+    "xml-cdata": "<SecretAccessKey><![CDATA[[redacted]]]></SecretAccessKey>",
+    "xml-cdata-truncated": "<Credentials><SecretAccessKey><![CDATA[[redacted]",
+    "xml-quoted-on-next-line": '<SessionToken>\n\t"[redacted]"</SessionToken>',
+    "yaml-quoted-on-next-line": 'SessionToken:\n  "[redacted]"',
+    "yaml-literal-block": "SecretAccessKey: |\n  [redacted]",
+    "yaml-folded-block": "SessionToken: >-\n    [redacted]",
+    "spaced-name": "Secret Access Key: [redacted]",
+    "dotted-name": "secret.access.key=[redacted]",
+    "html-attribute": '<input type="hidden" name="SecretAccessKey" value="[redacted]">',
+    "html-table": "<tr><td>SecretAccessKey</td><td>[redacted]</td></tr>",
+    "url-escaped-name": "https://h/?X-Amz-Security%2DToken=[redacted]",
+    "url-escaped-separator": "X-Amz-Security-Token%3D[redacted]",
+    "entity-separator": "X-Amz-Signature&#61;[redacted]",
+    "sigv2-bare": "string to sign for AWS [redacted]:[redacted]",
+    "scheme-relative-userinfo": "//[redacted]@sts.example/x",
+    "backslash-userinfo": "http:\\\\[redacted]@sts.example",
 }
 
 
@@ -131,6 +163,68 @@ def test_an_access_key_id_never_survives_even_glued_to_other_text(
     key_id: str, before: str, after: str
 ) -> None:
     assert key_id not in redact_secrets(before + key_id + after)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    key_id=key_ids,
+    cut=st.integers(min_value=5, max_value=19),
+    indent=st.text(alphabet=" \t", max_size=40),
+    before=ordinary,
+    after=ordinary,
+)
+def test_an_access_key_id_lowercased_or_split_across_lines_never_survives(
+    key_id: str, cut: int, indent: str, before: str, after: str
+) -> None:
+    # Lowercased, only the ids that pair with a secret key (AKIA, ASIA) are taken.
+    lowered = ("akia" if key_id.startswith("AKIA") else "asia") + key_id[4:].lower()
+    assert lowered not in redact_secrets(f"{before} {lowered} {after}")
+    split = f"{key_id[:cut]}\n{indent}{key_id[cut:]}"
+    assert redact_secrets(f"{before} {split} {after}") == f"{before} [redacted] {after}"
+
+
+@pytest.mark.parametrize("word", ["acca1234567890abcdef", "asia" + "x" * 17, "akiakiakia"])
+def test_lowercase_words_that_only_look_like_key_ids_are_kept(word: str) -> None:
+    # A hex digest may hold "acca"; a lowercase id is taken only as a whole 20-character word.
+    assert redact_secrets(f"digest {word} ok") == f"digest {word} ok"
+
+
+# -- worst cases: each pattern on a megabyte built to make it backtrack -------------------------
+
+MEGABYTE = 1_000_000
+WORST_SECRET = "FwoGZXIvYXdzEWorstCaseTokenValue0123456789"
+
+
+def megabyte_of(unit: str) -> str:
+    return unit * (MEGABYTE // len(unit) + 1)
+
+
+# A guard is that the call returns (pytest-timeout stops a quadratic one) with the secret after
+# the megabyte gone.
+WORST_CASES: dict[str, str] = {
+    "cdata-whitespace": "<SecretAccessKey><![CDATA[" + " " * MEGABYTE,
+    "cdata-openings": megabyte_of("<SessionToken><![CDATA["),
+    "labelled-unclosed": megabyte_of("<td>SecretAccessKey</td> <td"),
+    "labelled-whitespace": "<td>SecretAccessKey" + " " * MEGABYTE,
+    "attribute-names": megabyte_of('name="SecretAccessKey" '),
+    "attribute-gap": 'name="SessionToken"' + " x" * (MEGABYTE // 2),
+    "block-indicators": megabyte_of("SecretAccessKey: |"),
+    "block-whitespace": "SessionToken: >-\n" + " " * MEGABYTE,
+    "joined-words": megabyte_of("secret%2Daccess "),
+    "escaped-separators": megabyte_of("SessionToken%3D&#61;"),
+    "sigv2-prefixes": megabyte_of("AWS AKIAIOSFODNN7EXAMPL"),
+    "split-key-ids": megabyte_of("AKIAIOSFODNN7EXAM\n" + " " * 40),
+    "lowercase-key-ids": megabyte_of("akiaasia"),
+    "scheme-relative-userinfo": "//" + "user:" * (MEGABYTE // 5),
+    "backslash-userinfo": megabyte_of(":\\\\u"),
+}
+
+
+@pytest.mark.parametrize("case", WORST_CASES, ids=WORST_CASES.keys())
+def test_a_megabyte_worst_case_for_each_pattern_is_redacted(case: str) -> None:
+    text = f"{WORST_CASES[case]}\nSessionToken={WORST_SECRET}"
+    assert len(text) >= MEGABYTE
+    assert WORST_SECRET not in redact_secrets(text)
 
 
 @settings(max_examples=200, deadline=None)

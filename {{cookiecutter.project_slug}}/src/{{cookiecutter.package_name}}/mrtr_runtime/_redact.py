@@ -46,14 +46,22 @@ MAX_KNOWN_SECRETS: Final = 256
 
 # IAM unique-id prefixes of keys (AKIA long-term, ASIA temporary) and of the ids that travel
 # with them; no word boundaries, so a key glued to other text is still found.
-_ACCESS_KEY_ID: Final = re.compile(
-    r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}"
+# A line break with its indentation may fall anywhere after the prefix (a wrapped column).
+_ACCESS_KEY_ID_PATTERN: Final = (
+    r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)"
+    r"(?:[A-Z0-9](?:\r?\n[ \t]{0,40})?){15}[A-Z0-9]"
 )
-# Names under which a secret travels, in any case, with - or _ or nothing between words.
+_ACCESS_KEY_ID: Final = re.compile(_ACCESS_KEY_ID_PATTERN)
+# A key id someone lowercased: only the two kinds that pair with a secret key, and only as a
+# whole word, so that a hex digest or an identifier that happens to hold "acca" is left alone.
+_LOWER_ACCESS_KEY_ID: Final = re.compile(r"(?<![a-z0-9])(?:akia|asia)[a-z0-9]{16}(?![a-z0-9])")
+# Between the words of a name: nothing, "-", "_", ".", a space, or "-" or "_" URL-escaped.
+_JOIN: Final = r"(?:[-_. ]|%2[dD]|%5[fF])"
+# Names under which a secret travels, in any case.
 _NAME: Final = (
-    r"(?:aws[-_]?)?(?:secret[-_]?(?:access[-_]?)?key|session[-_]?token)"
-    r"|(?:x[-_]amz[-_])?(?:security[-_]?token|signature|credential)"
-    r"|access[-_]?key[-_]?id"
+    rf"(?:aws{_JOIN}?)?(?:secret{_JOIN}?(?:access{_JOIN}?)?key|session{_JOIN}?token)"
+    rf"|(?:x{_JOIN}amz{_JOIN})?(?:security{_JOIN}?token|signature|credential)"
+    rf"|access{_JOIN}?key{_JOIN}?id"
 )
 # Every name above, and "authorization", holds one of these: text without any (most log lines)
 # skips the three patterns that look for names, which cost the most per character.
@@ -64,22 +72,47 @@ _NAME_WORDS: Final = ("key", "token", "signature", "credential", "authorization"
 _VALUE: Final = r"(?:\\+/|\\+u[0-9a-fA-F]{4}|&#?\w+;|[^\s\"'`&,;<>()\[\]{}\\])+"
 # Quote marks as text shows them: plain, backslash-escaped (JSON inside a string) or a bytes repr.
 _QUOTE: Final = r"(?:b?\\*[\"'])?+"
-# Between a name and its value: ":" or "=", or the "," of a (name, value) pair in a repr (ASGI
-# headers), which counts only between quoted strings.
-_SEPARATOR: Final = r"""(?:\s*[:=]\s*|(?<=["'])\s*,\s*(?=b?\\*["']))"""
+# Between a name and its value: ":" or "=" (as is, URL-escaped or as a character reference), or
+# the "," of a (name, value) pair in a repr (ASGI headers), which counts only between quoted
+# strings.
+_SEPARATOR: Final = (
+    r"""(?:\s*(?:[:=]|%3[aAdD]|&#(?:58|61|[xX]3[aAdD]);|&(?:colon|equals);)\s*"""
+    r"""|(?<=["'])\s*,\s*(?=b?\\*["']))"""
+)
+# A YAML block scalar's indicator (| or >, with chomping and indentation) and its line break:
+# the value is on the next line.
+_BLOCK: Final = r"(?:[|>][-+1-9]{0,2}[ \t]*(?:\r?\n|(?:\\r)?\\n)(?:\s|\\[nrt])*)?+"
+# What may stand between an element's start tag and its text: whitespace (or its repr escapes),
+# a CDATA section's opening and a quote mark.
+_INSIDE: Final = r"(?:\s|\\[nrt])*+(?:<!\[CDATA\[(?:\s|\\[nrt])*+)?+"
 # A value may come as the one item of a list (Go's http.Header as JSON, a repr of a multidict);
 # a value already redacted is not taken for one.
 _OPEN: Final = r"(?!\[redacted\])(?:[\[(]\s*)?+"
 _NAMED_VALUE: Final = re.compile(
     # The lookahead turns most positions away before the alternatives are tried.
-    rf"(?=[acsxACSX])(?P<head>(?:{_NAME}){_QUOTE}{_SEPARATOR}{_OPEN}{_QUOTE}){_VALUE}",
+    rf"(?=[acsxACSX])(?P<head>(?:{_NAME}){_QUOTE}{_SEPARATOR}{_BLOCK}{_OPEN}{_QUOTE}){_VALUE}",
     re.IGNORECASE,
 )
 # <SecretAccessKey>value</SecretAccessKey>, namespaced or not, with or without its end tag
-# (a truncated body ends inside the value); whitespace, or its repr escapes, may surround it.
+# (a truncated body ends inside the value); whitespace, or its repr escapes, may surround it,
+# and it may be quoted or in a CDATA section.
 # Attributes hold no "<", so each tag's scan ends at the next tag: linear in the text.
 _XML_VALUE: Final = re.compile(
-    rf"(?P<head><(?:[\w.-]+:)?(?:{_NAME})(?:\s[^<>]*)?>(?:\s|\\[nrt])*){_VALUE}",
+    rf"(?P<head><(?:[\w.-]+:)?(?:{_NAME})(?:\s[^<>]*)?>{_INSIDE}{_QUOTE}){_VALUE}",
+    re.IGNORECASE,
+)
+# A name as the text of one element and the value as the text of the next: a table row
+# (<td>SecretAccessKey</td><td>value</td>), a definition list, <Name>..</Name><Value>..</Value>.
+_LABELLED_VALUE: Final = re.compile(
+    rf"(?=<)(?P<head><[\w:-]+(?:\s[^<>]*)?>\s*(?:{_NAME})\s*+(?::\s*+)?+</[\w:-]+>\s*"
+    rf"<[\w:-]+(?:\s[^<>]*)?>{_INSIDE}{_QUOTE}){_VALUE}",
+    re.IGNORECASE,
+)
+# An HTML form field: name="SecretAccessKey" and, later in the same tag, value="...". The gap
+# is bounded, so each name costs a fixed amount however long the tag.
+_ATTRIBUTE_VALUE: Final = re.compile(
+    rf"(?P<head>(?<![\w-])name\s*=\s*\\*[\"']?(?:{_NAME})\\*[\"']?(?=[\s/>\\])"
+    rf"[^<>]{{0,200}}?(?<![\w-])value\s*=\s*{_QUOTE}){_VALUE}",
     re.IGNORECASE,
 )
 # Everything up to the end of the line, a repr's escaped line end or a closing quote: SigV4
@@ -89,8 +122,16 @@ _AUTHORIZATION: Final = re.compile(
     r"(?!\[redacted\])[^\s\"'\\<>\[\]][^\r\n\"'\\<>\[\]]*",
     re.IGNORECASE,
 )
-# The userinfo of any URL (scheme://user:password@host), whatever the scheme.
-_URL_USERINFO: Final = re.compile(r"(?<=://)[^/@\s\"'<>\[\]]+@")
+# The userinfo of any URL (scheme://user:password@host), whatever the scheme, a
+# scheme-relative one (//user:password@host) and one written with backslashes (http:\\...).
+_URL_USERINFO: Final = re.compile(r"(?:(?<=//)|(?<=:\\\\))[^/\\@\s\"'<>\[\]]+@")
+
+# SigV2's "AWS id:signature" outside an Authorization header (a signed request echoed back);
+# the id may already be redacted by value.
+_SIGV2: Final = re.compile(
+    rf"(?P<head>(?<![\w-])AWS[ \t]+(?:{_ACCESS_KEY_ID_PATTERN}|\[redacted\]):)"
+    rf"{_VALUE}"
+)
 
 _KEEP_HEAD: Final = rf"\g<head>{REDACTED}"
 
@@ -324,6 +365,12 @@ def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     if any(word in lowered for word in _NAME_WORDS):
         text = _AUTHORIZATION.sub(_KEEP_HEAD, text)
         text = _XML_VALUE.sub(_KEEP_HEAD, text)
+        text = _LABELLED_VALUE.sub(_KEEP_HEAD, text)
+        text = _ATTRIBUTE_VALUE.sub(_KEEP_HEAD, text)
         text = _NAMED_VALUE.sub(_KEEP_HEAD, text)
+    if "AWS" in text:
+        text = _SIGV2.sub(_KEEP_HEAD, text)
     text = _ACCESS_KEY_ID.sub(REDACTED, text)
-    return _URL_USERINFO.sub(f"{REDACTED}@", text) if "://" in text else text
+    if "akia" in lowered or "asia" in lowered:
+        text = _LOWER_ACCESS_KEY_ID.sub(REDACTED, text)
+    return _URL_USERINFO.sub(f"{REDACTED}@", text) if "@" in text else text
