@@ -37,6 +37,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 from anyio import to_thread
@@ -72,6 +73,16 @@ async def hold(marker: str, *, ctx: Context) -> str:
     Path(marker + ".in").touch()
     await to_thread.run_sync(functools.partial(_block_in_thread, marker))
     return "never"
+
+
+@registry.tool()
+async def stall(marker: str, release: str) -> str:
+    \"\"\"Blocks the event loop itself until `release` exists: what a loop starved by busy threads
+    looks like to the clients, whose connections wait unaccepted in the listen backlog.\"\"\"
+    Path(marker).touch()
+    while not Path(release).exists():
+        time.sleep(0.01)
+    return "released"
 
 
 codec = codec_from_environment(os.environ, default_key_file=None)
@@ -410,6 +421,59 @@ def test_sigterm_answers_requests_holding_or_awaiting_a_thread_and_ends_in_time(
         assert body["error"]["message"].startswith(("Server stopping: ", "Server busy")), body
     assert server.process.returncode == 0, stderr
     assert "Exception in ASGI application" not in stderr
+    assert "Traceback" not in stderr
+    assert took < STOP_BOUND
+
+
+@pytest.mark.parametrize("pending", [16, 160])
+def test_sigterm_answers_connections_not_yet_accepted_and_ends_in_time(
+    tmp_path: Path, pending: int
+) -> None:
+    # The event loop is stalled (in the field: threads starving it of the GIL) while clients
+    # connect and send their requests, so the connections wait in the kernel's listen backlog
+    # when SIGTERM arrives. Closing the listener then would reset each one, its request unread:
+    # each must get a JSON-RPC 503 instead. The connection bound is 16, met and passed tenfold.
+    marker, release = tmp_path / "stalled", tmp_path / "release"
+    with http_server(tmp_path, MRTR_HTTP_MAX_CONNECTIONS="16") as server:
+        client = RawClient(server.port)
+
+        async def storm() -> float:
+            stalled = await client.connect()
+            arguments = {"marker": str(marker), "release": str(release)}
+            stalling = asyncio.create_task(
+                client.exchange(-1, stalled, post(server.port, -1, "stall", arguments))
+            )
+            await until(marker.exists, "the stalled event loop")
+            streams = await asyncio.gather(*(client.connect() for _ in range(pending)))
+            sent = [
+                asyncio.create_task(
+                    client.exchange(n, streams[n], post(server.port, n, "echo", {"text": "hi"}))
+                )
+                for n in range(pending)
+            ]
+            await asyncio.sleep(0.2)  # the requests reach the server's kernel buffers
+            signalled = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            release.touch()
+            await asyncio.gather(stalling, *sent)
+            return signalled
+
+        signalled = asyncio.run(storm())
+        _, stderr = server.process.communicate(timeout=BOUND)
+        took = time.monotonic() - signalled
+    assert client.replies[-1].status == 200, client.replies[-1]
+    resets = sorted(n for n in range(pending) if not client.raw[n])
+    assert not resets, f"{len(resets)} of {pending} connections reset with no answer"
+    for n in range(pending):
+        reply = client.replies[n]
+        assert reply.status == 503, (n, reply.status, reply.body)
+        assert reply.headers.get("retry-after") == "1", reply.headers
+        error = assert_json_rpc(reply)["error"]
+        assert error["code"] == -32603
+        assert error["message"].startswith(
+            ("Server stopping: the request was not started", "Server busy")
+        ), error
+    assert server.process.returncode == 0, stderr
     assert "Traceback" not in stderr
     assert took < STOP_BOUND
 
