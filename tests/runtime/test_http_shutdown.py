@@ -478,6 +478,47 @@ def test_sigterm_answers_connections_not_yet_accepted_and_ends_in_time(
     assert took < STOP_BOUND
 
 
+def test_the_grace_counts_from_the_signal_when_the_loop_answers_it_late(tmp_path: Path) -> None:
+    # A request holds a thread for ever, so the whole grace is used; the event loop is stalled
+    # for most of the grace after SIGTERM. The stop is still bounded from the signal, not from
+    # when the loop got round to it.
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    marker, release = tmp_path / "stalled", tmp_path / "release"
+    stalled_for = 0.6 * SHUTDOWN_GRACE_SECONDS
+    with http_server(tmp_path) as server:
+        client = RawClient(server.port)
+
+        async def storm() -> float:
+            held = await client.connect()
+            holding = asyncio.create_task(
+                client.exchange(
+                    0, held, post(server.port, 0, "block", {"marker": str(folder / "0")})
+                )
+            )
+            await until(lambda: markers_in(folder) == 1, "the tool thread")
+            stalled = await client.connect()
+            arguments = {"marker": str(marker), "release": str(release)}
+            stalling = asyncio.create_task(
+                client.exchange(1, stalled, post(server.port, 1, "stall", arguments))
+            )
+            await until(marker.exists, "the stalled event loop")
+            signalled = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(stalled_for)
+            release.touch()
+            await asyncio.gather(holding, stalling)
+            return signalled
+
+        signalled = asyncio.run(storm())
+        _, stderr = server.process.communicate(timeout=BOUND)
+        took = time.monotonic() - signalled
+    assert client.replies[1].status == 200, client.replies[1]
+    assert client.replies[0].status == 503, client.replies[0]
+    assert server.process.returncode == 0, stderr
+    assert took < STOP_BOUND, f"ended {took:.2f} s after SIGTERM"
+
+
 # -- the connection bound -------------------------------------------------------------------------
 
 
