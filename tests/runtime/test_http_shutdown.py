@@ -478,6 +478,35 @@ def test_sigterm_answers_connections_not_yet_accepted_and_ends_in_time(
     assert took < STOP_BOUND
 
 
+def test_sigterm_answers_a_request_whose_head_is_still_arriving(tmp_path: Path) -> None:
+    # uvicorn closes a connection with no request cycle at once when it stops: a request whose
+    # head is half sent would get no answer at all.
+    with http_server(tmp_path) as server:
+        client = RawClient(server.port)
+
+        async def halves() -> None:
+            reader, writer = await client.connect()
+            request = post(server.port, 0, "echo", {"text": "hi"})
+            writer.write(request[:20])
+            await writer.drain()
+            await asyncio.sleep(0.3)  # the first half is read: the head has begun
+            server.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.3)  # the server has begun stopping
+            writer.write(request[20:])
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+            await client.exchange(0, (reader, writer), b"")
+
+        asyncio.run(halves())
+        _, stderr = server.process.communicate(timeout=BOUND)
+    assert client.raw[0], "the connection closed with no answer"
+    reply = client.replies[0]
+    assert reply.status == 503, (reply.status, reply.body)
+    error = assert_json_rpc(reply)["error"]
+    assert error["message"].startswith("Server stopping: the request was not started"), error
+    assert server.process.returncode == 0, stderr
+
+
 def test_the_grace_counts_from_the_signal_when_the_loop_answers_it_late(tmp_path: Path) -> None:
     # A request holds a thread for ever, so the whole grace is used; the event loop is stalled
     # for most of the grace after SIGTERM. The stop is still bounded from the signal, not from
