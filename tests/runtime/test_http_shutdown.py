@@ -37,6 +37,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 from anyio import to_thread
@@ -72,6 +73,16 @@ async def hold(marker: str, *, ctx: Context) -> str:
     Path(marker + ".in").touch()
     await to_thread.run_sync(functools.partial(_block_in_thread, marker))
     return "never"
+
+
+@registry.tool()
+async def stall(marker: str, release: str) -> str:
+    \"\"\"Blocks the event loop itself until `release` exists: what a loop starved by busy threads
+    looks like to the clients, whose connections wait unaccepted in the listen backlog.\"\"\"
+    Path(marker).touch()
+    while not Path(release).exists():
+        time.sleep(0.01)
+    return "released"
 
 
 codec = codec_from_environment(os.environ, default_key_file=None)
@@ -412,6 +423,129 @@ def test_sigterm_answers_requests_holding_or_awaiting_a_thread_and_ends_in_time(
     assert "Exception in ASGI application" not in stderr
     assert "Traceback" not in stderr
     assert took < STOP_BOUND
+
+
+@pytest.mark.parametrize("pending", [16, 160])
+def test_sigterm_answers_connections_not_yet_accepted_and_ends_in_time(
+    tmp_path: Path, pending: int
+) -> None:
+    # The event loop is stalled (in the field: threads starving it of the GIL) while clients
+    # connect and send their requests, so the connections wait in the kernel's listen backlog
+    # when SIGTERM arrives. Closing the listener then would reset each one, its request unread:
+    # each must get a JSON-RPC 503 instead. The connection bound is 16, met and passed tenfold.
+    marker, release = tmp_path / "stalled", tmp_path / "release"
+    with http_server(tmp_path, MRTR_HTTP_MAX_CONNECTIONS="16") as server:
+        client = RawClient(server.port)
+
+        async def storm() -> float:
+            stalled = await client.connect()
+            arguments = {"marker": str(marker), "release": str(release)}
+            stalling = asyncio.create_task(
+                client.exchange(-1, stalled, post(server.port, -1, "stall", arguments))
+            )
+            await until(marker.exists, "the stalled event loop")
+            streams = await asyncio.gather(*(client.connect() for _ in range(pending)))
+            sent = [
+                asyncio.create_task(
+                    client.exchange(n, streams[n], post(server.port, n, "echo", {"text": "hi"}))
+                )
+                for n in range(pending)
+            ]
+            await asyncio.sleep(0.2)  # the requests reach the server's kernel buffers
+            signalled = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            release.touch()
+            await asyncio.gather(stalling, *sent)
+            return signalled
+
+        signalled = asyncio.run(storm())
+        _, stderr = server.process.communicate(timeout=BOUND)
+        took = time.monotonic() - signalled
+    assert client.replies[-1].status == 200, client.replies[-1]
+    resets = sorted(n for n in range(pending) if not client.raw[n])
+    assert not resets, f"{len(resets)} of {pending} connections reset with no answer"
+    for n in range(pending):
+        reply = client.replies[n]
+        assert reply.status == 503, (n, reply.status, reply.body)
+        assert reply.headers.get("retry-after") == "1", reply.headers
+        error = assert_json_rpc(reply)["error"]
+        assert error["code"] == -32603
+        assert error["message"].startswith(
+            ("Server stopping: the request was not started", "Server busy")
+        ), error
+    assert server.process.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert took < STOP_BOUND
+
+
+def test_sigterm_answers_a_request_whose_head_is_still_arriving(tmp_path: Path) -> None:
+    # uvicorn closes a connection with no request cycle at once when it stops: a request whose
+    # head is half sent would get no answer at all.
+    with http_server(tmp_path) as server:
+        client = RawClient(server.port)
+
+        async def halves() -> None:
+            reader, writer = await client.connect()
+            request = post(server.port, 0, "echo", {"text": "hi"})
+            writer.write(request[:20])
+            await writer.drain()
+            await asyncio.sleep(0.3)  # the first half is read: the head has begun
+            server.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.3)  # the server has begun stopping
+            writer.write(request[20:])
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+            await client.exchange(0, (reader, writer), b"")
+
+        asyncio.run(halves())
+        _, stderr = server.process.communicate(timeout=BOUND)
+    assert client.raw[0], "the connection closed with no answer"
+    reply = client.replies[0]
+    assert reply.status == 503, (reply.status, reply.body)
+    error = assert_json_rpc(reply)["error"]
+    assert error["message"].startswith("Server stopping: the request was not started"), error
+    assert server.process.returncode == 0, stderr
+
+
+def test_the_grace_counts_from_the_signal_when_the_loop_answers_it_late(tmp_path: Path) -> None:
+    # A request holds a thread for ever, so the whole grace is used; the event loop is stalled
+    # for most of the grace after SIGTERM. The stop is still bounded from the signal, not from
+    # when the loop got round to it.
+    folder = tmp_path / "markers"
+    folder.mkdir()
+    marker, release = tmp_path / "stalled", tmp_path / "release"
+    stalled_for = 0.6 * SHUTDOWN_GRACE_SECONDS
+    with http_server(tmp_path) as server:
+        client = RawClient(server.port)
+
+        async def storm() -> float:
+            held = await client.connect()
+            holding = asyncio.create_task(
+                client.exchange(
+                    0, held, post(server.port, 0, "block", {"marker": str(folder / "0")})
+                )
+            )
+            await until(lambda: markers_in(folder) == 1, "the tool thread")
+            stalled = await client.connect()
+            arguments = {"marker": str(marker), "release": str(release)}
+            stalling = asyncio.create_task(
+                client.exchange(1, stalled, post(server.port, 1, "stall", arguments))
+            )
+            await until(marker.exists, "the stalled event loop")
+            signalled = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(stalled_for)
+            release.touch()
+            await asyncio.gather(holding, stalling)
+            return signalled
+
+        signalled = asyncio.run(storm())
+        _, stderr = server.process.communicate(timeout=BOUND)
+        took = time.monotonic() - signalled
+    assert client.replies[1].status == 200, client.replies[1]
+    assert client.replies[0].status == 503, client.replies[0]
+    assert server.process.returncode == 0, stderr
+    assert took < STOP_BOUND, f"ended {took:.2f} s after SIGTERM"
 
 
 # -- the connection bound -------------------------------------------------------------------------

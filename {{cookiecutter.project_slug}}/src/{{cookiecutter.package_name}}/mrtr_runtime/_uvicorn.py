@@ -19,7 +19,9 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Iterator
+from types import FrameType
 from typing import Any, Final
 
 from ._context import SHUTDOWN_GRACE_SECONDS
@@ -83,6 +85,12 @@ def _uvicorn_server_class() -> type[Any]:
             super().__init__(config)
             self.mcp_server = mcp_server
             self.http_app = app
+            self.signalled: float | None = None
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.signalled is None:
+                self.signalled = time.monotonic()
+            super().handle_exit(sig, frame)
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             # basic/patterns/subscriptions "Graceful Closure": each listen tells its client and
@@ -91,12 +99,50 @@ def _uvicorn_server_class() -> type[Any]:
             # Requests still waiting for a place never started: answered now, so that their
             # clients can go elsewhere, rather than held for the grace and then cut off.
             self.http_app.stop_waiting()
+            await self._take_in_backlog(sockets or [])
+            if self.signalled is not None:
+                # The grace counts from the signal: a loop kept busy reaches this point late.
+                # (uvicorn types it int, but only ever passes it to asyncio.wait_for.)
+                spent = time.monotonic() - self.signalled
+                remaining = max(0.0, SHUTDOWN_GRACE_SECONDS - spent)
+                self.config.timeout_graceful_shutdown = remaining  # type: ignore[assignment]
             await super().shutdown(sockets)
             # uvicorn has cancelled what outlived the grace, but a task awaiting a thread it
             # cannot leave (anyio shields a thread call) stays, unanswered: answer it here.
             abandoned = self.http_app.abandon_open()
             await _answer_and_flush(abandoned, self.server_state.connections)
             self._exit_if_stuck()
+
+        async def _take_in_backlog(self, sockets: list[socket.socket]) -> None:
+            """Serve the connections still waiting to be accepted (a loop kept busy, by threads
+            starving it of the GIL, accepts late): closing the listener would reset each one,
+            its request unread. Taken in now, each request is refused as stopping, in JSON."""
+            loop = asyncio.get_running_loop()
+            config = self.config
+            pending: list[socket.socket] = []
+            for sock in sockets:
+                # asyncio's own accepting ends here, so no connection is half taken in by it
+                # when the listener closes.
+                loop.remove_reader(sock.fileno())
+                with contextlib.suppress(OSError):  # BlockingIOError: the backlog is empty
+                    while True:
+                        pending.append(sock.accept()[0])
+
+            def protocol() -> asyncio.Protocol:
+                # As uvicorn's own factory builds it (the class is typed as a plain Protocol).
+                made: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
+                    config=config, server_state=self.server_state, app_state=self.lifespan.state
+                )
+                return made
+
+            # All at once: the grace has not begun, and a busy loop makes each turn long.
+            await asyncio.gather(
+                *(loop.connect_accepted_socket(protocol, connection) for connection in pending)
+            )
+            # Two turns of the loop: the one that polls the new sockets, then the one that runs
+            # their reads, so that each request already sent has begun (`shutdown` below).
+            for _ in range(2):
+                await asyncio.sleep(0)
 
         def _exit_if_stuck(self) -> None:
             main = threading.main_thread()
@@ -226,6 +272,8 @@ def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
         _body_left: int | None = None
         # A refusal held back until the requests before it are answered.
         _refusal: bytes | None = None
+        # Set when the server stops while this connection's request is arriving.
+        _close_after_answer = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -289,6 +337,8 @@ def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
             self._disarm_head_timer()
             self._body_left = _declared_body_length(self.headers)
             super().on_headers_complete()
+            if self._close_after_answer and self.cycle is not None:
+                self.cycle.keep_alive = False
 
         def on_message_complete(self) -> None:
             # The next request's head starts; until its first byte uvicorn's keep-alive
@@ -313,6 +363,15 @@ def _guarded_protocol_class(settings: HttpSettings) -> type[Any]:
                 self._discard_timer = self.loop.call_later(
                     BODY_TIMEOUT_SECONDS, self._discarding_too_long
                 )
+
+        def shutdown(self) -> None:
+            # uvicorn closes a connection with no request cycle at once; one whose request's
+            # head is still being read would then lose it unanswered. It is answered (the app
+            # refuses it, stopping) and closed after.
+            if self.cycle is None and not self._between_messages:
+                self._close_after_answer = True
+                return
+            super().shutdown()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_head_timer()
