@@ -41,9 +41,7 @@ def source_env(project: Path, home: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def server(
-    project: Path, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[str]:
+def server(project: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     token = getattr(request, "param", "")
     env = child_env(
         **source_env(project, tmp_path, **({"MRTR_HTTP_TOKEN": token} if token else {}))
@@ -71,24 +69,18 @@ def server(
                 break
         else:
             status = process.wait(timeout=START_TIMEOUT_SECONDS)
-            pytest.fail(
-                f"the server exited {status} before listening:\n" + "".join(lines)
-            )
+            pytest.fail(f"the server exited {status} before listening:\n" + "".join(lines))
     finally:
         process.terminate()
         process.wait(timeout=START_TIMEOUT_SECONDS)
 
 
-def health(
-    project: Path, home: Path, url: str, **env: str
-) -> subprocess.CompletedProcess[str]:
+def health(project: Path, home: Path, url: str, **env: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", DEFAULT_PACKAGE, "health", "--url", url]
     return run(command, cwd=project, env=source_env(project, home, **env), check=False)
 
 
-def test_health_passes_against_a_running_server(
-    project: Path, server: str, tmp_path: Path
-) -> None:
+def test_health_passes_against_a_running_server(project: Path, server: str, tmp_path: Path) -> None:
     checked = health(project, tmp_path, server)
     assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
 
@@ -100,14 +92,10 @@ def test_health_sends_the_bearer_token_it_is_given(
     assert health(project, tmp_path, server, MRTR_HTTP_TOKEN=TOKEN).returncode == 0
     refused = health(project, tmp_path, server)
     assert refused.returncode == 1
-    assert refused.stderr.splitlines() == [
-        f"mrtr-server: unhealthy: {server}: HTTP status 401"
-    ]
+    assert refused.stderr.splitlines() == [f"mrtr-server: unhealthy: {server}: HTTP status 401"]
 
 
-def test_health_fails_in_one_line_when_nothing_listens(
-    project: Path, tmp_path: Path
-) -> None:
+def test_health_fails_in_one_line_when_nothing_listens(project: Path, tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -115,9 +103,7 @@ def test_health_fails_in_one_line_when_nothing_listens(
     checked = health(project, tmp_path, f"http://127.0.0.1:{port}/mcp")
     assert checked.returncode == 1
     (line,) = checked.stderr.splitlines()
-    assert line.startswith(
-        f"mrtr-server: unhealthy: http://127.0.0.1:{port}/mcp: no answer"
-    )
+    assert line.startswith(f"mrtr-server: unhealthy: http://127.0.0.1:{port}/mcp: no answer")
 
 
 @pytest.mark.parametrize(
@@ -157,9 +143,7 @@ class NotMcp(BaseHTTPRequestHandler):
         pass
 
 
-def test_health_fails_against_a_server_that_is_not_mcp(
-    project: Path, tmp_path: Path
-) -> None:
+def test_health_fails_against_a_server_that_is_not_mcp(project: Path, tmp_path: Path) -> None:
     impostor = ThreadingHTTPServer(("127.0.0.1", 0), NotMcp)
     threading.Thread(target=impostor.serve_forever, daemon=True).start()
     try:
@@ -184,17 +168,13 @@ def cli(project: Path) -> Iterator[ModuleType]:
         yield importlib.import_module(f"{DEFAULT_PACKAGE}.cli")
     finally:
         sys.path.remove(str(project / "src"))
-        for name in [
-            name for name in sys.modules if name.split(".")[0] == DEFAULT_PACKAGE
-        ]:
+        for name in [name for name in sys.modules if name.split(".")[0] == DEFAULT_PACKAGE]:
             del sys.modules[name]
 
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner)
-    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
     max_leaves=12,
 )
 
@@ -219,10 +199,7 @@ def test_only_a_discover_result_is_healthy(cli: ModuleType) -> None:
     }
     good = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode()
     assert cli.discover_problem(200, "application/json", good) is None
-    assert (
-        cli.discover_problem(200, "text/event-stream", b"event: message\ndata: " + good)
-        is None
-    )
+    assert cli.discover_problem(200, "text/event-stream", b"event: message\ndata: " + good) is None
     for broken in (
         {**result, "resultType": "input_required"},
         {**result, "supportedVersions": ["2025-11-25"]},
