@@ -166,10 +166,11 @@ def test_the_hook_reserves_every_module_a_fresh_venv_ships(tmp_path: Path) -> No
     # shadows it (pkg_resources, say) for every tool of that venv.
     venv.create(tmp_path / "venv", with_pip=True)
     root = tmp_path / "venv"
-    (site_packages,) = [
-        *root.glob("lib*/python*/site-packages"),
-        *root.glob("Lib/site-packages"),
-    ]
+    # lib64 is a link to lib in a POSIX venv: one directory, found twice.
+    (site_packages,) = {
+        path.resolve()
+        for path in (*root.glob("lib*/python*/site-packages"), *root.glob("Lib/site-packages"))
+    }
     shipped = {
         path.name.split(".", 1)[0]
         for path in site_packages.iterdir()
