@@ -1,4 +1,4 @@
-"""hatchling's build hook: the wheel and the sdist ship only what ``_artifact_filter`` lets through.
+"""hatchling's build hook: the wheel and the sdist ship only what ``mrtr_runtime/cli/_artifacts.py`` lets through.
 
 hatchling runs this for ``pip install .``, ``python -m build``, ``uv build`` and the Docker
 image's build stage. Files the filter excludes are left out; a file it refuses stops the build
@@ -18,7 +18,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-FILTER = Path("src", "{{ cookiecutter.package_name }}", "_artifact_filter.py")
+FILTER = Path("src", "{{ cookiecutter.package_name }}", "mrtr_runtime", "cli", "_artifacts.py")
 
 
 def load_filter(root: Path) -> ModuleType:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mrtr_runtime._http_rules import (
+from mrtr_runtime.http._rules import (
     HEADER_MISMATCH,
     AccessPolicy,
     HeaderMismatch,

@@ -377,7 +377,7 @@ import sys
 
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 import support
-from mrtr_runtime import _uvicorn
+from mrtr_runtime.http import _uvicorn
 from mrtr_runtime.server import HttpSettings, configure_logging
 
 
