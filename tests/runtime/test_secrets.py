@@ -2,7 +2,7 @@
 echo a token's contents.
 
 The server runs for real (``python -m <package>``, or a launcher that adds two probe tools to
-the project's registry and then calls the same ``cli.main``), with a known key
+the project's registry and then calls the same ``app.main``), with a known key
 given through the environment or a key file. Every error path we can provoke is provoked, and
 everything the process wrote is searched for the key in every spelling.
 
@@ -100,7 +100,7 @@ async def secret_echo_tool_error(n: int = 0):
     raise ToolError(f"AWS call failed: {echoed_credentials()}")
 
 
-from PACKAGE.cli import main
+from PACKAGE.app import main
 
 sys.exit(main([]))
 """
