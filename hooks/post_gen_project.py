@@ -2,8 +2,8 @@
 
 Cookiecutter runs this with the new project as the working directory; if it fails, cookiecutter
 deletes the project again. The signing key is written here (never rendered from a template, never
-printed) and the host configurations come from the runtime's own ``cli/_hosts.py`` module, the same code
-``<slug> config`` uses later.
+printed) and the host configurations come from the runtime's own ``cli/_hosts.py``, the same
+code ``<slug> config`` uses later.
 """
 
 from __future__ import annotations

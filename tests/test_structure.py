@@ -81,23 +81,30 @@ def _runtime_targets(name: str, path: Path) -> Iterator[tuple[int, str]]:
         if isinstance(node, ast.ImportFrom) and node.level >= 1:
             target = _resolve(package, node.level, node.module)
             if target is not None:
+                # `from . import _hosts` imports the module `cli._hosts`, not its package; the
+                # names of `from ._app import HttpApp` resolve to the module `http._app`.
                 for alias in node.names:
                     yield node.lineno, f"{target}.{alias.name}" if target else alias.name
-                yield node.lineno, target
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
             first = node.args[0] if node.args else None
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                if first.value.startswith("."):
-                    target = _resolve(package, 1, first.value[1:])
-                    if target is not None:
-                        yield node.lineno, target
+            if (
+                isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+                and first.value.startswith(".")
+            ):
+                target = _resolve(package, 1, first.value[1:])
+                if target is not None:
+                    yield node.lineno, target
         elif isinstance(node, ast.Dict):
             for value in node.values:
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    if value.value.startswith("."):
-                        target = _resolve(package, 1, value.value[1:])
-                        if target is not None:
-                            yield node.lineno, target
+                if (
+                    isinstance(value, ast.Constant)
+                    and isinstance(value.value, str)
+                    and value.value.startswith(".")
+                ):
+                    target = _resolve(package, 1, value.value[1:])
+                    if target is not None:
+                        yield node.lineno, target
 
 
 def runtime_graph(runtime_dir: Path) -> dict[str, dict[str, int]]:

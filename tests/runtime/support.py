@@ -4,8 +4,9 @@ a server over it with fixed keys, wire and subprocess helpers.
 The suite runs against a baked project (``MRTR_PACKAGE`` names its import package, e.g.
 ``mrtr_server``) with that project's own interpreter. Importing this module registers the
 project's ``<package>.mrtr_runtime`` and every one of its submodules in ``sys.modules`` as
-``mrtr_runtime`` / ``mrtr_runtime.<module>`` (the same module objects, so ``isinstance`` holds),
-which is how every test imports the runtime: ``from mrtr_runtime.testing import MemoryClient``.
+``mrtr_runtime`` / ``mrtr_runtime.<module>``, the wings' (``mrtr_runtime.http._app``) too: the
+same module objects, so ``isinstance`` holds. That is how every test imports the runtime:
+``from mrtr_runtime.testing import MemoryClient``.
 
 Every tool here exists to pin one behaviour the tests check; `deploy_stack` reproduces the
 two-round deploy example exactly (confirm and an IAM role ARN, asked together). Handlers count
@@ -42,9 +43,11 @@ def _alias_runtime() -> tuple[str, ModuleType]:
         )
     runtime = importlib.import_module(f"{package}.mrtr_runtime")
     sys.modules["mrtr_runtime"] = runtime
-    for info in pkgutil.iter_modules(runtime.__path__):
-        module = importlib.import_module(f"{runtime.__name__}.{info.name}")
-        sys.modules[f"mrtr_runtime.{info.name}"] = module
+    # The wings' modules too (``mrtr_runtime.http._app``), so a test that patches one patches
+    # the module the server runs.
+    for info in pkgutil.walk_packages(runtime.__path__, prefix=f"{runtime.__name__}."):
+        module = importlib.import_module(info.name)
+        sys.modules["mrtr_runtime." + info.name.removeprefix(f"{runtime.__name__}.")] = module
     return package, importlib.import_module(package)
 
 

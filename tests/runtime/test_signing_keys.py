@@ -1161,7 +1161,7 @@ def test_the_readme_states_where_the_per_user_key_lives(
     tmp_path: Path, logs: pytest.LogCaptureFixture
 ) -> None:
     readme = (PROJECT / "README.md").read_text(encoding="utf-8")
-    name = importlib.import_module(f"{PACKAGE}.app").NAME
+    name = importlib.import_module(f"{PACKAGE}.app").PROJECT.name
     for platform, spelled in [
         ("linux", "~/.local/state/"),
         ("darwin", "~/Library/Application Support/"),

@@ -33,5 +33,5 @@ def build_server(environ: Mapping[str, str] | None = None) -> Server:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The console script ``{{ cookiecutter.project_slug }}`` and ``python -m {{ cookiecutter.package_name }}``."""
+    """The console script, and ``python -m <this package>``; returns the exit status."""
     return run_command_line(PROJECT, argv)
