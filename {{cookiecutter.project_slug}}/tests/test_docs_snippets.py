@@ -1,4 +1,5 @@
-"""Every python block of the docs pages runs, and does what its page says.
+"""Maintained by the mrtr-server template (`cruft update` brings its fixes): every python block
+of the docs pages runs, and does what its page says.
 
 The pages: docs/multi-round-handlers.md and docs/results-and-completions.md.
 

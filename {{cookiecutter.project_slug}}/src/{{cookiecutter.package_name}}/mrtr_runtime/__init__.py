@@ -1,6 +1,6 @@
 """mrtr_runtime: a small MCP server runtime with multi round-trip requests (SEP-2322).
 
-Vendored from the mrtr-server cookiecutter template, version 0.4.0 (`__version__` below; the
+Vendored from the mrtr-server cookiecutter template, version 0.5.0 (`__version__` below; the
 template's CHANGELOG.md says what each version changed). It is part of this project now: change
 it if you must, but a tool needs only what this page exports, and `cruft update` brings the
 template's fixes (README.md, "Updating from the template").
@@ -8,7 +8,7 @@ template's fixes (README.md, "Updating from the template").
 Three faces, one per audience; everything else (`_name` modules) is private:
 
 - `mrtr_runtime`: what a tool module imports (this page).
-- `mrtr_runtime.server`: what `app.py` and `cli.py` need to build and run the server.
+- `mrtr_runtime.server`: what `app.py` needs to build and run the server (`Project`).
 - `mrtr_runtime.testing`: clients that drive a server in tests and scripts.
 
 Serves MCP 2026-07-28 (stateless, per-request `_meta`) and, in the same process, 2025-11-25
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         text_contents,
     )
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 # Imported on first use (PEP 562), which is when the tools load: the first answer a server
 # sends must not wait for them. The answer models are pydantic models, which come with the
