@@ -131,9 +131,7 @@ def runtime_graph(runtime_dir: Path) -> dict[str, dict[str, int]]:
 def floor_violations(
     graph: Mapping[str, Mapping[str, int]], floors: Mapping[str, int]
 ) -> list[str]:
-    problems = [
-        f"{name} is on no floor of DEVELOPING.md" for name in graph if name not in floors
-    ]
+    problems = [f"{name} is on no floor of DEVELOPING.md" for name in graph if name not in floors]
     problems += [
         f"DEVELOPING.md names {name}, which does not exist" for name in floors if name not in graph
     ]

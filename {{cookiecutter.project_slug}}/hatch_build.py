@@ -18,9 +18,8 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-FILTER = Path(
-    "src", "{{ cookiecutter.package_name }}", "mrtr_runtime", "cli", "_artifacts.py"
-)
+PACKAGE = "{{ cookiecutter.package_name }}"
+FILTER = Path("src", PACKAGE, "mrtr_runtime", "cli", "_artifacts.py")
 
 
 def load_filter(root: Path) -> ModuleType:
