@@ -58,7 +58,7 @@ def build_server(environ: Mapping[str, str] | None = None) -> Server:
     """
     registry.defer_package(tools.__name__)
     environ = os.environ if environ is None else environ
-    state = codec_from_environment(
+    signing = codec_from_environment(
         environ,
         default_key_file=default_key_file(),
         per_user_key_file=user_key_file(environ),
@@ -66,4 +66,4 @@ def build_server(environ: Mapping[str, str] | None = None) -> Server:
         # copied key file, one key for a whole fleet) cannot replay them here, nor ours there.
         audience=NAME,
     )
-    return Server(name=NAME, version=__version__, registry=registry, state=state, title=TITLE)
+    return Server(name=NAME, version=__version__, registry=registry, signing=signing, title=TITLE)
