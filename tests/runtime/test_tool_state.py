@@ -180,7 +180,7 @@ async def test_an_accepted_form_without_usable_content_is_asked_again(
     assert message == f"That answer was not valid ({reason}). Colour?"
 
 
-async def test_summarized_gives_structured_content_and_its_text(client: MemoryClient) -> None:
+async def test_a_summary_with_structured_content_gives_both(client: MemoryClient) -> None:
     result = await client.request("tools/call", {"name": "summary"})
     assert result["structuredContent"] == {"colour": "red"}
     assert result["content"] == [{"type": "text", "text": "one red pick"}]
