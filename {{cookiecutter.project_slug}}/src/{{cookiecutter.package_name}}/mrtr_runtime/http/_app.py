@@ -1,6 +1,6 @@
 """MCP's Streamable HTTP transport, 2026-07-28 (basic/transports/streamable-http), as an ASGI app.
 
-A thin shell like `_stdio.py`: it reads one POST, applies `_http_rules` (who may ask, whether the
+A thin shell like `../_stdio.py`: it reads one POST, applies `_rules` (who may ask, whether the
 headers agree with the body), hands the request to the same `Server` the stdio transport uses,
 and writes the reply as JSON, or as an SSE stream when the request's handler sends notifications
 first (progress, log messages, a listen's notices). Closing the connection cancels the request
@@ -22,19 +22,8 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._context import MAYBE_CARRIED_OUT, Cancellation
-from ._http_rules import (
-    HEADER_MISMATCH,
-    AccessPolicy,
-    HeaderMismatch,
-    MirroredParam,
-    check_headers,
-    http_status,
-    legacy_request_problem,
-    mirrored_params,
-    parse_token_lines,
-)
-from ._jsonrpc import (
+from .._context import MAYBE_CARRIED_OUT, Cancellation
+from .._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     MAX_LINE_BYTES,
@@ -48,7 +37,18 @@ from ._jsonrpc import (
     parse_json,
     parse_message,
 )
-from ._router import Server, Session
+from .._router import Server, Session
+from ._rules import (
+    HEADER_MISMATCH,
+    AccessPolicy,
+    HeaderMismatch,
+    MirroredParam,
+    check_headers,
+    http_status,
+    legacy_request_problem,
+    mirrored_params,
+    parse_token_lines,
+)
 
 __all__ = (
     "ENDPOINT",
