@@ -775,7 +775,11 @@ class Status(BaseModel):
 
 @pytest.mark.parametrize(
     ("decorator", "signature"),
-    [("tool", ") -> Status"), ("tool", "query: Status) -> str"), ("prompt", "query: Status) -> str")],
+    [
+        ("tool", ") -> Status"),
+        ("tool", "query: Status) -> str"),
+        ("prompt", "query: Status) -> str"),
+    ],
     ids=["tool-return", "tool-parameter", "prompt-parameter"],
 )
 def test_an_annotation_naming_a_model_defined_later_names_the_handler_and_the_model(

@@ -185,7 +185,15 @@ def test_mypy_still_reports_every_removed_name(tmp_path: Path) -> None:
     source.write_text(MYPY_PROJECT.replace("PACKAGE", PACKAGE))
     # As a project's own mypy run sees it: the package's source on the path, no config.
     completed = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file=", str(source)],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--config-file=",
+            str(source),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

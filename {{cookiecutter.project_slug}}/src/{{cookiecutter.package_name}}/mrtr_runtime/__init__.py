@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from ._context import Context, RequestCancelled
 from ._inputs import InputRequest, choice_titles, elicit_form, elicit_url, list_roots, sample
 from ._redact import redact_secrets, treat_as_secret
-from ._removed import FACE_NAMES
 from ._registry import Registry, ToolAnnotations
+from ._removed import FACE_NAMES
 from ._results import InputRequired, ToolError, ToolResult
 
 if TYPE_CHECKING:

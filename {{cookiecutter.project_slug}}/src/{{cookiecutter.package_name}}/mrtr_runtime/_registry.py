@@ -299,9 +299,9 @@ def _holds(model: type[BaseModel], member: type[BaseModel]) -> bool:
     RootModel of a union one of whose members holds it."""
     if issubclass(member, model):
         return True
-    root = model.model_fields.get("root") if getattr(model, "__pydantic_root_model__", False) else None
-    if root is None:
+    if not getattr(model, "__pydantic_root_model__", False):
         return False
+    root = model.model_fields["root"]
     options = get_args(root.annotation) if _is_union(root.annotation) else (root.annotation,)
     return any(isinstance(option, type) and issubclass(member, option) for option in options)
 

@@ -39,7 +39,9 @@ class ToolResult:
 
     if not TYPE_CHECKING:  # gone in 0.5.0; hidden from mypy, which reports the old names
         text = Removed("ToolResult.text(t) is ToolResult.of(t)")
-        summarized = Removed("ToolResult.summarized(s, model) is ToolResult.of(s, structured=model)")
+        summarized = Removed(
+            "ToolResult.summarized(s, model) is ToolResult.of(s, structured=model)"
+        )
 
     @classmethod
     def of(
