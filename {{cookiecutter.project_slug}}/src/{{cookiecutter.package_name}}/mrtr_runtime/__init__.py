@@ -57,8 +57,8 @@ if not TYPE_CHECKING:
         else:
             module = _LAZY.get(name)
             if module is None:
-                # A name 0.5.0 moved or removed says what replaced it (`Registry.load_package`
-                # puts the sentence back where `from ... import name` drops it).
+                # A name the face lost (_removed.py) says what replaced it; the tools' loader
+                # puts the sentence back where `from ... import name` drops it.
                 missing = f"module {__name__!r} has no attribute {name!r}"
                 raise AttributeError(FACE_NAMES.get(name, missing))
             value = getattr(importlib.import_module(module, __name__), name)
