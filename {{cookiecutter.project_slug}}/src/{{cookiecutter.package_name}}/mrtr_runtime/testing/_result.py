@@ -36,7 +36,8 @@ class ToolCallResult:
     """The final result of a ``tools/call``, after every input round.
 
     ``text`` is the text blocks' text, joined by newlines; ``structured`` the
-    ``structuredContent`` (None when the tool sent none); ``is_error`` whether the tool
+    ``structuredContent`` (``{}`` when the tool sent none: a tool returning a model always
+    sends it, and a test indexes it without a None check); ``is_error`` whether the tool
     reported an error (an ``isError`` result is returned, never raised); ``content`` the
     content blocks as they came (dicts); ``progress`` the progress notifications this call
     was sent, in order, as ``(progress, total, message)``; ``rounds`` how many input rounds
@@ -44,7 +45,7 @@ class ToolCallResult:
     """
 
     content: tuple[dict[str, Any], ...]
-    structured: dict[str, Any] | None = None
+    structured: dict[str, Any] = field(default_factory=dict)
     is_error: bool = False
     progress: tuple[Progress, ...] = ()
     asked: tuple[tuple[str, ...], ...] = ()
@@ -71,7 +72,7 @@ class ToolCallResult:
             structured=(
                 dict(cast("Mapping[str, Any]", structured))
                 if isinstance(structured, Mapping)
-                else None
+                else {}
             ),
             is_error=result.get("isError") is True,
             progress=tuple(progress),
