@@ -17,8 +17,8 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from mrtr_runtime._jsonrpc import LineSplitter
 from mrtr_runtime._answers import Accepted
+from mrtr_runtime._jsonrpc import LineSplitter
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import (
     ClientSession,

@@ -421,9 +421,7 @@ async def test_a_tool_errors_message_is_redacted_in_the_result() -> None:
 
     result = await MemoryClient(make_server(registry=registry)).call_tool("fails_quoting")
     assert result.is_error
-    assert result.text == (
-        "call failed: b'<SessionToken>[redacted]</SessionToken>'"
-    )
+    assert result.text == ("call failed: b'<SessionToken>[redacted]</SessionToken>'")
 
 
 @pytest.mark.anyio
