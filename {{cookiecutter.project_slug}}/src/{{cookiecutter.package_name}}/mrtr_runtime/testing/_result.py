@@ -1,4 +1,4 @@
-"""What a test reads from a tool call: `ToolCallResult`, typed, built from the wire's CallToolResult.
+"""What a test reads from a tool call: `ToolCallResult`, typed, from the wire's CallToolResult.
 
 `call_tool` returns it on both clients. It holds the final CallToolResult's parts under
 Python names (2026-07-28 server/tools: ``content``, ``structuredContent``, ``isError``), the
@@ -116,7 +116,8 @@ class ToolCallResult:
 
 
 def _warn_old_face(key: object) -> None:
-    instead = _OLD_KEYS.get(key, "the ToolCallResult attribute") if isinstance(key, str) else None
+    # stacklevel 3: the test's line, past this helper and the dunder that called it.
+    instead = _OLD_KEYS.get(key) if isinstance(key, str) else None
     warnings.warn(
         f"call_tool() returns a ToolCallResult since runtime 0.5.0; result[{key!r}] reads the "
         f"old wire dict: write {instead or 'the ToolCallResult attribute'} instead "
