@@ -65,7 +65,8 @@ def test_keygen_replaces_nothing_but_a_regular_file(
     assert line.startswith(f"{NAME}: cannot write {path}: it is ")
     assert "regular file" in line
     after = path.lstat()
-    assert (stat.S_IFMT(after.st_mode), after.st_ino) == (stat.S_IFMT(before.st_mode), before.st_ino)
+    assert stat.S_IFMT(after.st_mode) == stat.S_IFMT(before.st_mode)
+    assert after.st_ino == before.st_ino
     if path.is_symlink():
         assert path.with_name("linked-file").read_text(encoding="utf-8") == "someone's file\n"
 
