@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 from ._capabilities import ClientCapabilities
 from ._inputs import InputRequest
 from ._redact import redact_secrets
+from ._removed import READ_ANSWERS, Removed
 from ._results import InputRequired
 from ._wire import ELICIT, INPUT_METHODS, LOG_LEVELS
 
@@ -171,6 +172,11 @@ class Context:
         "request_state",
         "state",
     )
+
+    if not TYPE_CHECKING:  # gone in 0.5.0; hidden from mypy, which reports the old names
+        input_response = Removed(READ_ANSWERS)
+        input_responses = Removed(READ_ANSWERS)
+        has_input_responses = Removed(READ_ANSWERS)
 
     def __init__(
         self,
