@@ -18,7 +18,7 @@ import sys
 import types
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pytest
 
@@ -26,6 +26,8 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
     Registry,
 )
 from {{ cookiecutter.package_name }}.mrtr_runtime.server import (
+    DEFAULT_TTL_SECONDS,
+    MAX_TTL_SECONDS,
     Server,
     codec_from_environment,
 )
@@ -177,6 +179,14 @@ def test_the_page_states_the_snippet_convention_and_has_the_five_skeletons() -> 
     ]
     assert "ElicitResult" not in text  # answers are read with form_answer and a match
     assert "cookiecutter." not in text  # every template placeholder was rendered
+
+
+def test_the_page_states_the_token_lifetime_the_runtime_uses() -> None:
+    text = " ".join(DOC.read_text(encoding="utf-8").split())
+    stated = re.findall(r"valid until it expires \((\d+) s, .*?at most (\d+) s\)", text)
+    assert stated == [(str(DEFAULT_TTL_SECONDS), str(MAX_TTL_SECONDS))]
+    assert "MRTR_STATE_TTL_SECONDS" in text
+    assert not re.search(r"\bhours?\b|\bdays?\b", text)
 
 
 # -- (a) remove_file: one round, then the effect ---------------------------------------------
@@ -625,11 +635,16 @@ async def test_publish_notes_publishes_nothing_on_a_no(
 # -- docs/results-and-completions.md -----------------------------------------------------------
 
 
-def test_the_results_page_states_the_convention_and_has_its_three_modules() -> None:
+def test_the_results_page_states_the_convention_and_has_its_modules() -> None:
     text = RESULTS_DOC.read_text(encoding="utf-8")
     assert "`from . import registry`" in text
     assert "tests/test_docs_snippets.py" in text
-    assert list(snippets(RESULTS_DOC)) == ["show_picture", "code_review", "order_laptop"]
+    assert list(snippets(RESULTS_DOC)) == [
+        "show_picture",
+        "code_review",
+        "order_laptop",
+        "count_words",
+    ]
     assert "cookiecutter." not in text
 
 
@@ -816,3 +831,63 @@ async def test_order_laptop_asks_with_titled_choices_and_takes_a_valid_order(
         ),
     )
     assert text_of(declined) == "Nothing was ordered."
+
+
+def progress_of(client: MemoryClient, token: str) -> list[Json]:
+    """The progress notifications sent for `token`, without the token."""
+    return [
+        {key: value for key, value in note["params"].items() if key != "progressToken"}
+        for note in client.notifications
+        if note["method"] == "notifications/progress" and note["params"]["progressToken"] == token
+    ]
+
+
+@pytest.fixture
+def word_files(tmp_path: Path) -> list[str]:
+    (tmp_path / "a.txt").write_text("one two three\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("four five\n", encoding="utf-8")
+    return [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+
+
+@pytest.mark.anyio
+@exercises("count_words")
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_count_words_reports_each_file_to_a_caller_with_a_progress_token(
+    load_snippet: Callable[[str], Registry],
+    word_files: list[str],
+    era: Literal["modern", "legacy"],
+) -> None:
+    client = MemoryClient(serve(load_snippet("count_words")), capabilities={}, era=era)
+    result = await client.call_tool(
+        "count_words", {"paths": word_files}, meta={"progressToken": "words"}
+    )
+    first, second = word_files
+    assert text_of(result) == f"{first}: 3 words\n{second}: 2 words"
+    assert progress_of(client, "words") == [
+        {"progress": 1, "total": 2, "message": f"Counted {first}"},
+        {"progress": 2, "total": 2, "message": f"Counted {second}"},
+    ]
+
+
+@pytest.mark.anyio
+async def test_count_words_sends_no_progress_to_a_caller_without_a_token(
+    load_snippet: Callable[[str], Registry], word_files: list[str]
+) -> None:
+    client = MemoryClient(serve(load_snippet("count_words")), capabilities={})
+    result = await client.call_tool("count_words", {"paths": word_files})
+    assert text_of(result).endswith(": 2 words")
+    assert [note["method"] for note in client.notifications] == []
+
+
+@pytest.mark.anyio
+async def test_count_words_stops_at_a_file_it_cannot_read(
+    load_snippet: Callable[[str], Registry], word_files: list[str], tmp_path: Path
+) -> None:
+    client = MemoryClient(serve(load_snippet("count_words")), capabilities={})
+    missing = str(tmp_path / "missing.txt")
+    result = await client.call_tool(
+        "count_words", {"paths": [word_files[0], missing]}, meta={"progressToken": 7}
+    )
+    assert result["isError"] is True
+    assert text_of(result) == f"Cannot read {missing}: No such file or directory."
+    assert [note["params"]["progress"] for note in client.notifications] == [1]
