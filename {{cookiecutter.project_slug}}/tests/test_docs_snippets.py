@@ -13,6 +13,7 @@ throwaway package whose `registry` is fresh, then the tests drive the tool throu
 from __future__ import annotations
 
 import base64
+import importlib
 import re
 import sys
 import types
@@ -44,10 +45,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 PACKAGE = "{{ cookiecutter.package_name }}"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "multi-round-handlers.md"
 RESULTS_DOC = DOC.with_name("results-and-completions.md")
-DOCS = (DOC, RESULTS_DOC)
+README = DOC.parents[1] / "README.md"
+DOCS = (DOC, RESULTS_DOC, README)
 KEY_HEX = "c4e6a8b0d2f41357a9c1e3f5b7d90246c8e0a2f4b6d81357e9c1a3f5b7d90246"
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 HEADER = re.compile(rf"# src/{PACKAGE}/tools/([a-z_][a-z0-9_]*)\.py")
+#: The README's tests of its own tools, run by test_the_readme_tests_pass_on_the_readme_tools.
+TEST_HEADER = re.compile(r"# tests/(test_[a-z0-9_]+)\.py")
 FORMS_ONLY: Json = {"elicitation": {"form": {}}}
 #: What a full-featured host declares.
 ALL: Json = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
@@ -66,6 +70,8 @@ def snippets(doc: Path = DOC) -> dict[str, str]:
     found: dict[str, str] = {}
     for block in BLOCK.findall(doc.read_text(encoding="utf-8")):
         first_line = block.partition("\n")[0]
+        if doc == README and TEST_HEADER.fullmatch(first_line):
+            continue
         header = HEADER.fullmatch(first_line)
         assert header, (
             f"a python block must start with '# src/{PACKAGE}/tools/<name>.py': {first_line!r}"
@@ -630,6 +636,39 @@ async def test_publish_notes_publishes_nothing_on_a_no(
     assert rounds == [["confirm"]]
     assert text_of(result) == "Nothing was published."
     assert not (tmp_path / "notes.md.published").exists()
+
+
+# -- README.md: its first screen's tool and test ----------------------------------------------
+
+
+def readme_tests() -> dict[str, str]:
+    """The README's test modules, by name."""
+    found: dict[str, str] = {}
+    for block in BLOCK.findall(README.read_text(encoding="utf-8")):
+        header = TEST_HEADER.fullmatch(block.partition("\n")[0])
+        if header:
+            found[header[1]] = block
+    return found
+
+
+@pytest.mark.anyio
+@exercises("greet")
+async def test_the_readme_tests_pass_on_the_readme_tools(
+    load_snippet: Callable[[str], Registry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README's test imports the project's build_server: here it serves the README's tool.
+    registry = load_snippet("greet")
+    app = importlib.import_module(f"{PACKAGE}.app")
+    monkeypatch.setattr(app, "build_server", lambda: serve(registry))
+    tests = readme_tests()
+    assert list(tests) == ["test_greet"]
+    namespace: dict[str, Any] = {"__name__": "readme_test_greet"}
+    # The page is part of this project (not outside input), and running it is the point.
+    exec(compile(tests["test_greet"], "README.md:test_greet.py", "exec"), namespace)  # noqa: S102
+    cases = [case for name, case in namespace.items() if name.startswith("test_")]
+    assert len(cases) == 1
+    await cases[0]()
+    assert len(tests["test_greet"].split("async def ", 1)[1].strip().splitlines()) <= 5
 
 
 # -- docs/results-and-completions.md -----------------------------------------------------------
