@@ -444,7 +444,7 @@ def test_an_aws_key_pair_across_the_scan_s_chunk_boundary_is_found(
 
 def baked(rule: ModuleType) -> Path:
     """The bake the rule under test is from."""
-    return Path(str(rule.__file__)).parents[2]
+    return Path(str(rule.__file__)).parents[4]
 
 
 #: Names of credential files as people and tools write them: each is refused in every case.

@@ -28,8 +28,9 @@ from cookiecutter.main import cookiecutter
 ROOT = Path(__file__).resolve().parents[1]
 DEVELOPING = ROOT / "DEVELOPING.md"
 FACES = frozenset({"__init__", "server", "testing"})
-#: What project code may import below ``mrtr_runtime`` (``mrtr_runtime`` itself is the tool face).
-PUBLIC_FACES = frozenset({"server", "testing"})
+#: What project code may import below ``mrtr_runtime`` (itself the tool face; ``content`` is its
+#: sub-face for content blocks).
+PUBLIC_FACES = frozenset({"server", "testing", "content"})
 #: The runtime's sub-packages whose faces only the runtime's own faces import.
 WINGS = frozenset({"http", "cli"})
 _FLOOR_LINE = re.compile(r"^floor\s+(\d+)\s+\S+\s+(.+)$")

@@ -36,7 +36,7 @@ from PACKAGE.mrtr_runtime.server import Server, codec_from_environment, serve_st
 registry = Registry()
 registry.defer_package("late_tools")
 codec = codec_from_environment(os.environ, default_key_file=None)
-sys.exit(serve_stdio(Server(name="startup", version="0", registry=registry, state=codec)))
+sys.exit(serve_stdio(Server(name="startup", version="0", registry=registry, signing=codec)))
 """
 
 

@@ -125,7 +125,7 @@ def load_snippet() -> Iterator[Callable[[str], Registry]]:
 
 def serve(registry: Registry) -> Server:
     codec = codec_from_environment({"MRTR_SIGNING_KEY": KEY_HEX}, default_key_file=None)
-    return Server(name="docs-snippets", version="0", registry=registry, state=codec)
+    return Server(name="docs-snippets", version="0", registry=registry, signing=codec)
 
 
 def accept(**content: Any) -> Json:

@@ -21,8 +21,9 @@ Previous keys verify tokens but never sign them (rotation). They come from
 when it exists, and ``MRTR_PREVIOUS_SIGNING_KEYS_FILE``. ``rotate_key_file`` (what
 ``keygen --rotate`` runs) moves the current key into the file beside it, so no secret is ever
 copied by hand into a host configuration. A key is useless one TTL after it was retired: tokens live
-``MRTR_STATE_TTL_SECONDS`` (default 900, at most 3600). ``MRTR_INSECURE_PLAINTEXT=1`` switches to
-unsigned tokens, for debugging only.
+``MRTR_STATE_TTL_SECONDS`` (default 900, at most 3600). Tokens are always signed: the unsigned
+mode of earlier versions (``MRTR_INSECURE_PLAINTEXT``) is gone, and the variable is ignored with a
+warning, so a host configuration that still sets it starts a server that signs.
 
 Key files must be ours and private: one that other users can read or write, that another user
 owns, or that is a symlink stops start-up (they could read the key and forge answers, or swap
@@ -81,6 +82,8 @@ logger = logging.getLogger("mrtr_runtime")
 _MAX_KEY_FILE_BYTES = 4096  # a key file is one line of hex; refuse to slurp anything bigger
 #: The variable naming a file of previous (verify-only) keys, one hex key per line.
 PREVIOUS_KEYS_FILE_ENV = "MRTR_PREVIOUS_SIGNING_KEYS_FILE"
+#: The unsigned mode's switch before 0.5.0; now only named to say it is ignored.
+_REMOVED_PLAINTEXT_FLAG = "MRTR_INSECURE_PLAINTEXT"
 #: Where previous keys live when that variable is unset: beside the current key file.
 PREVIOUS_KEYS_FILE_NAME = ".mrtr-previous-signing-keys"
 #: How many retired keys ``rotate_key_file`` keeps. Tokens outlive their key by at most one TTL
@@ -359,7 +362,13 @@ def codec_from_environment(
     """
 
     ttl = _ttl_from(environ)
-    insecure = _flag_from(environ, "MRTR_INSECURE_PLAINTEXT")
+    if environ.get(_REMOVED_PLAINTEXT_FLAG, "").strip() not in ("", "0"):
+        # Ignored rather than refused: what it asked for (tokens any client can forge) is
+        # exactly what a server must never do, and ignoring it only makes the server safer.
+        logger.warning(
+            "%s is ignored: requestState tokens are always signed (the unsigned mode was removed)",
+            _REMOVED_PLAINTEXT_FLAG,
+        )
     current, key_file = _configured_key(environ, default_key_file)
     source = str(key_file) if key_file is not None else "MRTR_SIGNING_KEY"
     not_created = ""
@@ -372,7 +381,7 @@ def codec_from_environment(
         else:
             key_file = per_user_key_file
             source = f"{per_user_key_file}{' (new, mode 0600)' if created else ''}"
-    if current is None and not insecure:
+    if current is None:
         current = SigningKey(secrets.token_bytes(MIN_KEY_BYTES))
         source = "a random key for this process only"
         configured = [
@@ -386,25 +395,15 @@ def codec_from_environment(
             ", ".join(configured),
             not_created,
         )
-    ring = None
-    if current is not None:
-        ring = KeyRing(current, _previous_keys(environ, current, key_file))
-    if insecure:
-        logger.warning(
-            "MRTR_INSECURE_PLAINTEXT=1: requestState tokens are NOT signed; any client can forge "
-            "the answers a tool acts on. For debugging only; never run this in production"
-        )
-    if ring is not None:
-        logger.info(
-            "requestState signing key id %s from %s (%d previous); ttl %ds",
-            ring.current.key_id,
-            source,
-            len(ring.previous),
-            ttl,
-        )
-    return RequestStateCodec(
-        ring, audience=audience, ttl_seconds=ttl, clock=clock, insecure_plaintext=insecure
+    ring = KeyRing(current, _previous_keys(environ, current, key_file))
+    logger.info(
+        "requestState signing key id %s from %s (%d previous); ttl %ds",
+        ring.current.key_id,
+        source,
+        len(ring.previous),
+        ttl,
     )
+    return RequestStateCodec(ring, audience=audience, ttl_seconds=ttl, clock=clock)
 
 
 def _configured_key(
@@ -469,16 +468,6 @@ def _ttl_from(environ: Mapping[str, str]) -> int:
             "replayed until it expires"
         )
     return int(text)
-
-
-def _flag_from(environ: Mapping[str, str], name: str) -> bool:
-    value = environ.get(name, "").strip()
-    if value in ("", "0"):
-        return False
-    if value == "1":
-        return True
-    # A security switch is spelled one way only, so "false" can never mean "on".
-    raise SigningConfigError(f"{name} must be 1 or unset")
 
 
 def _read_key_file(path: Path, label: str) -> SigningKey:

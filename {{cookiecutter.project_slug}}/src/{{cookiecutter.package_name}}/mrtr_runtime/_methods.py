@@ -199,7 +199,7 @@ def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
     if isinstance(outcome, ToolResult):
         result = outcome
     elif isinstance(outcome, str):
-        result = ToolResult.text(outcome)
+        result = ToolResult(content=(text_block(outcome),))
     elif outcome is None:
         result = ToolResult()
     else:
@@ -213,7 +213,7 @@ def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
         except (TypeError, ValueError, RecursionError):
             _logger.error("tool %r returned a %s, not JSON", tool.name, type(outcome).__name__)
             return _not_json(tool)
-        result = ToolResult.text(text, structured=structured)
+        result = ToolResult(content=(text_block(text),), structured=structured)
     if tool.output_model is not None and not result.is_error:
         # server/tools: with an outputSchema, servers MUST provide conforming structured results.
         try:

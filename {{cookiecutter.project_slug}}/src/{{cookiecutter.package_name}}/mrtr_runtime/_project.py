@@ -99,7 +99,7 @@ class Project:
         """
         self.registry.defer_package(self.tools.__name__)
         environ = os.environ if environ is None else environ
-        state = codec_from_environment(
+        signing = codec_from_environment(
             environ,
             default_key_file=self.default_key_file(),
             per_user_key_file=self.user_key_file(environ),
@@ -111,6 +111,6 @@ class Project:
             name=self.name,
             version=self.version,
             registry=self.registry,
-            state=state,
+            signing=signing,
             title=self.title,
         )

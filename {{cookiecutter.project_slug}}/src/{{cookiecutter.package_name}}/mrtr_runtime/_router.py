@@ -148,12 +148,13 @@ class Server:
         name: str,
         version: str,
         registry: Registry,
-        state: RequestStateCodec,
+        signing: RequestStateCodec,
         title: str | None = None,
         instructions: str | None = None,
     ) -> None:
         self.registry = registry
-        self.state = state
+        #: Signs and verifies every requestState token (`server.codec_from_environment`).
+        self.signing = signing
         self.instructions = instructions
         self.info: dict[str, Any] = {"name": name, "version": version}
         if title is not None:
@@ -391,7 +392,7 @@ class Server:
             return await run_round(
                 call,
                 received,
-                codec=self.state,
+                codec=self.signing,
                 capabilities=scope.capabilities,
                 make_context=lambda answers, token, state: self._context(
                     scope, peer, answers, token, state
