@@ -23,10 +23,8 @@ from hypothesis import strategies as st
 from mrtr_runtime._capabilities import ClientCapabilities
 from mrtr_runtime._tokens import digest_arguments
 from mrtr_runtime.server import Server
-from mrtr_runtime.testing import (
-    MemoryClient,
-    RpcError,
-    TooManyRounds,
+from mrtr_runtime.testing import MemoryClient, RpcError, TooManyRounds
+from mrtr_runtime.testing._rounds import (
     call_tool_with_inputs,
     default_input_handler,
     request_with_inputs,

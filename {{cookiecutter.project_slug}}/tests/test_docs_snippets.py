@@ -1,7 +1,8 @@
 """Maintained by the mrtr-server template (`cruft update` brings its fixes): every python block
 of the docs pages runs, and does what its page says.
 
-The pages: docs/multi-round-handlers.md and docs/results-and-completions.md.
+The pages: docs/multi-round-handlers.md and docs/results-and-completions.md; and the README's
+first tool and its test, which run as printed.
 
 Convention (stated at the top of the page): each block is a whole tools module whose first line
 is `# src/<package>/tools/<name>.py`, importing `..mrtr_runtime` and
@@ -35,8 +36,7 @@ from {{ cookiecutter.package_name }}.mrtr_runtime.server import (
 from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     MemoryClient,
     RpcError,
-    call_tool_with_inputs,
-    default_input_handler,
+    ToolCallResult,
 )
 
 Json = dict[str, Any]
@@ -132,8 +132,9 @@ def accept(**content: Any) -> Json:
     return {"action": "accept", "content": content}
 
 
-def text_of(result: Mapping[str, Any]) -> str:
-    (block,) = result["content"]
+def text_of(result: Mapping[str, Any] | ToolCallResult) -> str:
+    """The single text block of a wire result or of call_tool's."""
+    (block,) = result.content if isinstance(result, ToolCallResult) else result["content"]
     text: str = block["text"]
     return text
 
@@ -149,20 +150,6 @@ class Answers:
         message = str(params["message"])
         self.messages.append(message)
         return next(answer for needle, answer in self.rules if needle in message)
-
-
-async def run(
-    client: MemoryClient, tool: str, arguments: Json, **handlers: Any
-) -> tuple[Json, list[list[str]]]:
-    """call_tool_with_inputs, also returning the keys asked in each round."""
-    rounds: list[list[str]] = []
-    inner = default_input_handler(**handlers)
-
-    async def handler(requests: Mapping[str, Mapping[str, object]]) -> Mapping[str, object]:
-        rounds.append(sorted(requests))
-        return await inner(requests)
-
-    return await call_tool_with_inputs(client, tool, arguments, handler), rounds
 
 
 # -- the page itself --------------------------------------------------------------------------
@@ -238,13 +225,9 @@ async def test_remove_file_keeps_the_file_on_decline_cancel_or_no(
     server = serve(load_snippet("remove_file"))
     target = tmp_path / "keep.txt"
     target.write_text("x")
-    result, rounds = await run(
-        MemoryClient(server, capabilities=ALL),
-        "remove_file",
-        {"path": str(target)},
-        elicitation=Answers(("", answer)),
-    )
-    assert rounds == [["confirm"]]
+    client = MemoryClient(server, capabilities=ALL, elicitation=Answers(("", answer)))
+    result = await client.call_tool("remove_file", {"path": str(target)})
+    assert result.asked == (("confirm",),)
     assert text_of(result) == f"Kept {target}."
     assert target.exists()
 
@@ -323,14 +306,10 @@ async def test_draft_issue_asks_the_second_question_the_first_answer_calls_for(
     answers = Answers(
         ("about?", accept(title="JSON output", kind=kind)), ("'JSON output'", details)
     )
-    result, rounds = await run(
-        MemoryClient(server, capabilities=ALL),
-        "draft_issue",
-        {"project": "demo"},
-        elicitation=answers,
-    )
+    client = MemoryClient(server, capabilities=ALL, elicitation=answers)
+    result = await client.call_tool("draft_issue", {"project": "demo"})
     # Each round asks (and so the client sends) only its new key; round 2 quotes round 1.
-    assert rounds == [["basics"], [second_key]]
+    assert result.asked == (("basics",), (second_key,))
     assert answers.messages[0] == "What is the new issue for demo about?"
     assert "'JSON output'" in answers.messages[1]
     assert text_of(result) == f"# [{kind}] JSON output\n\n{body}\n"
@@ -359,14 +338,10 @@ async def test_draft_issue_treats_decline_and_cancel_as_answers(
 ) -> None:
     server = serve(load_snippet("draft_issue"))
     answers = Answers(("about?", first), ("", second or {}))
-    result, rounds = await run(
-        MemoryClient(server, capabilities=ALL),
-        "draft_issue",
-        {"project": "demo"},
-        elicitation=answers,
-    )
+    client = MemoryClient(server, capabilities=ALL, elicitation=answers)
+    result = await client.call_tool("draft_issue", {"project": "demo"})
     assert text_of(result) == expected
-    assert len(rounds) == (1 if second is None else 2)
+    assert result.rounds == (1 if second is None else 2)
 
 
 @pytest.mark.anyio
@@ -419,14 +394,14 @@ async def test_name_branch_lets_the_user_choose_when_the_host_has_forms(
 ) -> None:
     server = serve(load_snippet("name_branch"))
     answers = Answers(("", accept(name="Fix: login loop!")))
-    result, rounds = await run(
-        MemoryClient(server, capabilities={"elicitation": {}, "sampling": {}}),
-        "name_branch",
-        {"description": "Stop the login redirect loop"},
+    client = MemoryClient(
+        server,
+        capabilities={"elicitation": {}, "sampling": {}},
         elicitation=answers,
         sampling=model_says,
     )
-    assert rounds == [["user"]]  # forms win over sampling when both are declared
+    result = await client.call_tool("name_branch", {"description": "Stop the login redirect loop"})
+    assert result.asked == (("user",),)  # forms win over sampling when both are declared
     assert answers.messages == ["Branch name for: Stop the login redirect loop"]
     assert text_of(result) == "Branch: fix-login-loop (chosen by the user)"
 
@@ -443,7 +418,8 @@ async def test_name_branch_asks_the_hosts_model_without_forms(
     assert request["method"] == "sampling/createMessage"
     assert request["params"]["maxTokens"] == 20
     assert "Add JSON output" in request["params"]["messages"][0]["content"]["text"]
-    result, _ = await run(client, "name_branch", params["arguments"], sampling=model_says)
+    asking = MemoryClient(client.server, capabilities=client.capabilities, sampling=model_says)
+    result = await asking.call_tool("name_branch", params["arguments"])
     assert text_of(result) == "Branch: feat-json-output (suggested by the host's model)"
 
 
@@ -466,12 +442,8 @@ async def test_name_branch_falls_back_when_the_user_chooses_nothing(
     load_snippet: Callable[[str], Registry], answer: Json
 ) -> None:
     server = serve(load_snippet("name_branch"))
-    result, _ = await run(
-        MemoryClient(server, capabilities=ALL),
-        "name_branch",
-        {"description": "Add JSON output"},
-        elicitation=Answers(("", answer)),
-    )
+    client = MemoryClient(server, capabilities=ALL, elicitation=Answers(("", answer)))
+    result = await client.call_tool("name_branch", {"description": "Add JSON output"})
     assert text_of(result) == (
         "Branch: add-json-output (made from the description; the user chose none)"
     )
@@ -629,11 +601,13 @@ async def test_publish_notes_publishes_nothing_on_a_no(
 ) -> None:
     source = tmp_path / "notes.md"
     source.write_text("x\n", encoding="utf-8")
-    client = MemoryClient(serve(load_snippet("publish_notes")), capabilities=FORMS_ONLY)
-    result, rounds = await run(
-        client, "publish_notes", {"path": str(source)}, elicitation=Answers(("", answer))
+    client = MemoryClient(
+        serve(load_snippet("publish_notes")),
+        capabilities=FORMS_ONLY,
+        elicitation=Answers(("", answer)),
     )
-    assert rounds == [["confirm"]]
+    result = await client.call_tool("publish_notes", {"path": str(source)})
+    assert result.asked == (("confirm",),)
     assert text_of(result) == "Nothing was published."
     assert not (tmp_path / "notes.md.published").exists()
 
@@ -872,15 +846,6 @@ async def test_order_laptop_asks_with_titled_choices_and_takes_a_valid_order(
     assert text_of(declined) == "Nothing was ordered."
 
 
-def progress_of(client: MemoryClient, token: str) -> list[Json]:
-    """The progress notifications sent for `token`, without the token."""
-    return [
-        {key: value for key, value in note["params"].items() if key != "progressToken"}
-        for note in client.notifications
-        if note["method"] == "notifications/progress" and note["params"]["progressToken"] == token
-    ]
-
-
 @pytest.fixture
 def word_files(tmp_path: Path) -> list[str]:
     (tmp_path / "a.txt").write_text("one two three\n", encoding="utf-8")
@@ -896,16 +861,12 @@ async def test_count_words_reports_each_file_to_a_caller_with_a_progress_token(
     word_files: list[str],
     era: Literal["modern", "legacy"],
 ) -> None:
+    # call_tool sends a progressToken with every call and collects what came for it.
     client = MemoryClient(serve(load_snippet("count_words")), capabilities={}, era=era)
-    result = await client.call_tool(
-        "count_words", {"paths": word_files}, meta={"progressToken": "words"}
-    )
+    result = await client.call_tool("count_words", {"paths": word_files})
     first, second = word_files
-    assert text_of(result) == f"{first}: 3 words\n{second}: 2 words"
-    assert progress_of(client, "words") == [
-        {"progress": 1, "total": 2, "message": f"Counted {first}"},
-        {"progress": 2, "total": 2, "message": f"Counted {second}"},
-    ]
+    assert result.text == f"{first}: 3 words\n{second}: 2 words"
+    assert result.progress == ((1, 2, f"Counted {first}"), (2, 2, f"Counted {second}"))
 
 
 @pytest.mark.anyio
@@ -913,9 +874,10 @@ async def test_count_words_sends_no_progress_to_a_caller_without_a_token(
     load_snippet: Callable[[str], Registry], word_files: list[str]
 ) -> None:
     client = MemoryClient(serve(load_snippet("count_words")), capabilities={})
-    result = await client.call_tool("count_words", {"paths": word_files})
+    call = {"name": "count_words", "arguments": {"paths": word_files}}
+    result = await client.request("tools/call", call)
     assert text_of(result).endswith(": 2 words")
-    assert [note["method"] for note in client.notifications] == []
+    assert client.notifications == []
 
 
 @pytest.mark.anyio
@@ -924,9 +886,7 @@ async def test_count_words_stops_at_a_file_it_cannot_read(
 ) -> None:
     client = MemoryClient(serve(load_snippet("count_words")), capabilities={})
     missing = str(tmp_path / "missing.txt")
-    result = await client.call_tool(
-        "count_words", {"paths": [word_files[0], missing]}, meta={"progressToken": 7}
-    )
-    assert result["isError"] is True
-    assert text_of(result) == f"Cannot read {missing}: No such file or directory."
-    assert [note["params"]["progress"] for note in client.notifications] == [1]
+    result = await client.call_tool("count_words", {"paths": [word_files[0], missing]})
+    assert result.is_error
+    assert result.text == f"Cannot read {missing}: No such file or directory."
+    assert [report.progress for report in result.progress] == [1]
