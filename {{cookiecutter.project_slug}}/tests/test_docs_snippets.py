@@ -28,9 +28,8 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
     Registry,
 )
 from {{ cookiecutter.package_name }}.mrtr_runtime.server import (
-    DEFAULT_TTL_SECONDS,
-    MAX_TTL_SECONDS,
     Server,
+    SigningConfigError,
     codec_from_environment,
 )
 from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
@@ -176,10 +175,20 @@ def test_the_page_states_the_snippet_convention_and_has_the_five_skeletons() -> 
 
 def test_the_page_states_the_token_lifetime_the_runtime_uses() -> None:
     text = " ".join(DOC.read_text(encoding="utf-8").split())
-    stated = re.findall(r"valid until it expires \((\d+) s, .*?at most (\d+) s\)", text)
-    assert stated == [(str(DEFAULT_TTL_SECONDS), str(MAX_TTL_SECONDS))]
-    assert "MRTR_STATE_TTL_SECONDS" in text
+    ((default, most),) = re.findall(
+        r"valid until it expires \((\d+) s, .*?`MRTR_STATE_TTL_SECONDS`, at most (\d+) s\)", text
+    )
     assert not re.search(r"\bhours?\b|\bdays?\b", text)
+
+    def codec(**ttl: str) -> int:
+        environ = {"MRTR_SIGNING_KEY": KEY_HEX, **ttl}
+        ttl_seconds: int = codec_from_environment(environ, default_key_file=None).ttl_seconds
+        return ttl_seconds
+
+    assert codec() == int(default)
+    assert codec(MRTR_STATE_TTL_SECONDS=most) == int(most)
+    with pytest.raises(SigningConfigError):
+        codec(MRTR_STATE_TTL_SECONDS=str(int(most) + 1))
 
 
 # -- (a) remove_file: one round, then the effect ---------------------------------------------
