@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -87,25 +87,24 @@ def _runtime_targets(name: str, path: Path) -> Iterator[tuple[int, str]]:
                 for alias in node.names:
                     yield node.lineno, f"{target}.{alias.name}" if target else alias.name
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
-            first = node.args[0] if node.args else None
-            if (
-                isinstance(first, ast.Constant)
-                and isinstance(first.value, str)
-                and first.value.startswith(".")
-            ):
-                target = _resolve(package, 1, first.value[1:])
-                if target is not None:
-                    yield node.lineno, target
+            yield from _relative_names(package, node.lineno, node.args[:1])
         elif isinstance(node, ast.Dict):
-            for value in node.values:
-                if (
-                    isinstance(value, ast.Constant)
-                    and isinstance(value.value, str)
-                    and value.value.startswith(".")
-                ):
-                    target = _resolve(package, 1, value.value[1:])
-                    if target is not None:
-                        yield node.lineno, target
+            yield from _relative_names(package, node.lineno, node.values)
+
+
+def _relative_names(
+    package: list[str], line: int, values: Sequence[ast.expr | None]
+) -> Iterator[tuple[int, str]]:
+    """The modules named by string constants such as ``"._answers"``."""
+    for value in values:
+        if (
+            isinstance(value, ast.Constant)
+            and isinstance(value.value, str)
+            and value.value.startswith(".")
+        ):
+            target = _resolve(package, 1, value.value[1:])
+            if target is not None:
+                yield line, target
 
 
 def runtime_graph(runtime_dir: Path) -> dict[str, dict[str, int]]:

@@ -203,6 +203,24 @@ def cruft(*args: str, cwd: Path, env: dict[str, str], check: bool = True) -> str
     return result.stdout + result.stderr
 
 
+def bake_with_cruft(
+    template: Path, commit: str, user_files: dict[Path, str], env: dict[str, str]
+) -> Path:
+    """``cruft create`` from ``template`` at ``commit`` (no AWS example), committed, and then
+    the author's own files, committed. Returns the project."""
+    out = template.parent
+    answers = json.dumps({"include_aws_example": "no"})
+    create = ["create", str(template), "--checkout", commit, "--no-input"]
+    cruft(*create, "--extra-context", answers, "--output-dir", str(out), cwd=out, env=env)
+    project = out / DEFAULT_SLUG
+    run(["git", "init", "-q"], cwd=project, env=env)
+    commit_all(project, "baked with cruft", env)
+    for relative, text in user_files.items():
+        (project / relative).write_text(text, encoding="utf-8")
+    commit_all(project, "word_count: a tool of our own", env)
+    return project
+
+
 @pytest.mark.baked_checks
 def test_cruft_update_brings_a_runtime_fix_and_keeps_the_projects_own_tool(
     tmp_path: Path,
@@ -213,17 +231,8 @@ def test_cruft_update_brings_a_runtime_fix_and_keeps_the_projects_own_tool(
     copy_tracked_files(template)
     run(["git", "init", "-q"], cwd=template, env=env)
     created_at = commit_all(template, "the template", env)
-
-    answers = json.dumps({"include_aws_example": "no"})
-    create = ["create", str(template), "--checkout", created_at, "--no-input"]
-    cruft(*create, "--extra-context", answers, "--output-dir", str(tmp_path), cwd=tmp_path, env=env)
-    project = tmp_path / DEFAULT_SLUG
+    project = bake_with_cruft(template, created_at, USER_FILES, env)
     key = (project / KEY_FILE).read_bytes()
-    run(["git", "init", "-q"], cwd=project, env=env)
-    commit_all(project, "baked with cruft", env)
-    for relative, text in USER_FILES.items():
-        (project / relative).write_text(text, encoding="utf-8")
-    commit_all(project, "word_count: a tool of our own", env)
 
     new_version = commit_runtime_fix(template, env)
     fixed_at = run(["git", "rev-parse", "HEAD"], cwd=template, env=env).stdout.strip()
@@ -275,19 +284,10 @@ def test_cruft_update_from_0_4_0_moves_the_house_and_keeps_the_projects_own_tool
     extract_commit(RELEASE_0_4_0, template)
     run(["git", "init", "-q"], cwd=template, env=env)
     created_at = commit_all(template, "template 0.4.0", env)
-
-    answers = json.dumps({"include_aws_example": "no"})
-    create = ["create", str(template), "--checkout", created_at, "--no-input"]
-    cruft(*create, "--extra-context", answers, "--output-dir", str(tmp_path), cwd=tmp_path, env=env)
-    project = tmp_path / DEFAULT_SLUG
+    project = bake_with_cruft(template, created_at, USER_FILES_0_4_0, env)
     package = project / "src" / DEFAULT_PACKAGE
     assert all((package / name).is_file() for name in MOVED_IN_0_5_0)
     key = (project / KEY_FILE).read_bytes()
-    run(["git", "init", "-q"], cwd=project, env=env)
-    commit_all(project, "baked with cruft from 0.4.0", env)
-    for relative, text in USER_FILES_0_4_0.items():
-        (project / relative).write_text(text, encoding="utf-8")
-    commit_all(project, "word_count: a tool of our own", env)
 
     # The template copy moves on to this checkout's template, the new house.
     for entry in template.iterdir():
