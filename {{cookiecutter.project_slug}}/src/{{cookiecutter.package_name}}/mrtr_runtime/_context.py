@@ -6,8 +6,8 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -16,11 +16,13 @@ if TYPE_CHECKING:
 
 from ._capabilities import ClientCapabilities
 from ._inputs import InputRequest
+from ._jsonrpc import INVALID_PARAMS, RpcError, clip, json_size
 from ._redact import redact_secrets
 from ._results import InputRequired
 from ._wire import ELICIT, INPUT_METHODS, LOG_LEVELS
 
 __all__ = (
+    "MAX_LISTED_PROBLEMS",
     "MAX_LOG_MESSAGES",
     "MAX_STATE_BYTES",
     "MAYBE_CARRIED_OUT",
@@ -30,7 +32,12 @@ __all__ = (
     "InvalidInputResponse",
     "LoggingLevel",
     "Notifier",
+    "Peer",
     "RequestCancelled",
+    "RequestScope",
+    "describe_validation_error",
+    "elicit_shape_error",
+    "validate_answer",
 )
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
@@ -105,12 +112,20 @@ class Cancellation:
             return True
 
 
-class InvalidInputResponse(Exception):
-    """An answer that does not fit what the handler asked for; the client gets -32602."""
+class InvalidInputResponse(RpcError):
+    """An answer that does not fit what the handler asked for; the client gets -32602.
+
+    An RpcError like every other error that reaches the wire: dispatch lets it through as is.
+    A tool may raise it with any text, so the text is redacted here, as a ToolError's is.
+    """
 
     def __init__(self, key: str, detail: str) -> None:
-        super().__init__(f"Invalid inputResponses[{key!r}]: {detail}")
+        message = f"Invalid inputResponses[{key!r}]: {detail}"
+        super().__init__(INVALID_PARAMS, redact_secrets(message))
         self.key = key
+
+    def __str__(self) -> str:
+        return self.message
 
 
 #: server/utilities/logging: servers SHOULD rate limit log messages. One request sends at most
@@ -125,8 +140,8 @@ MAX_STATE_BYTES: Final = 4096
 
 def _check_state(state: object) -> None:
     try:
-        size = len(json.dumps(state, separators=(",", ":"), allow_nan=False))
-    except (TypeError, ValueError, RecursionError) as error:
+        size = json_size(state)
+    except ValueError as error:
         raise ValueError(f"request_input state must be plain JSON: {error}") from None
     if size > MAX_STATE_BYTES:
         raise ValueError(
@@ -135,17 +150,58 @@ def _check_state(state: object) -> None:
         )
 
 
-def _as_json(raw: Any) -> str:
-    # JSON in, JSON Schema's rules out: strict JSON-mode validation takes enum values and
-    # date strings as JSON carries them, and refuses every string-to-bool/number coercion.
-    return json.dumps(raw, separators=(",", ":"), allow_nan=False)
+#: Problems listed in one validation message; the rest are counted. What is validated is the
+#: client's, so neither the number of its mistakes nor its key names may set the size of what
+#: the server sends back.
+MAX_LISTED_PROBLEMS: Final = 10
 
 
-def _describe(error: ValidationError, *, skip: int = 0) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"][skip:]) or "value"
-    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"{where}: {first['msg']}{more}"
+def describe_validation_error(error: ValidationError, *, skip: int = 0) -> str:
+    """The one description of a pydantic ValidationError, for arguments and answers alike:
+    one `where: what` per problem (at most MAX_LISTED_PROBLEMS), the way a person (or a model)
+    can act on it. `skip` drops that many leading parts of each location (a form's fields
+    inside an answer's `content`)."""
+    problems = error.errors()
+    lines = []
+    for problem in problems[:MAX_LISTED_PROBLEMS]:
+        where = ".".join(clip(str(part)) for part in problem["loc"][skip:]) or "value"
+        lines.append(f"{where}: {problem['msg']}")
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        lines.append(f"and {len(problems) - MAX_LISTED_PROBLEMS} more problems")
+    return "; ".join(lines)
+
+
+def validate_answer(model: type[ModelT], raw: object) -> ModelT:
+    """`raw` (an answer as JSON carries it) validated into `model`, strictly, as JSON Schema
+    reads it: `"yes"` or `1` is not a boolean, `"3"` is not a number (client/elicitation:
+    servers SHOULD validate received data against the requested schema). Raises pydantic's
+    ValidationError. The one validation of an answer, wherever it happens."""
+    # Here, not at the top: the first answer a server sends must not wait for pydantic.
+    from pydantic import ValidationError
+
+    try:
+        # Strict validation of the parsed value accepts a subset of what strict JSON
+        # validation accepts (it refuses an enum's value given as a string), so the common
+        # case skips re-encoding the answer; only a refusal is judged again, as JSON.
+        return model.model_validate(raw, strict=True)
+    except ValidationError:
+        pass
+    return model.model_validate_json(json.dumps(raw, allow_nan=False), strict=True)
+
+
+def elicit_shape_error(answer: object) -> str | None:
+    """Why `answer` is not an ElicitResult (client/elicitation), or None when it is one.
+
+    Checked by hand: dispatch runs it on every answer before the handler sees any, and
+    `form_answer` reads the same fields, so the form model validates only the content.
+    """
+    if not isinstance(answer, dict):
+        return "answer: must be an object"
+    if answer.get("action") not in ("accept", "decline", "cancel"):
+        return "action: must be 'accept', 'decline' or 'cancel'"
+    if answer.get("content") is not None and not isinstance(answer["content"], dict):
+        return "content: must be an object"
+    return None
 
 
 class Context:
@@ -162,6 +218,7 @@ class Context:
         "_log_floor",
         "_logs_sent",
         "_notify",
+        "_parsed",
         "_rejected",
         "client_capabilities",
         "era",
@@ -185,8 +242,11 @@ class Context:
         cancellation: Cancellation | None = None,
         state: object = None,
         log_level: LoggingLevel | None = None,
+        parsed: Mapping[str, BaseModel] | None = None,
     ) -> None:
         self._answers = answers
+        #: Answers dispatch already validated into their model (sampling, roots), by key.
+        self._parsed: Mapping[str, BaseModel] = parsed or {}
         # Always one, so that a point of no return marked without a transport is still kept.
         self._cancellation = cancellation if cancellation is not None else Cancellation()
         #: Answers whose form content did not fit, by key: why, to say so when asking again.
@@ -228,27 +288,23 @@ class Context:
         `action`, an answer of the wrong shape) raises `InvalidInputResponse`: the client gets
         JSON-RPC -32602 and the handler never acts on it.
         """
+        parsed = self._parsed.get(key)
+        if parsed is not None and type(parsed) is model:
+            # Validated into this very model by dispatch when the answer arrived.
+            return parsed
         raw = self._answers.get(key)
         if raw is None:
             return None
-        # Here, not at the top: the first answer a server sends must not wait for pydantic.
         from pydantic import ValidationError
 
         try:
-            # Strict validation of the parsed answer accepts a subset of what strict JSON
-            # validation accepts (it refuses an enum's value given as a string), so the common
-            # case skips re-encoding the answer; only a refusal is judged again, as JSON.
-            return model.model_validate(raw, strict=True)
-        except ValidationError:
-            pass
-        try:
-            return model.model_validate_json(_as_json(raw), strict=True)
+            return validate_answer(model, raw)
         except ValidationError as error:
             problems = error.errors()
             if all(problem["loc"][:1] == ("content",) for problem in problems):
-                self._rejected[key] = _describe(error, skip=1)
+                self._rejected[key] = describe_validation_error(error, skip=1)
                 return None
-            raise InvalidInputResponse(key, _describe(error)) from None
+            raise InvalidInputResponse(key, describe_validation_error(error)) from None
 
     def form_answer(
         self, key: str, form: type[FormT]
@@ -260,20 +316,31 @@ class Context:
         user declines or cancels"); None means there is no answer to use yet: ask (again).
         Content that does not fit the form reads as None, as with `input_response_as`.
         """
-        from ._answers import Accepted, Cancelled, Declined, elicit_result_of
-
-        # One strict validation of the whole answer, form included: this runs every round.
-        answer = self.input_response_as(key, elicit_result_of(form))
-        if answer is None:
+        raw = self._answers.get(key)
+        if raw is None:
             return None
-        if answer.action == "decline":
+        from pydantic import ValidationError
+
+        from ._answers import Accepted, Cancelled, Declined
+
+        # The envelope by hand (dispatch checked it too, before the handler ran; a Context
+        # made by hand gets the same rule), then one strict validation of the content alone.
+        problem = elicit_shape_error(raw)
+        if problem is not None:
+            raise InvalidInputResponse(key, problem)
+        if raw["action"] == "decline":
             return Declined()
-        if answer.action == "cancel":
+        if raw["action"] == "cancel":
             return Cancelled()
-        if answer.content is None:
+        content = raw.get("content")
+        if content is None:
             self._rejected[key] = "the form came back accepted but empty"
             return None
-        return Accepted(answer.content)
+        try:
+            return Accepted(validate_answer(form, content))
+        except ValidationError as error:
+            self._rejected[key] = describe_validation_error(error)
+            return None
 
     def can_request(self, request: InputRequest) -> bool:
         """Whether the client declared what `request` needs, so a handler can pick another way."""
@@ -415,3 +482,52 @@ def _redacted_json(data: object, text: str) -> object:
         return json.loads(redacted)
     except ValueError:  # a redaction that spanned JSON syntax: the whole value as one string
         return redacted
+
+
+class Peer(Protocol):
+    """What the transport lets the core send back to the client."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Legacy era only: a server-to-client request; raises `RpcError`."""
+        ...
+
+
+@dataclass(slots=True)
+class RequestScope:
+    """One request as the router admitted it: its era, version and capabilities, its progress
+    token and log level, the transport's cancellation flag and principal, and the peer that
+    reaches the client. Every round of the request gets its Context from here."""
+
+    era: Era
+    version: str
+    capabilities: ClientCapabilities
+    progress_token: str | int | None
+    log_level: LoggingLevel | None
+    peer: Peer
+    cancellation: Cancellation | None = None
+    #: Who the transport says is asking (an authenticated HTTP client); None on stdio.
+    principal: str | None = None
+
+    def context(
+        self,
+        answers: Mapping[str, Any],
+        request_state: str | None = None,
+        state: object = None,
+        parsed: Mapping[str, BaseModel] | None = None,
+    ) -> Context:
+        """The Context of one round: the answers so far, the token it came with, the state."""
+        return Context(
+            answers=answers,
+            request_state=request_state,
+            client_capabilities=self.capabilities,
+            protocol_version=self.version,
+            era=self.era,
+            progress_token=self.progress_token,
+            notify=self.peer.notify,
+            cancellation=self.cancellation,
+            state=state,
+            log_level=self.log_level,
+            parsed=parsed,
+        )

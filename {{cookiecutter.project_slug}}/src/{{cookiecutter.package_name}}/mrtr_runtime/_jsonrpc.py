@@ -36,6 +36,7 @@ __all__ = (
     "clip",
     "encode",
     "error_response",
+    "json_size",
     "message_problem",
     "parse_json",
     "parse_line",
@@ -315,6 +316,16 @@ def message_problem(raw: object) -> str | None:
     if not isinstance(error.get("message"), str):
         return "error.message is not a string"
     return None
+
+
+def json_size(value: object) -> int:
+    """How many characters `value` takes as compact JSON: the one "is this JSON, and how big"
+    check (answers, handler state, results a tool built by hand). Raises ValueError, naming
+    the reason, for anything JSON cannot carry (NaN, a set, a cycle, nesting past the stack)."""
+    try:
+        return len(json.dumps(value, separators=(",", ":"), allow_nan=False))
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ValueError(str(error) or type(error).__name__) from None
 
 
 def encode(message: JSONObject) -> bytes:
