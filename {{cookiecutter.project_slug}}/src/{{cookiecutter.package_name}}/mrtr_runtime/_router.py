@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from ._capabilities import ClientCapabilities
+from ._config import Settings
 from ._context import Cancellation, LoggingLevel, Peer, RequestScope
 from ._dispatch import RoundFlights, RoundInput, run_round
 from ._jsonrpc import (
@@ -132,9 +133,14 @@ class Server:
         state: RequestStateCodec,
         title: str | None = None,
         instructions: str | None = None,
+        settings: Settings | None = None,
     ) -> None:
         self.registry = registry
         self.state = state
+        #: What the environment configured (every MRTR_* variable), for the transports; None:
+        #: the transport reads it (`Settings.from_environment`) when it starts. The core itself
+        #: reads no environment.
+        self.settings = settings
         self.instructions = instructions
         self.info: dict[str, Any] = {"name": name, "version": version}
         if title is not None:
