@@ -11,7 +11,6 @@ identical confirming rounds arriving together run the handler once.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
@@ -33,8 +32,8 @@ from ._jsonrpc import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     JSONObject,
     RpcError,
+    canonical_json,
     clip,
-    json_size,
 )
 from ._results import InputRequired
 from ._tokens import (
@@ -77,9 +76,12 @@ class RoundInput:
     `request_state` is the `requestState` exactly as sent, checked only by the codec, and
     `has_state` says whether the key was there at all (a `null` is still a token to refuse).
     `retried`: either key was sent (server/utilities/caching: such results MUST NOT be cached).
+    `canonical` is `responses` as canonical JSON, made once to measure them ("" when absent):
+    it also names them in a confirming round's single-flight key.
     """
 
     responses: Mapping[str, Any]
+    canonical: str
     request_state: object
     has_state: bool
     retried: bool
@@ -87,8 +89,10 @@ class RoundInput:
     @classmethod
     def parse(cls, params: Mapping[str, Any]) -> RoundInput:
         has_state = "requestState" in params
+        responses, canonical = read_input_responses(params)
         return cls(
-            read_input_responses(params),
+            responses,
+            canonical,
             params.get("requestState"),
             has_state,
             has_state or "inputResponses" in params,
@@ -207,25 +211,27 @@ class RoundFlights:
             flight.done.set()
 
 
-def _flight_key(token: str, answers: Mapping[str, Any], binding: Binding) -> bytes:
-    """What a confirming round runs: the verified token, the answers kept, the binding."""
-    canonical = json.dumps(answers, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _flight_key(token: str, offered: str, binding: Binding) -> bytes:
+    """What a confirming round runs: the verified token (which holds the answers kept), the
+    answers offered with it (their canonical JSON), and the binding. Identical requests have
+    identical keys however their members are ordered; a request that adds answers nobody
+    asked is another request, as it is on the wire."""
     digest = hashlib.sha256()
-    for part in (token, binding.method, binding.target, binding.arguments_digest):
+    for part in (token, binding.method, binding.target, binding.arguments_digest, offered):
         digest.update(len(part).to_bytes(8, "big") + part.encode("utf-8", "surrogatepass"))
-    digest.update(binding.principal_digest.encode("ascii") + b"\x00")
-    digest.update(canonical.encode("utf-8", "surrogatepass"))
+    digest.update(binding.principal_digest.encode("ascii"))
     return digest.digest()
 
 
-def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
-    """`params.inputResponses` checked for shape and size; {} when the client sent none.
+def read_input_responses(params: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """`params.inputResponses` checked for shape and size, with its canonical JSON; ({}, "")
+    when the client sent none.
 
     mrtr "Error Handling": servers SHOULD validate that inputResponses is a valid
     InputResponses object and answer protocol errors with a JSON-RPC error.
     """
     if "inputResponses" not in params:
-        return {}
+        return {}, ""
     responses = params["inputResponses"]
     if not isinstance(responses, dict):
         raise RpcError(INVALID_PARAMS, "Invalid inputResponses: must be an object")
@@ -240,15 +246,15 @@ def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
                 f"Invalid inputResponses[{clip(key)!r}]: each answer must be an object",
             )
     try:
-        size = json_size(responses)
+        canonical = canonical_json(responses)
     except ValueError:
         raise RpcError(INVALID_PARAMS, "Invalid inputResponses: not finite JSON") from None
-    if size > MAX_INPUT_RESPONSE_BYTES:
+    if len(canonical) > MAX_INPUT_RESPONSE_BYTES:
         raise RpcError(
             INVALID_PARAMS,
             f"Invalid inputResponses: larger than {MAX_INPUT_RESPONSE_BYTES} bytes",
         )
-    return responses
+    return responses, canonical
 
 
 def merge_missing(capabilities: ClientCapabilities, outcome: InputRequired) -> dict[str, Any]:
@@ -326,7 +332,7 @@ async def run_round(
     if flights is None or token is None:
         return await _finish_round(call, scope, context, answers, binding, codec)
     return await flights.run(
-        _flight_key(token, answers, binding),
+        _flight_key(token, received.canonical, binding),
         lambda: _finish_round(call, scope, context, answers, binding, codec),
     )
 

@@ -33,6 +33,7 @@ __all__ = (
     "RequestId",
     "Response",
     "RpcError",
+    "canonical_json",
     "clip",
     "encode",
     "error_response",
@@ -318,19 +319,28 @@ def message_problem(raw: object) -> str | None:
     return None
 
 
-#: One encoder for every message and size check: json.dumps with options builds a new
-#: encoder per call, which costs a quarter of encoding a typical response.
+#: One encoder for every message: json.dumps with options builds a new encoder per call,
+#: which costs a quarter of encoding a typical response.
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+_CANONICAL: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+)
+
+
+def canonical_json(value: object) -> str:
+    """`value` as canonical JSON (sorted keys, compact, ASCII): the one "is this JSON, and how
+    big" check (answers, handler state, results a tool built by hand), whose text can also
+    stand for the value (equal values, equal text). Raises ValueError, naming the reason, for
+    anything JSON cannot carry (NaN, a set, a cycle, nesting past the stack)."""
+    try:
+        return _CANONICAL.encode(value)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ValueError(str(error) or type(error).__name__) from None
 
 
 def json_size(value: object) -> int:
-    """How many characters `value` takes as compact JSON: the one "is this JSON, and how big"
-    check (answers, handler state, results a tool built by hand). Raises ValueError, naming
-    the reason, for anything JSON cannot carry (NaN, a set, a cycle, nesting past the stack)."""
-    try:
-        return len(_ENCODER.encode(value))
-    except (TypeError, ValueError, RecursionError) as error:
-        raise ValueError(str(error) or type(error).__name__) from None
+    """How many characters `value` takes as compact JSON; ValueError if it is not JSON."""
+    return len(canonical_json(value))
 
 
 def encode(message: JSONObject) -> bytes:
