@@ -1,4 +1,4 @@
-"""Everything the benchmark needs on disk: the baked project, three virtual environments and a
+"""Everything the benchmark needs on disk: the baked project, four virtual environments and a
 description of the machine. Stdlib only; all of it lives under `<repo>/.cache/bench/`.
 
 - tools venv (`.cache/bench/tools`): cookiecutter, used only when the repo has no dev `.venv`.
@@ -8,6 +8,8 @@ description of the machine. Stdlib only; all of it lives under `<repo>/.cache/be
 - the SDK venv (`.cache/bench/sdk`): `mcp==2.3.0`, reused while that version is installed; for
   the HTTP section it also gets the baked venv's versions of uvicorn, httptools and uvloop
   (`sdk_http_python`), so both servers run on the same HTTP stack.
+- the FastMCP venv (`.cache/bench/fastmcp`): `fastmcp==4.2.3`, likewise reused, and likewise given
+  the baked venv's HTTP stack for the HTTP section (`fastmcp_http_python`).
 pip's cache is `<repo>/.cache/pip` so repeated runs do not download again.
 """
 
@@ -30,6 +32,12 @@ LOGS = CACHE / "logs"
 PIP_CACHE = REPO / ".cache" / "pip"
 SDK_REQUIREMENT = "mcp==2.3.0"
 SDK_PACKAGES = ("mcp", "mcp-types", "pydantic", "pydantic-core", "anyio", "cryptography")
+FASTMCP_REQUIREMENT = "fastmcp==4.2.3"
+FASTMCP_PACKAGES = ("fastmcp", "mcp", "pydantic", "pydantic-core", "anyio", "cryptography")
+# FastMCP's CLI banner asks PyPI for a newer release at every start (fastmcp/utilities/
+# version_check.py, cached 12 hours): a network round trip is no part of a server's start-up,
+# and the bench must not query a registry, so its servers run with the check off.
+FASTMCP_ENV = {"FASTMCP_CHECK_FOR_UPDATES": "off"}
 # The ASGI server and its fast paths: the baked `http` extra installs them; uvicorn uses
 # httptools and uvloop whenever they are importable, for our server and the SDK's alike.
 HTTP_STACK = ("uvicorn", "httptools", "uvloop")
@@ -177,15 +185,30 @@ def sdk_python() -> Path:
 
 def sdk_http_python(baked_python: Path) -> Path:
     """The SDK venv with the same uvicorn, httptools and uvloop as the baked venv (the SDK
-    itself requires only uvicorn): the HTTP section then compares the two MCP layers, not two
+    itself requires only uvicorn): the HTTP section then compares the MCP layers, not two
     HTTP parsers or event loops."""
-    python = sdk_python()
+    return _with_http_stack(sdk_python(), baked_python, "sdk-venv.log")
+
+
+def fastmcp_python() -> Path:
+    python = _venv(CACHE / "fastmcp", "fastmcp-venv.log")
+    if not _has(python, FASTMCP_REQUIREMENT):
+        _run([str(python), "-m", "pip", "install", "-q", FASTMCP_REQUIREMENT], "fastmcp-venv.log")
+    return python
+
+
+def fastmcp_http_python(baked_python: Path) -> Path:
+    """The FastMCP venv on the baked venv's HTTP stack, for the same reason as the SDK's."""
+    return _with_http_stack(fastmcp_python(), baked_python, "fastmcp-venv.log")
+
+
+def _with_http_stack(python: Path, baked_python: Path, log_name: str) -> Path:
     wanted = package_versions(baked_python, HTTP_STACK)
     if "uvicorn" not in wanted:
         raise SetupError("the baked venv has no uvicorn: is the project's `http` extra there?")
     for name in HTTP_STACK:
         if name in wanted:  # uvloop is left out where the extra leaves it out (Windows)
-            ensure_installed(python, f"{name}=={wanted[name]}", "sdk-venv.log")
+            ensure_installed(python, f"{name}=={wanted[name]}", log_name)
     return python
 
 

@@ -5,6 +5,7 @@ configuration fresh (the order rotated), loads it for a fixed time and stops it 
 
 - `baked`: the baked project's `<slug> http --port 0`, one process;
 - `sdk`: `http_sdk_server.py`, the official SDK's Streamable HTTP server, stateless, JSON;
+- `fastmcp`: `http_fastmcp_server.py`, FastMCP 4.x's Streamable HTTP server, stateless, JSON;
 - `floor`: `http_floor_server.py`, the stdio floor's answers behind the same uvicorn;
 - `baked x2`: two `<slug> http` processes with the same signing key. Calls are spread over both;
   every MRTR completion runs round 1 on one replica and round 2 on the other.
@@ -35,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import driver
 import envs
@@ -43,7 +44,10 @@ import envs
 MCP_PATH = "/mcp"
 # The transport announces its address on stderr once it listens (see `Replica`).
 URL_PATTERN = re.compile(r"(http://\S+/mcp)")
-CONFIGS = ("baked", "sdk", "floor", "baked x2")
+CONFIGS = ("baked", "sdk", "fastmcp", "floor", "baked x2")
+#: The single servers the baked server's figures are divided by, in the table's order.
+PEERS = ("sdk", "fastmcp", "floor")
+TITLES = {"sdk": "SDK", "fastmcp": "FastMCP", "floor": "floor"}
 STARTUP_TIMEOUT = 60.0
 ECHO_IN_BODY = json.dumps(driver.ECHO_TEXT).encode()  # the echoed text, as it appears in JSON
 STOP_GRACE = 10.0
@@ -66,8 +70,8 @@ class HttpServerSpec:
     argv: Sequence[str]
     env: Mapping[str, str]
     cwd: Path
-    # Our transport promises exit status 0 on SIGTERM; uvicorn as the SDK runs it re-raises the
-    # signal after its graceful shutdown (status -15), which is not an error.
+    # Our transport promises exit status 0 on SIGTERM; uvicorn as the SDK and FastMCP run it
+    # re-raises the signal after its graceful shutdown (status -15), which is not an error.
     exits_zero_on_sigterm: bool = False
 
 
@@ -133,7 +137,7 @@ class Replica:
             self.stop()
             raise
 
-    def __enter__(self) -> Replica:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -555,7 +559,7 @@ def summarise(samples: HttpSamples) -> dict[str, Any]:
             if values:
                 medians[config] = statistics.median(values)
                 entry[config] = {"median": medians[config], "samples": values}
-        for other in ("sdk", "floor"):
+        for other in PEERS:
             if "baked" in medians and medians.get(other):
                 entry[f"baked_over_{other}"] = medians["baked"] / medians[other]
         if "baked x2" in medians and medians.get("baked"):
@@ -590,17 +594,17 @@ def goals(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def table(metrics: Mapping[str, Any]) -> str:
-    lines = [
-        "| metric | unit | baked | SDK | floor | baked x2 | baked/SDK | baked/floor | x2/baked |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    titles = [TITLES.get(c, c) for c in CONFIGS]
+    titles += [f"baked/{TITLES[p]}" for p in PEERS] + ["x2/baked"]
+    lines = [f"| metric | unit | {' | '.join(titles)} |", "|---|---|" + "---:|" * len(titles)]
     for row in ROWS:
         entry = metrics.get(row.key, {})
         cells = []
         for config in CONFIGS:
             median = entry.get(config, {}).get("median")
             cells.append("-" if median is None else f"{median * row.scale:,.{row.digits}f}")
-        ratios = [entry.get(k) for k in ("baked_over_sdk", "baked_over_floor", "two_over_one")]
+        keys = [f"baked_over_{p}" for p in PEERS] + ["two_over_one"]
+        ratios = [entry.get(k) for k in keys]
         shown = ["-" if r is None else f"{r:.2f}" for r in ratios]
         lines.append(f"| {row.label} | {row.unit} | {' | '.join(cells)} | {' | '.join(shown)} |")
     return "\n".join(lines)
@@ -611,7 +615,10 @@ def describe(specs: Mapping[str, HttpServerSpec], info: Mapping[str, Any]) -> di
     out: dict[str, Any] = {}
     for name, spec in specs.items():
         python = Path(info["baked"]["python"]) if name == "baked" else Path(spec.argv[0])
-        names = ("mcp", *envs.HTTP_STACK, "starlette") if name == "sdk" else envs.HTTP_STACK
+        names = {
+            "sdk": ("mcp", *envs.HTTP_STACK, "starlette"),
+            "fastmcp": ("fastmcp", "mcp", *envs.HTTP_STACK, "starlette"),
+        }.get(name, envs.HTTP_STACK)
         shown = [Path(a).name for a in spec.argv if "{port}" not in a]
         out[name] = {
             "command": " ".join(shown),
@@ -626,7 +633,8 @@ def render(report: Mapping[str, Any]) -> str:
     cpus = cfg.get("cpus")
     if cpus:
         where = (
-            f"CPUs: load client {cpus['driver']}; baked, SDK and floor {cpus['servers']}; baked x2 "
+            f"CPUs: load client {cpus['driver']}; baked, SDK, FastMCP and floor {cpus['servers']}; "
+            f"baked x2 "
             f"{cpus['servers']} and {cpus['driver']} (its second replica shares the client's CPU: "
             "two replicas need two cores, and this machine has two)"
         )
@@ -647,7 +655,7 @@ def render(report: Mapping[str, Any]) -> str:
     ]
     for name, entry in report["servers"].items():
         versions = ", ".join(f"{k} {v}" for k, v in entry.get("versions", {}).items())
-        title = {"sdk": "SDK", "floor": "HTTP floor"}.get(name, name)
+        title = {**TITLES, "floor": "HTTP floor"}.get(name, name)
         lines.append(f"{title} over HTTP: {entry['command']} ({versions})")
     lines += [
         "",

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""Benchmark the baked server against the official SDK's MCPServer and a stdlib floor.
+"""Benchmark the baked server against the official SDK's MCPServer, FastMCP and a stdlib floor.
 
     python3 bench/run.py [--quick] [--out bench/results.json] [--reps N] [--servers a,b,c]
                          [--sections stdio,http]
 
 Stdlib only. It bakes the template, drops `bench/bench_tools.py` into the baked project, makes
-the venvs it needs under `.cache/bench/` (see `envs.py`), then measures the three servers
+the venvs it needs under `.cache/bench/` (see `envs.py`), then measures the four servers
 **interleaved** (round-robin per repetition, the order rotated each time) over raw
 newline-delimited JSON-RPC on pipes (`driver.py`; no client library in the timed path), prints a
 table with medians and ratios, checks the goals of issue 6 and writes JSON.
 
 The HTTP section (`http_bench.py`) then measures the baked project's `<slug> http` against the
-SDK's Streamable HTTP server (stateless, JSON responses) and against two replicas of itself,
+SDK's and FastMCP's Streamable HTTP servers (stateless, JSON responses), the HTTP floor and two
+replicas of itself,
 under a lean asyncio load client in this process, and checks the goal of issue 13.
 
 Not part of `dev.py test`: timings are never asserted anywhere. The exit status is 0 when every
@@ -42,9 +43,11 @@ import envs
 import http_bench
 
 BENCH = Path(__file__).resolve().parent
-SERVERS = ("baked", "sdk", "floor")
+SERVERS = ("baked", "sdk", "fastmcp", "floor")
+#: The peers the baked server's figures are divided by, in the table's order.
+PEERS = ("sdk", "fastmcp", "floor")
 SECTIONS = ("stdio", "http")
-TITLES = {"baked": "baked", "sdk": "SDK", "floor": "floor"}
+TITLES = {"baked": "baked", "sdk": "SDK", "fastmcp": "FastMCP", "floor": "floor"}
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,20 @@ def setup(
             }
         except envs.SetupError as exc:
             errors.append(f"sdk: {exc}")
+    if "fastmcp" in wanted:
+        log(f"preparing the FastMCP venv ({envs.FASTMCP_REQUIREMENT}) ...")
+        try:
+            python = envs.fastmcp_python()
+            argv = [str(python), str(BENCH / "fastmcp_server.py")]
+            env = {**_base_env(), **envs.FASTMCP_ENV}
+            specs["fastmcp"] = driver.ServerSpec("fastmcp", argv, env, BENCH)
+            info["fastmcp"] = {
+                "command": "python fastmcp_server.py",
+                "python": str(python),
+                "versions": envs.package_versions(python, envs.FASTMCP_PACKAGES),
+            }
+        except envs.SetupError as exc:
+            errors.append(f"fastmcp: {exc}")
     if "floor" in wanted:
         # Same interpreter as the other two, in an empty venv of its own so that it pays the
         # same site start-up as they do (no .pth files from the system site-packages).
@@ -179,8 +196,8 @@ def setup_http(
     floor: bool,
 ) -> tuple[dict[str, http_bench.HttpServerSpec], list[str]]:
     """The HTTP servers, from the stdio ones: `<slug> http` with the same command, key and
-    directory, the SDK's `http_sdk_server.py` on the baked venv's HTTP stack, and (with `floor`)
-    `http_floor_server.py` in the baked venv."""
+    directory, the SDK's `http_sdk_server.py` and FastMCP's `http_fastmcp_server.py` on the baked
+    venv's HTTP stack, and (with `floor`) `http_floor_server.py` in the baked venv."""
     http_specs: dict[str, http_bench.HttpServerSpec] = {}
     errors: list[str] = []
     if "baked" in specs:
@@ -203,8 +220,19 @@ def setup_http(
                 http_specs["sdk"] = http_bench.HttpServerSpec("sdk", argv, _base_env(), BENCH)
             except envs.SetupError as exc:
                 errors.append(f"http sdk: {exc}")
-    elif "sdk" in specs:
-        errors.append("http sdk: needs the baked venv's HTTP stack; measure baked as well")
+        if "fastmcp" in specs:
+            log("preparing the FastMCP venv's HTTP stack (the baked venv's uvicorn, ...)")
+            try:
+                python = envs.fastmcp_http_python(Path(info["baked"]["python"]))
+                argv = [str(python), str(BENCH / "http_fastmcp_server.py"), "{port}"]
+                http_specs["fastmcp"] = http_bench.HttpServerSpec(
+                    "fastmcp", argv, specs["fastmcp"].env, BENCH
+                )
+            except envs.SetupError as exc:
+                errors.append(f"http fastmcp: {exc}")
+    for name in ("sdk", "fastmcp"):
+        if name in specs and "baked" not in specs:
+            errors.append(f"http {name}: needs the baked venv's HTTP stack; measure baked as well")
     return http_specs, errors
 
 
@@ -305,6 +333,8 @@ def token_bench(info: Mapping[str, Any], log: Callable[[str], None]) -> dict[str
         ]
     if "sdk" in info:
         commands["sdk"] = [info["sdk"]["python"], "tokens.py", "sdk"]
+    if "fastmcp" in info:
+        commands["fastmcp"] = [info["fastmcp"]["python"], "tokens.py", "fastmcp"]
     if "floor" in info:
         commands["floor"] = [info["floor"]["python"], "tokens.py", "floor"]
     out: dict[str, Any] = {}
@@ -345,7 +375,7 @@ def summarise(samples: Samples) -> dict[str, Any]:
             values = samples.values.get(server, {}).get(metric.key)
             if values:
                 row[server] = {"median": statistics.median(values), "samples": values}
-        for other in ("sdk", "floor"):
+        for other in PEERS:
             mine = _median(samples, "baked", metric.key)
             theirs = _median(samples, other, metric.key)
             if mine is not None and theirs:
@@ -392,15 +422,16 @@ def _ratio(value: float | None) -> str:
 
 
 def table(metrics: Mapping[str, Any], tokens: Mapping[str, Any]) -> str:
-    head = "| metric | unit | baked | SDK | floor | baked/SDK | baked/floor |"
-    lines = [head, "|---|---|---:|---:|---:|---:|---:|"]
+    titles = [TITLES[s] for s in SERVERS] + [f"baked/{TITLES[p]}" for p in PEERS]
+    lines = [
+        f"| metric | unit | {' | '.join(titles)} |",
+        "|---|---|" + "---:|" * len(titles),
+    ]
     for metric in METRICS:
         row = metrics.get(metric.key, {})
         cells = [_fmt(row.get(s, {}).get("median"), metric) for s in SERVERS]
-        lines.append(
-            f"| {metric.label} | {metric.unit} | {' | '.join(cells)} | "
-            f"{_ratio(row.get('baked_over_sdk'))} | {_ratio(row.get('baked_over_floor'))} |"
-        )
+        cells += [_ratio(row.get(f"baked_over_{p}")) for p in PEERS]
+        lines.append(f"| {metric.label} | {metric.unit} | {' | '.join(cells)} |")
     for n in ("0", "1", "5", "20"):
         for field_name, label, unit, digits in (
             ("mint_us", "mint", "us", 1),
@@ -416,12 +447,12 @@ def table(metrics: Mapping[str, Any], tokens: Mapping[str, Any]) -> str:
             fake = Metric(field_name, "", unit, False, 1.0, digits)
             ratios = [
                 values[0] / other if values[0] is not None and other else None
-                for other in (values[1], values[2])
+                for other in values[1:]  # SERVERS after baked: PEERS, in order
             ]
             lines.append(
                 f"| token {label}, {n} answers | {unit} | "
                 f"{' | '.join(_fmt(v, fake) for v in values)} | "
-                f"{_ratio(ratios[0])} | {_ratio(ratios[1])} |"
+                f"{' | '.join(_ratio(r) for r in ratios)} |"
             )
     return "\n".join(lines)
 
@@ -479,7 +510,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--reps", type=int, help="repetitions per section (default 7 stdio, 5 HTTP; 3 and 2 quick)"
     )
-    parser.add_argument("--servers", default=",".join(SERVERS), help="subset, e.g. sdk,floor")
+    parser.add_argument(
+        "--servers", default=",".join(SERVERS), help="subset, e.g. baked,fastmcp (default: all)"
+    )
     parser.add_argument("--render", type=Path, help="only print the report of a results JSON")
     parser.add_argument(
         "--project",
@@ -492,7 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--sections",
         default=",".join(SECTIONS),
-        help="stdio, http or both (default); http: baked (one and two replicas), sdk, floor",
+        help="stdio, http or both (default); http: baked (one and two replicas), sdk, fastmcp "
+        "and floor",
     )
     args = parser.parse_args(argv)
     if args.render:

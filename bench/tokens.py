@@ -4,12 +4,17 @@ Run by `run.py` inside each server's own interpreter, printing one JSON object:
 
     <baked venv python> tokens.py baked <package>   # <package>.mrtr_runtime._tokens (HMAC-SHA256)
     <sdk venv python>   tokens.py sdk                # mcp 2.3.0: resolver state + AES-256-GCM seal
+    <fastmcp venv py>   tokens.py fastmcp            # fastmcp 4.2.3: the SDK's boundary, sealing
+                                                     # what a guard tool carries in request_state
     <any python>        tokens.py floor              # floor_server.mint/verify (HMAC-SHA256)
 
 The token for N answers carries N elicitation-shaped answers and asks one more question, the
 shape of a round-N+1 token. The SDK figures redo what its `RequestStateBoundary` and resolver
 state do per round (mcp/server/request_state.py, mcpserver/resolve.py) with its own private
-functions, so they are close to, not exactly, its per-round cost.
+functions, so they are close to, not exactly, its per-round cost. FastMCP installs that same
+`RequestStateBoundary` (fastmcp/server/low_level.py), and a guard tool puts its own plaintext in
+`request_state` (the answers so far and what it asks next, as JSON); its figures are the
+boundary's own `_seal` and `_unseal` on that plaintext, so they are its per-round cost.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import statistics
 import sys
 import time
 import timeit
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -146,6 +152,41 @@ def bench_sdk() -> dict[str, Any]:
     return out
 
 
+def bench_fastmcp() -> dict[str, Any]:
+    # Imported by name, like the SDK's: FastMCP is installed only in its own venv.
+    rs = importlib.import_module("mcp.server.request_state")
+    boundary = rs.RequestStateBoundary(
+        rs.RequestStateSecurity.ephemeral(), default_audience="fastmcp-bench"
+    )
+    params = {"name": "deploy", "arguments": ARGUMENTS}
+    # What `_seal` and `_unseal` read of the request context: its method and params (no
+    # authenticated principal on stdio or unauthenticated HTTP).
+    sealing = types.SimpleNamespace(method="tools/call", params=params)
+
+    def mint(answers: dict[str, dict[str, Any]]) -> str:
+        state = json.dumps({"answers": answers, "asked": ["next"]}, separators=(",", ":"))
+        return str(boundary._seal(sealing, state))
+
+    def verify(token: str) -> object:
+        echoed = types.SimpleNamespace(
+            method="tools/call", params={**params, "requestState": token}
+        )
+        plaintext, _binding = boundary._unseal(echoed)
+        return json.loads(plaintext)
+
+    out: dict[str, Any] = {}
+    for n in ANSWER_COUNTS:
+        answers = answers_for(n)
+        token = mint(answers)
+        _check(verify(token) == {"answers": answers, "asked": ["next"]})
+        out[str(n)] = {
+            "mint_us": per_call_us(functools.partial(mint, answers)),
+            "verify_us": per_call_us(functools.partial(verify, token)),
+            "bytes": len(token),
+        }
+    return out
+
+
 def main(argv: list[str]) -> int:
     kind = argv[1] if len(argv) > 1 else ""
     if kind == "baked" and len(argv) == 3:
@@ -154,8 +195,10 @@ def main(argv: list[str]) -> int:
         result = bench_floor()
     elif kind == "sdk":
         result = bench_sdk()
+    elif kind == "fastmcp":
+        result = bench_fastmcp()
     else:
-        sys.stderr.write("usage: tokens.py baked <package> | sdk | floor\n")
+        sys.stderr.write("usage: tokens.py baked <package> | sdk | fastmcp | floor\n")
         return 2
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
