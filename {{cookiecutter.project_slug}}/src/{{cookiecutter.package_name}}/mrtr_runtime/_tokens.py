@@ -199,7 +199,7 @@ _PRINCIPAL_LABEL = b"mrtr-server/requestState/principal\x00"
 _MAC_LABEL = b"mrtr-server/requestState/m1/hmac-sha256"
 _MAX_AUDIENCE_BYTES = 1024  # a server name; the length prefix below is 2 bytes
 # Made once: json.dumps/json.loads with options build a new encoder or decoder per call, a
-# fifth of what digesting a call's arguments costs (they run on every round of every call).
+# quarter of what digesting a call's arguments costs (they run on every round of every call).
 _CANONICAL_ARGUMENTS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _CANONICAL_PAYLOAD = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
 
