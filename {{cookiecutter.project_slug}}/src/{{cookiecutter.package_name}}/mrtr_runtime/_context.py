@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
@@ -27,6 +27,7 @@ __all__ = (
     "MAX_STATE_BYTES",
     "MAYBE_CARRIED_OUT",
     "SHUTDOWN_GRACE_SECONDS",
+    "AnswerMisfit",
     "Cancellation",
     "Context",
     "InvalidInputResponse",
@@ -35,6 +36,7 @@ __all__ = (
     "Peer",
     "RequestCancelled",
     "RequestScope",
+    "describe_problems",
     "describe_validation_error",
     "elicit_shape_error",
     "validate_answer",
@@ -156,12 +158,11 @@ def _check_state(state: object) -> None:
 MAX_LISTED_PROBLEMS: Final = 10
 
 
-def describe_validation_error(error: ValidationError, *, skip: int = 0) -> str:
-    """The one description of a pydantic ValidationError, for arguments and answers alike:
-    one `where: what` per problem (at most MAX_LISTED_PROBLEMS), the way a person (or a model)
-    can act on it. `skip` drops that many leading parts of each location (a form's fields
-    inside an answer's `content`)."""
-    problems = error.errors()
+def describe_problems(problems: Sequence[Mapping[str, Any]], *, skip: int = 0) -> str:
+    """The one description of what a validation refused (pydantic's `errors()`), for
+    arguments and answers alike: one `where: what` per problem (at most MAX_LISTED_PROBLEMS),
+    the way a person (or a model) can act on it. `skip` drops that many leading parts of each
+    location (a form's fields inside an answer's `content`)."""
     lines = []
     for problem in problems[:MAX_LISTED_PROBLEMS]:
         where = ".".join(clip(str(part)) for part in problem["loc"][skip:]) or "value"
@@ -171,12 +172,26 @@ def describe_validation_error(error: ValidationError, *, skip: int = 0) -> str:
     return "; ".join(lines)
 
 
+def describe_validation_error(error: ValidationError) -> str:
+    """`describe_problems` of a pydantic ValidationError."""
+    return describe_problems(error.errors())
+
+
+class AnswerMisfit(ValueError):
+    """An answer `validate_answer` refused; `problems` as pydantic lists them."""
+
+    def __init__(self, problems: Sequence[Mapping[str, Any]]) -> None:
+        super().__init__(describe_problems(problems))
+        self.problems = problems
+
+
 def validate_answer(model: type[ModelT], raw: object) -> ModelT:
     """`raw` (an answer as JSON carries it) validated into `model`, strictly, as JSON Schema
     reads it: `"yes"` or `1` is not a boolean, `"3"` is not a number (client/elicitation:
-    servers SHOULD validate received data against the requested schema). Raises pydantic's
-    ValidationError. The one validation of an answer, wherever it happens."""
-    # Here, not at the top: the first answer a server sends must not wait for pydantic.
+    servers SHOULD validate received data against the requested schema). The one validation
+    of an answer, wherever it happens; raises AnswerMisfit."""
+    # The one place answers meet pydantic, imported here: the first answer a server sends
+    # must not wait for it (it loads with the tools, before any handler runs).
     from pydantic import ValidationError
 
     try:
@@ -186,7 +201,10 @@ def validate_answer(model: type[ModelT], raw: object) -> ModelT:
         return model.model_validate(raw, strict=True)
     except ValidationError:
         pass
-    return model.model_validate_json(json.dumps(raw, allow_nan=False), strict=True)
+    try:
+        return model.model_validate_json(json.dumps(raw, allow_nan=False), strict=True)
+    except ValidationError as error:
+        raise AnswerMisfit(error.errors()) from None
 
 
 def elicit_shape_error(answer: object) -> str | None:
@@ -295,16 +313,13 @@ class Context:
         raw = self._answers.get(key)
         if raw is None:
             return None
-        from pydantic import ValidationError
-
         try:
             return validate_answer(model, raw)
-        except ValidationError as error:
-            problems = error.errors()
-            if all(problem["loc"][:1] == ("content",) for problem in problems):
-                self._rejected[key] = describe_validation_error(error, skip=1)
+        except AnswerMisfit as misfit:
+            if all(problem["loc"][:1] == ("content",) for problem in misfit.problems):
+                self._rejected[key] = describe_problems(misfit.problems, skip=1)
                 return None
-            raise InvalidInputResponse(key, describe_validation_error(error)) from None
+            raise InvalidInputResponse(key, str(misfit)) from None
 
     def form_answer(
         self, key: str, form: type[FormT]
@@ -319,9 +334,7 @@ class Context:
         raw = self._answers.get(key)
         if raw is None:
             return None
-        from pydantic import ValidationError
-
-        from ._answers import Accepted, Cancelled, Declined
+        from ._answers import Accepted, Cancelled, Declined  # with the tools, like pydantic
 
         # The envelope by hand (dispatch checked it too, before the handler ran; a Context
         # made by hand gets the same rule), then one strict validation of the content alone.
@@ -338,8 +351,8 @@ class Context:
             return None
         try:
             return Accepted(validate_answer(form, content))
-        except ValidationError as error:
-            self._rejected[key] = describe_validation_error(error)
+        except AnswerMisfit as misfit:
+            self._rejected[key] = str(misfit)
             return None
 
     def can_request(self, request: InputRequest) -> bool:

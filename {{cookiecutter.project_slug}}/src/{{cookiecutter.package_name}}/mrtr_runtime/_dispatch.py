@@ -19,9 +19,9 @@ import anyio
 
 from ._capabilities import ClientCapabilities
 from ._context import (
+    AnswerMisfit,
     Context,
     RequestScope,
-    describe_validation_error,
     elicit_shape_error,
     validate_answer,
 )
@@ -396,8 +396,6 @@ def check_answer(method: str, answer: object) -> BaseModel | None:
             raise BadAnswer(problem)
         return None
     # Sampling and roots answers are rare; their models come with the tools (and pydantic).
-    from pydantic import ValidationError
-
     from ._answers import answer_model
 
     model = answer_model(method)
@@ -405,5 +403,5 @@ def check_answer(method: str, answer: object) -> BaseModel | None:
         return None
     try:
         return validate_answer(model, answer)
-    except ValidationError as error:
-        raise BadAnswer(describe_validation_error(error)) from None
+    except AnswerMisfit as misfit:
+        raise BadAnswer(str(misfit)) from None
