@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import anyio
@@ -159,7 +159,9 @@ class Call:
 
 @dataclass(slots=True)
 class _Flight:
-    done: anyio.Event = field(default_factory=anyio.Event)
+    #: Made by the first identical round that comes to wait (an anyio.Event costs 3.7 us, and
+    #: most confirming rounds run alone); set when the run ends.
+    done: anyio.Event | None = None
     result: dict[str, Any] | None = None
     error: RpcError | None = None
 
@@ -185,6 +187,10 @@ class RoundFlights:
     ) -> dict[str, Any]:
         flight = self._running.get(key)
         if flight is not None:
+            # One event loop runs every round, so nothing can finish the flight between the
+            # lookup above and the wait below.
+            if flight.done is None:
+                flight.done = anyio.Event()
             await flight.done.wait()
             if flight.result is not None:
                 return dict(flight.result)  # the transports add to a result's top level
@@ -208,7 +214,8 @@ class RoundFlights:
             raise
         finally:
             del self._running[key]
-            flight.done.set()
+            if flight.done is not None:
+                flight.done.set()
 
 
 def _flight_key(token: str, offered: str, binding: Binding) -> bytes:
