@@ -2,8 +2,8 @@
 
 Cookiecutter runs this with the new project as the working directory; if it fails, cookiecutter
 deletes the project again. The signing key is written here (never rendered from a template, never
-printed) and the host configurations come from the project's own ``hosts`` module, the same code
-``<slug> config`` uses later.
+printed) and the host configurations come from the runtime's own ``cli/_hosts.py``, the same
+code ``<slug> config`` uses later.
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def load_project_module(name: str) -> ModuleType:
     # is registered in sys.modules before it runs because dataclasses look their module up
     # there. No bytecode: a __pycache__ directory would otherwise appear in the fresh project.
     sys.dont_write_bytecode = True
-    spec = importlib.util.spec_from_file_location(f"_mrtr_bake_{name}", PACKAGE_DIR / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"_mrtr_bake_{name.rpartition('/')[2]}", PACKAGE_DIR / f"{name}.py"
+    )
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {name} from {PACKAGE_DIR}")
     module = importlib.util.module_from_spec(spec)
@@ -161,7 +163,7 @@ def main() -> int:
     if not AWS:
         remove_aws_example()
     remove_caches()
-    hosts = load_project_module("hosts")
+    hosts = load_project_module("mrtr_runtime/cli/_hosts")
     key_path, key_written = write_signing_key(hosts)
     sys.stdout.write(next_steps(hosts, key_path, key_written))
     sys.stdout.flush()

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from ..mrtr_runtime import Context, InputRequired, ToolError, ToolResult, elicit_form
+from ..mrtr_runtime import Accepted, Context, InputRequired, ToolError, ToolResult, elicit_form
 from . import registry
 
 
@@ -64,11 +64,10 @@ async def rel_peak() -> dict[str, int]:
 @registry.tool()
 async def rel_mrtr(n: int = 0, *, ctx: Context) -> str | InputRequired:
     """Two rounds: ask for a name, then greet it."""
-    answer = ctx.input_response("name")
+    answer = ctx.form_answer("name", NameForm)
     if answer is None:
         return ctx.request_input({"name": elicit_form("Your name?", NameForm)})
-    content = answer.get("content") if isinstance(answer, dict) else None
-    name = content.get("name") if isinstance(content, dict) else None
+    name = answer.content.name if isinstance(answer, Accepted) else None
     return f"hello {name} {n}"
 
 
@@ -109,7 +108,7 @@ async def rel_big(size: int = 1_000_000) -> str:
 @registry.tool()
 async def rel_echo(value: Any = None) -> ToolResult:
     """Echo `value` back as structured content, as a tool that returns its input would."""
-    return ToolResult.text("echo", structured={"value": value})
+    return ToolResult.of("echo", structured={"value": value})
 
 
 @registry.tool()
@@ -121,7 +120,7 @@ async def rel_add(a: float, b: float) -> dict[str, float]:
 @registry.tool()
 async def rel_bad_result(n: int = 0) -> ToolResult:
     """A tool bug: structured content that is not JSON (a datetime)."""
-    return ToolResult.text("bad", structured={"when": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)})
+    return ToolResult.of("bad", structured={"when": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)})
 
 
 @registry.tool()

@@ -270,7 +270,7 @@ def test_no_artifact_ships_a_planted_secret_and_a_key_copy_stops_every_build(
 @pytest.fixture(scope="module")
 def rule(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     project = bake_project(tmp_path_factory.mktemp("rule"), **COMBINATIONS["no-aws"])
-    path = project / "src" / DEFAULT_PACKAGE / "_artifact_filter.py"
+    path = project / "src" / DEFAULT_PACKAGE / "mrtr_runtime" / "cli" / "_artifacts.py"
     spec = importlib.util.spec_from_file_location("artifact_filter_under_test", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -444,7 +444,7 @@ def test_an_aws_key_pair_across_the_scan_s_chunk_boundary_is_found(
 
 def baked(rule: ModuleType) -> Path:
     """The bake the rule under test is from."""
-    return Path(str(rule.__file__)).parents[2]
+    return Path(str(rule.__file__)).parents[4]
 
 
 #: Names of credential files as people and tools write them: each is refused in every case.

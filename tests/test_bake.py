@@ -51,17 +51,26 @@ def test_bake_produces_the_documented_layout(bake: BakeFactory, combination: str
         Path(".dockerignore"),
         package / "__init__.py",
         package / "__main__.py",
-        package / "cli.py",
         package / "app.py",
         package / "tools" / "__init__.py",
         package / "mrtr_runtime" / "__init__.py",
-        package / "hosts.py",
-        package / "bundle.py",
-        package / "_artifact_filter.py",
         package / "mrtr_runtime" / "server.py",
-        package / "mrtr_runtime" / "testing.py",
+        package / "mrtr_runtime" / "testing" / "__init__.py",
+        package / "mrtr_runtime" / "http" / "__init__.py",
+        package / "mrtr_runtime" / "cli" / "_commands.py",
+        package / "mrtr_runtime" / "cli" / "_hosts.py",
+        package / "mrtr_runtime" / "cli" / "_bundle.py",
+        package / "mrtr_runtime" / "cli" / "_artifacts.py",
     ):
         assert expected in files
+    # Ours lives in the runtime: beside the user's app.py and tools, nothing of the template's.
+    assert sorted(path.name for path in (baked.project / package).iterdir()) == [
+        "__init__.py",
+        "__main__.py",
+        "app.py",
+        "mrtr_runtime",
+        "tools",
+    ]
 
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))
@@ -121,7 +130,7 @@ def test_pyproject_declares_exactly_the_promised_dependencies(
     names = [re.split(r"[\s<>=!~;\[]", dep, maxsplit=1)[0] for dep in project["dependencies"]]
     assert names == ["anyio", "pydantic"]
     assert all(">=" in dep for dep in project["dependencies"])
-    assert project["scripts"] == {DEFAULT_SLUG: f"{DEFAULT_PACKAGE}.cli:main"}
+    assert project["scripts"] == {DEFAULT_SLUG: f"{DEFAULT_PACKAGE}.app:main"}
     extras = project["optional-dependencies"]
     assert ("aws" in extras) is aws
     if aws:

@@ -131,7 +131,7 @@ def test_config_all_prints_every_host_for_this_interpreter(
 
 def bake_hosts(project: Installed) -> ModuleType:
     """The bake's own ``hosts`` module, loaded by path as the post-gen hook loads it."""
-    path = project.project / "src" / DEFAULT_PACKAGE / "hosts.py"
+    path = project.project / "src" / DEFAULT_PACKAGE / "mrtr_runtime" / "cli" / "_hosts.py"
     spec = importlib.util.spec_from_file_location("_installed_bake_hosts", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

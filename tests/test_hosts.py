@@ -20,13 +20,19 @@ from host_client import MODERN, answer, fill, meta
 from uv import find_uv_bin
 
 HOSTS_PY = (
-    REPO / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "hosts.py"
+    REPO
+    / "{{cookiecutter.project_slug}}"
+    / "src"
+    / "{{cookiecutter.package_name}}"
+    / "mrtr_runtime"
+    / "cli"
+    / "_hosts.py"
 )
 MAX_ROUNDS = 6
 
 
 def load_hosts() -> ModuleType:
-    # hosts.py holds no Jinja, so the template's file is the one a bake gets; the post-gen hook
+    # _hosts.py holds no Jinja, so the template's file is the one a bake gets; the post-gen hook
     # loads it by path the same way.
     spec = importlib.util.spec_from_file_location("_template_hosts", HOSTS_PY)
     assert spec is not None and spec.loader is not None

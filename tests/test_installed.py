@@ -97,7 +97,7 @@ def test_the_sdist_and_the_wheel_ship_the_server_and_never_a_signing_key(
     assert "pyproject.toml" in in_sdist and "README.md" in in_sdist
     assert f"{DEFAULT_PACKAGE}/tools/plan_release.py" in in_wheel
     assert f"{DEFAULT_PACKAGE}/mrtr_runtime/_stdio.py" in in_wheel
-    assert f"{DEFAULT_SLUG} = {DEFAULT_PACKAGE}.cli:main" in console
+    assert f"{DEFAULT_SLUG} = {DEFAULT_PACKAGE}.app:main" in console
 
 
 def call_until(

@@ -28,6 +28,11 @@ from cookiecutter.main import cookiecutter
 ROOT = Path(__file__).resolve().parents[1]
 DEVELOPING = ROOT / "DEVELOPING.md"
 FACES = frozenset({"__init__", "server", "testing"})
+#: What project code may import below ``mrtr_runtime`` (itself the tool face; ``content`` is its
+#: sub-face for content blocks).
+PUBLIC_FACES = frozenset({"server", "testing", "content"})
+#: The runtime's sub-packages whose faces only the runtime's own faces import.
+WINGS = frozenset({"http", "cli"})
 _FLOOR_LINE = re.compile(r"^floor\s+(\d+)\s+\S+\s+(.+)$")
 
 
@@ -45,39 +50,80 @@ def floors_of(developing: str) -> dict[str, int]:
     return floors
 
 
-def _runtime_targets(tree: ast.AST, runtime: Mapping[str, Path]) -> Iterator[tuple[int, str]]:
-    """(line, module) for every runtime module a runtime file imports, at any depth."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                yield node.lineno, node.module.split(".")[0]
-            else:
+def module_name(runtime_dir: Path, path: Path) -> str:
+    """``_router``, ``http._app``; a package's ``__init__.py`` is the package (``http``), the
+    runtime's own is ``__init__``."""
+    parts = list(path.relative_to(runtime_dir).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _package_of(name: str, path: Path) -> list[str]:
+    """The package a module's relative imports start from."""
+    if name == "__init__":
+        return []
+    parts = name.split(".")
+    return parts if path.name == "__init__.py" else parts[:-1]
+
+
+def _resolve(package: list[str], level: int, module: str | None) -> str | None:
+    if level - 1 > len(package):
+        return None
+    base = package[: len(package) - (level - 1)]
+    return ".".join([*base, *([module] if module else [])])
+
+
+def _runtime_targets(name: str, path: Path) -> Iterator[tuple[int, str]]:
+    """(line, dotted target) for every relative import of a runtime file, at any depth: import
+    statements, ``import_module("._x")`` and a face's lazy-import table ``{"Name": "._x"}``."""
+    package = _package_of(name, path)
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level >= 1:
+            target = _resolve(package, node.level, node.module)
+            if target is not None:
+                # `from . import _hosts` imports the module `cli._hosts`, not its package; the
+                # names of `from ._app import HttpApp` resolve to the module `http._app`.
                 for alias in node.names:
-                    if alias.name in runtime:
-                        yield node.lineno, alias.name
+                    yield node.lineno, f"{target}.{alias.name}" if target else alias.name
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
             first = node.args[0] if node.args else None
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                name = first.value.lstrip(".")
-                if name in runtime:
-                    yield node.lineno, name
+            if (
+                isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+                and first.value.startswith(".")
+            ):
+                target = _resolve(package, 1, first.value[1:])
+                if target is not None:
+                    yield node.lineno, target
         elif isinstance(node, ast.Dict):
-            # The lazy-import table of a face: {"Name": "._module"}.
             for value in node.values:
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    name = value.value
-                    if name.startswith(".") and name[1:] in runtime:
-                        yield node.lineno, name[1:]
+                if (
+                    isinstance(value, ast.Constant)
+                    and isinstance(value.value, str)
+                    and value.value.startswith(".")
+                ):
+                    target = _resolve(package, 1, value.value[1:])
+                    if target is not None:
+                        yield node.lineno, target
 
 
 def runtime_graph(runtime_dir: Path) -> dict[str, dict[str, int]]:
-    """module -> {imported runtime module: first line}."""
-    runtime = {path.stem: path for path in runtime_dir.glob("*.py")}
+    """module -> {imported runtime module: first line}; sub-packages' modules dotted."""
+    runtime = {
+        module_name(runtime_dir, path): path
+        for path in runtime_dir.rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
     graph: dict[str, dict[str, int]] = {}
     for name, path in runtime.items():
         edges: dict[str, int] = {}
-        for line, target in _runtime_targets(ast.parse(path.read_text("utf-8")), runtime):
-            if target in runtime and target != name:
+        for line, target in _runtime_targets(name, path):
+            # `from ._rules import X` names the module `http._rules`, `from . import _hosts` the
+            # module `cli._hosts`: the longest existing module the dotted name starts with.
+            while target and target not in runtime:
+                target = target.rpartition(".")[0]
+            if target and target != name:
                 edges.setdefault(target, line)
         graph[name] = edges
     return graph
@@ -86,9 +132,7 @@ def runtime_graph(runtime_dir: Path) -> dict[str, dict[str, int]]:
 def floor_violations(
     graph: Mapping[str, Mapping[str, int]], floors: Mapping[str, int]
 ) -> list[str]:
-    problems = [
-        f"{name}.py is on no floor of DEVELOPING.md" for name in graph if name not in floors
-    ]
+    problems = [f"{name} is on no floor of DEVELOPING.md" for name in graph if name not in floors]
     problems += [
         f"DEVELOPING.md names {name}, which does not exist" for name in floors if name not in graph
     ]
@@ -96,7 +140,7 @@ def floor_violations(
         for target, line in sorted(edges.items()):
             if name in floors and target in floors and floors[target] >= floors[name]:
                 problems.append(
-                    f"{name}.py:{line} imports {target} (floor {floors[target]}), "
+                    f"{name}:{line} imports {target} (floor {floors[target]}), "
                     f"not below its own floor {floors[name]}"
                 )
     return problems
@@ -125,7 +169,8 @@ def cycles(graph: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
 
 
 def private_imports(project: Path, package: str) -> list[str]:
-    """Imports of a private runtime module from project code outside the runtime."""
+    """Imports of anything but a face from project code outside the runtime: a ``_private``
+    module or name, or a wing's own modules (``mrtr_runtime.http``: the server face has it)."""
     runtime_dir = project / "src" / package / "mrtr_runtime"
     problems = []
     for path in sorted(project.rglob("*.py")):
@@ -133,19 +178,25 @@ def private_imports(project: Path, package: str) -> list[str]:
             continue
         relative = path.relative_to(project)
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            names: list[str] = []
+            # (module path, names imported from it)
+            imports: list[tuple[str, list[str]]] = []
             if isinstance(node, ast.ImportFrom) and node.module is not None:
-                module = node.module
-                names = [f"{module}.{alias.name}" for alias in node.names] + [module]
-            elif isinstance(node, ast.ImportFrom | ast.Import):
-                names = [alias.name for alias in node.names]
-            for name in names:
-                parts = name.split(".")
-                if "mrtr_runtime" in parts:
-                    after = parts[parts.index("mrtr_runtime") + 1 :]
-                    if after and after[0].startswith("_"):
-                        problems.append(f"{relative}:{node.lineno} imports {name}")
-                        break
+                imports = [(node.module, [alias.name for alias in node.names])]
+            elif isinstance(node, ast.Import):
+                imports = [(alias.name, []) for alias in node.names]
+            for module, names in imports:
+                parts = module.split(".")
+                if "mrtr_runtime" not in parts:
+                    continue
+                after = parts[parts.index("mrtr_runtime") + 1 :]
+                rest = after[1:] if after and after[0] in PUBLIC_FACES else after
+                # Below a face, any module is a private one or a wing's own.
+                wrong = bool(rest) or any(
+                    name.startswith("_") or (not after and name in WINGS) for name in names
+                )
+                if wrong:
+                    shown = f"{module}.{names[0]}" if names else module
+                    problems.append(f"{relative}:{node.lineno} imports {shown}")
     return problems
 
 
@@ -227,7 +278,7 @@ def test_an_import_up_the_floors_and_a_cycle_are_caught(planted: Bake) -> None:
     graph = runtime_graph(runtime_dir)
     problems = floor_violations(graph, floors_of(DEVELOPING.read_text("utf-8")))
     assert any(
-        problem.startswith("_wire.py:") and "imports _jsonrpc" in problem for problem in problems
+        problem.startswith("_wire:") and "imports _jsonrpc" in problem for problem in problems
     )
     assert ["_wire", "_jsonrpc", "_wire"] in cycles(graph)
 
@@ -236,4 +287,37 @@ def test_a_module_missing_from_the_map_is_caught(planted: Bake) -> None:
     (planted.package / "mrtr_runtime" / "_unmapped.py").write_text("X = 1\n", "utf-8")
     graph = runtime_graph(planted.package / "mrtr_runtime")
     problems = floor_violations(graph, floors_of(DEVELOPING.read_text("utf-8")))
-    assert "_unmapped.py is on no floor of DEVELOPING.md" in problems
+    assert "_unmapped is on no floor of DEVELOPING.md" in problems
+
+
+def test_a_wing_import_from_project_code_is_caught(planted: Bake) -> None:
+    package = planted.package.name
+    test = planted.project / "tests" / "test_planted.py"
+    test.write_text(
+        f"from {package}.mrtr_runtime.http import serve_http\n"
+        f"from {package}.mrtr_runtime import cli\n"
+        f"import {package}.mrtr_runtime.testing._memory\n"
+        f"from {package}.mrtr_runtime.testing import MemoryClient\n",
+        "utf-8",
+    )
+    found = private_imports(planted.project, package)
+    assert [line.split(" imports ")[0] for line in found] == [
+        "tests/test_planted.py:1",
+        "tests/test_planted.py:2",
+        "tests/test_planted.py:3",
+    ]
+
+
+def test_an_import_up_inside_a_wing_and_out_of_the_standalone_floor_is_caught(
+    planted: Bake,
+) -> None:
+    runtime_dir = planted.package / "mrtr_runtime"
+    rules = runtime_dir / "http" / "_rules.py"
+    rules.write_text(rules.read_text("utf-8") + "\nfrom ._app import HttpApp  # planted\n")
+    hosts = runtime_dir / "cli" / "_hosts.py"
+    hosts.write_text(hosts.read_text("utf-8") + "\nfrom .._wire import ELICIT  # planted\n")
+    graph = runtime_graph(runtime_dir)
+    problems = floor_violations(graph, floors_of(DEVELOPING.read_text("utf-8")))
+    assert any(p.startswith("http._rules:") and "imports http._app" in p for p in problems)
+    assert any(p.startswith("cli._hosts:") and "imports _wire" in p for p in problems)
+    assert ["http._app", "http._rules", "http._app"] in cycles(graph)

@@ -6,6 +6,10 @@ its own test and commits; the template copy commits a runtime fix (a changed lim
 header's version bump); `cruft check` reports the project out of date, `cruft update -y` brings
 the fix in, and the project's own tests pass with the author's tool intact and the signing key
 untouched. The runtime's header names the template version, which CHANGELOG.md describes.
+
+And the same from the last 0.4.0 commit (the template's own history) to this checkout: the update
+that moved the command line, host configs and bundle into the runtime leaves no conflict, and the
+author's tool and test still pass.
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ VERSION_LINE = re.compile(r'^__version__ = "(\d+)\.(\d+)\.(\d+)"$', re.MULTILINE
 FIXED_FILE = RUNTIME / "_jsonrpc.py"
 FIX_BEFORE = "MAX_QUOTED_CHARS: Final = 64\n"
 FIX_AFTER = "MAX_QUOTED_CHARS: Final = 96\n"
+#: The last commit of template 0.4.0, the layout before the runtime took in the command line,
+#: host configs, bundle and artifact rule (0.5.0): a project baked from it must update cleanly.
+RELEASE_0_4_0 = "0ed5ff4b7ad7de566455ab136e3b11204c5a430d"
+#: What 0.4.0 kept beside the user's files and 0.5.0 moved into the runtime.
+MOVED_IN_0_5_0 = ("cli.py", "hosts.py", "bundle.py", "_artifact_filter.py")
 
 USER_TOOL = '''"""word_count: how many words a text has (the project's own tool)."""
 
@@ -109,6 +118,36 @@ def copy_tracked_files(destination: Path) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
 
 
+def extract_commit(commit: str, destination: Path) -> None:
+    """The template's tracked files as they were at ``commit`` (needs the repository's history)."""
+    present = run(["git", "cat-file", "-t", commit], cwd=REPO, check=False)
+    assert present.stdout.strip() == "commit", (
+        f"template commit {commit} is not in this clone: run the tests from a full clone "
+        "(git clone without --depth)"
+    )
+    destination.mkdir(parents=True)
+    archive = destination.parent / "release.tar"
+    run(["git", "archive", "--format=tar", "-o", str(archive), commit], cwd=REPO)
+    run(["tar", "-xf", str(archive), "-C", str(destination)], cwd=REPO)
+    archive.unlink()
+
+
+def install_and_test(project: Path, env: dict[str, str]) -> tuple[Path, str]:
+    """The project as its README installs it; its own tests' output (they must pass)."""
+    run(
+        [sys.executable, "-m", "uv", "venv", "--quiet", "--python", sys.executable, ".venv"],
+        cwd=project,
+        env=env,
+    )
+    python = project / ".venv" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    install = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", python]
+    run([*install, "-e", ".[dev]"], cwd=project, env=env, timeout=900)
+    tests = run(
+        [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"], cwd=project, env=env
+    )
+    return python, tests.stdout
+
+
 def commit_all(repository: Path, message: str, env: dict[str, str]) -> str:
     run(["git", "add", "-A"], cwd=repository, env=env)
     run(["git", "commit", "-q", "-m", message], cwd=repository, env=env)
@@ -180,33 +219,8 @@ def test_cruft_update_brings_a_runtime_fix_and_keeps_the_projects_own_tool(
     assert json.loads((project / ".cruft.json").read_text(encoding="utf-8"))["commit"] == fixed_at
 
     # The project as its README installs it, with its own tests (the author's included).
-    run(
-        [sys.executable, "-m", "uv", "venv", "--quiet", "--python", sys.executable, ".venv"],
-        cwd=project,
-        env=env,
-    )
-    python = project / ".venv" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    run(
-        [
-            sys.executable,
-            "-m",
-            "uv",
-            "pip",
-            "install",
-            "--quiet",
-            "--python",
-            python,
-            "-e",
-            ".[dev]",
-        ],
-        cwd=project,
-        env=env,
-        timeout=900,
-    )
-    tests = run(
-        [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"], cwd=project, env=env
-    )
-    assert "PASSED tests/test_word_count.py::test_word_count_counts_the_words" in tests.stdout
+    python, tests = install_and_test(project, env)
+    assert "PASSED tests/test_word_count.py::test_word_count_counts_the_words" in tests
     arrived = run(
         [
             python,
@@ -221,3 +235,55 @@ def test_cruft_update_brings_a_runtime_fix_and_keeps_the_projects_own_tool(
 
     commit_all(project, f"template {new_version}", env)
     assert "up to date" in cruft("check", cwd=project, env=env)
+
+
+@pytest.mark.baked_checks
+def test_cruft_update_from_0_4_0_moves_the_house_and_keeps_the_projects_own_tool(
+    tmp_path: Path,
+) -> None:
+    env = git_env(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    template = tmp_path / "template"
+    extract_commit(RELEASE_0_4_0, template)
+    run(["git", "init", "-q"], cwd=template, env=env)
+    created_at = commit_all(template, "template 0.4.0", env)
+
+    answers = json.dumps({"include_aws_example": "no"})
+    create = ["create", str(template), "--checkout", created_at, "--no-input"]
+    cruft(*create, "--extra-context", answers, "--output-dir", str(tmp_path), cwd=tmp_path, env=env)
+    project = tmp_path / DEFAULT_SLUG
+    package = project / "src" / DEFAULT_PACKAGE
+    assert all((package / name).is_file() for name in MOVED_IN_0_5_0)
+    key = (project / KEY_FILE).read_bytes()
+    run(["git", "init", "-q"], cwd=project, env=env)
+    commit_all(project, "baked with cruft from 0.4.0", env)
+    for relative, text in USER_FILES.items():
+        (project / relative).write_text(text, encoding="utf-8")
+    commit_all(project, "word_count: a tool of our own", env)
+
+    # The template copy moves on to this checkout's template, the new house.
+    for entry in template.iterdir():
+        if entry.name != ".git":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    copy_tracked_files(template)
+    updated_to = commit_all(template, "template: this checkout", env)
+
+    updated = cruft("update", "-y", cwd=project, env=env)
+    assert "Project's cruft has been updated" in updated, updated
+
+    assert not list(project.rglob("*.rej")), "every change applied cleanly"
+    assert [name for name in MOVED_IN_0_5_0 if (package / name).exists()] == []
+    runtime = package / "mrtr_runtime"
+    for wing in ("http", "testing", "cli"):
+        assert (runtime / wing / "__init__.py").is_file(), wing
+    assert "PROJECT = Project(" in (package / "app.py").read_text(encoding="utf-8")
+    assert (project / KEY_FILE).read_bytes() == key
+    for relative, text in USER_FILES.items():
+        assert (project / relative).read_text(encoding="utf-8") == text
+    assert json.loads((project / ".cruft.json").read_text(encoding="utf-8"))["commit"] == updated_to
+
+    python, tests = install_and_test(project, env)
+    assert "PASSED tests/test_word_count.py::test_word_count_counts_the_words" in tests
+    # The console script moved to app:main; the reinstalled project starts through it.
+    version = run([python, "-m", DEFAULT_PACKAGE, "--version"], cwd=project, env=env)
+    assert version.stdout.split() == [DEFAULT_SLUG, "0.1.0"]

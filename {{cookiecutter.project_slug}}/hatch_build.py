@@ -1,10 +1,11 @@
-"""hatchling's build hook: the wheel and the sdist ship only what ``_artifact_filter`` lets through.
+"""hatchling's build hook: the wheel and the sdist ship only what the artifact rule allows.
 
-hatchling runs this for ``pip install .``, ``python -m build``, ``uv build`` and the Docker
-image's build stage. Files the filter excludes are left out; a file it refuses stops the build
-with one line per file, naming it and why. An editable install (``pip install -e .``) copies no
-source file, so it is not checked. The filter is loaded by path: a build has none of the
-project's dependencies, and importing the package would need them.
+The rule is the runtime's ``cli/_artifacts.py``. hatchling runs this for ``pip install .``,
+``python -m build``, ``uv build`` and the Docker image's build stage. Files the filter excludes
+are left out; a file it refuses stops the build with one line per file, naming it and why. An
+editable install (``pip install -e .``) copies no source file, so it is not checked. The filter
+is loaded by path: a build has none of the project's dependencies, and importing the package
+would need them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-FILTER = Path("src", "{{ cookiecutter.package_name }}", "_artifact_filter.py")
+PACKAGE = "{{ cookiecutter.package_name }}"
+FILTER = Path("src", PACKAGE, "mrtr_runtime", "cli", "_artifacts.py")
 
 
 def load_filter(root: Path) -> ModuleType:

@@ -45,13 +45,10 @@ from ..mrtr_runtime import (
     SamplingResult,
     ToolError,
     ToolResult,
-    audio_block,
     choice_titles,
+    content,
     elicit_form,
-    embedded_text,
-    image_block,
     list_roots,
-    prompt_message,
     sample,
 )
 from . import registry
@@ -104,7 +101,7 @@ def _roots_text(answer: RootsResult) -> str:
 # for it, and expects a complete result: this fixture opts in to that key, visibly. An unasked
 # answer proves nothing about what the user saw; the runtime ignores every other one.
 @registry.tool(accept_unasked=("user_name",))
-async def test_input_required_result_elicitation(ctx: Context) -> str | InputRequired:
+async def test_input_required_result_elicitation(*, ctx: Context) -> str | InputRequired:
     """Conformance: asks for the user's name (input key `user_name`), then greets them."""
     answer = ctx.form_answer("user_name", Name)
     if answer is None:  # first call, or the client answered other keys: ask (again)
@@ -115,7 +112,7 @@ async def test_input_required_result_elicitation(ctx: Context) -> str | InputReq
 
 # -- input-required-result-basic-sampling ---------------------------------------------------
 @registry.tool()
-async def test_input_required_result_sampling(ctx: Context) -> str | InputRequired:
+async def test_input_required_result_sampling(*, ctx: Context) -> str | InputRequired:
     """Conformance: asks the client's model a question (key `capital_question`)."""
     answer = ctx.input_response_as("capital_question", SamplingResult)
     if answer is None:
@@ -125,7 +122,7 @@ async def test_input_required_result_sampling(ctx: Context) -> str | InputRequir
 
 # -- input-required-result-basic-list-roots -------------------------------------------------
 @registry.tool()
-async def test_input_required_result_list_roots(ctx: Context) -> str | InputRequired:
+async def test_input_required_result_list_roots(*, ctx: Context) -> str | InputRequired:
     """Conformance: asks for the client's roots (key `client_roots`) and lists them."""
     answer = ctx.input_response_as("client_roots", RootsResult)
     if answer is None:
@@ -135,7 +132,7 @@ async def test_input_required_result_list_roots(ctx: Context) -> str | InputRequ
 
 # -- input-required-result-request-state ----------------------------------------------------
 @registry.tool()
-async def test_input_required_result_request_state(ctx: Context) -> str | InputRequired:
+async def test_input_required_result_request_state(*, ctx: Context) -> str | InputRequired:
     """Conformance: asks to confirm (key `confirm`); completes only with the echoed state."""
     answer = ctx.form_answer("confirm", Confirm)
     # An answer without requestState was never asked for by this server: ask for it properly.
@@ -148,7 +145,7 @@ async def test_input_required_result_request_state(ctx: Context) -> str | InputR
 
 # -- input-required-result-multiple-input-requests ------------------------------------------
 @registry.tool()
-async def test_input_required_result_multiple_inputs(ctx: Context) -> str | InputRequired:
+async def test_input_required_result_multiple_inputs(*, ctx: Context) -> str | InputRequired:
     """Conformance: asks for a name, a model-written greeting and the roots in one round."""
     name = ctx.form_answer("user_name", Name)
     greeting = ctx.input_response_as("greeting", SamplingResult)
@@ -156,19 +153,19 @@ async def test_input_required_result_multiple_inputs(ctx: Context) -> str | Inpu
     if name is None or greeting is None or roots is None:
         # Ask for everything still missing; answers already given travel in requestState.
         wanted = {
-            "user_name": _ask_name(),
-            "greeting": _ask_greeting(),
-            "client_roots": list_roots(),
+            "user_name": (name, _ask_name()),
+            "greeting": (greeting, _ask_greeting()),
+            "client_roots": (roots, list_roots()),
         }
         return ctx.request_input(
-            {key: req for key, req in wanted.items() if ctx.input_response(key) is None}
+            {key: req for key, (answer, req) in wanted.items() if answer is None}
         )
     return f"{greeting.text} {_accepted_name(name) or 'stranger'} ({_roots_text(roots)})"
 
 
 # -- input-required-result-multi-round ------------------------------------------------------
 @registry.tool()
-async def test_input_required_result_multi_round(ctx: Context) -> str | InputRequired:
+async def test_input_required_result_multi_round(*, ctx: Context) -> str | InputRequired:
     """Conformance: three rounds: name (`step1`), then favourite colour (`step2`), then done."""
     step1 = ctx.form_answer("step1", Name)
     if step1 is None:
@@ -184,7 +181,7 @@ async def test_input_required_result_multi_round(ctx: Context) -> str | InputReq
 
 # -- input-required-result-tampered-state ---------------------------------------------------
 @registry.tool()
-async def test_input_required_result_tampered_state(ctx: Context) -> str | InputRequired:
+async def test_input_required_result_tampered_state(*, ctx: Context) -> str | InputRequired:
     """Conformance: its requestState is HMAC-signed; a tampered one never reaches this code."""
     answer = ctx.form_answer("confirm", Confirm)
     if answer is None or ctx.request_state is None:
@@ -194,7 +191,7 @@ async def test_input_required_result_tampered_state(ctx: Context) -> str | Input
 
 # -- input-required-result-capability-check -------------------------------------------------
 @registry.tool()
-async def test_input_required_result_capabilities(ctx: Context) -> str | InputRequired:
+async def test_input_required_result_capabilities(*, ctx: Context) -> str | InputRequired:
     """Conformance: asks only for what the client declared (elicitation, sampling, roots)."""
     candidates = {
         "user_name": _ask_name(),
@@ -204,25 +201,28 @@ async def test_input_required_result_capabilities(ctx: Context) -> str | InputRe
     askable = {key: request for key, request in candidates.items() if ctx.can_request(request)}
     if not askable:
         return "The client declared none of elicitation, sampling or roots; nothing to ask."
-    missing = {key: request for key, request in askable.items() if ctx.input_response(key) is None}
+    name = ctx.form_answer("user_name", Name)
+    capital = ctx.input_response_as("capital_question", SamplingResult)
+    roots = ctx.input_response_as("client_roots", RootsResult)
+    answers = {"user_name": name, "capital_question": capital, "client_roots": roots}
+    missing = {key: request for key, request in askable.items() if answers[key] is None}
     if missing:
         return ctx.request_input(missing)
     got: list[str] = []
     if "user_name" in askable:
-        name = ctx.form_answer("user_name", Name)
         got.append(f"name={_accepted_name(name) if name else None}")
     if "capital_question" in askable:
-        capital = ctx.input_response_as("capital_question", SamplingResult)
         got.append(f"model={capital.text if capital else None}")
     if "client_roots" in askable:
-        roots = ctx.input_response_as("client_roots", RootsResult)
         got.append(f"roots={_roots_text(roots) if roots else None}")
     return "Asked only for declared capabilities: " + "; ".join(got)
 
 
 # -- input-required-result-non-tool-request -------------------------------------------------
 @registry.prompt()
-async def test_input_required_result_prompt(ctx: Context) -> list[dict[str, Any]] | InputRequired:
+async def test_input_required_result_prompt(
+    *, ctx: Context
+) -> list[dict[str, Any]] | InputRequired:
     """Conformance: a prompt that asks what context to use (key `user_context`) first."""
     answer = ctx.form_answer("user_context", PromptContext)
     if answer is None:
@@ -235,7 +235,7 @@ async def test_input_required_result_prompt(ctx: Context) -> list[dict[str, Any]
 
 # -- server-stateless ------------------------------------------------------------------------
 @registry.tool()
-async def test_missing_capability(ctx: Context) -> str | InputRequired:
+async def test_missing_capability(*, ctx: Context) -> str | InputRequired:
     """Conformance: cannot run without sampling; a client that did not declare it gets -32021."""
     answer = ctx.input_response_as("completion", SamplingResult)
     if answer is None:
@@ -246,7 +246,7 @@ async def test_missing_capability(ctx: Context) -> str | InputRequired:
 
 
 @registry.tool()
-async def test_streaming_elicitation(ctx: Context) -> str | InputRequired:
+async def test_streaming_elicitation(*, ctx: Context) -> str | InputRequired:
     """Conformance: elicits; the answer must be an InputRequiredResult, never a server request.
 
     2026-07-28 basic/transports/stdio: "The server MUST NOT write JSON-RPC requests to stdout";
@@ -259,7 +259,7 @@ async def test_streaming_elicitation(ctx: Context) -> str | InputRequired:
 
 
 @registry.tool()
-async def test_logging_tool(ctx: Context) -> str:
+async def test_logging_tool(*, ctx: Context) -> str:
     """Conformance: logs to the client, which gets nothing unless it asked for a level."""
     await ctx.send_log("info", "test_logging_tool ran")
     return "Logged (to a client that asked for log messages)."
@@ -351,20 +351,20 @@ async def test_simple_text() -> str:
 @registry.tool()
 async def test_image_content() -> ToolResult:
     """Conformance: returns a 1x1 red PNG as image content."""
-    return ToolResult.of(image_block(RED_PIXEL_PNG, "image/png"))
+    return ToolResult.of(content.image(RED_PIXEL_PNG, "image/png"))
 
 
 @registry.tool()
 async def test_audio_content() -> ToolResult:
     """Conformance: returns a short WAV as audio content."""
-    return ToolResult.of(audio_block(SILENCE_WAV, "audio/wav"))
+    return ToolResult.of(content.audio(SILENCE_WAV, "audio/wav"))
 
 
 @registry.tool()
 async def test_embedded_resource() -> ToolResult:
     """Conformance: returns a text resource embedded in the result."""
     return ToolResult.of(
-        embedded_text(
+        content.embedded_text(
             "test://embedded-resource",
             "This is an embedded resource content.",
             mime_type="text/plain",
@@ -377,8 +377,8 @@ async def test_multiple_content_types() -> ToolResult:
     """Conformance: returns text, an image and an embedded JSON resource, in that order."""
     return ToolResult.of(
         "Multiple content types test:",
-        image_block(RED_PIXEL_PNG, "image/png"),
-        embedded_text(
+        content.image(RED_PIXEL_PNG, "image/png"),
+        content.embedded_text(
             "test://mixed-content-resource",
             json.dumps({"test": "data", "value": 123}),
             mime_type="application/json",
@@ -397,7 +397,7 @@ STEP_SECONDS = 0.05  # the scenarios ask for ~50 ms between notifications
 
 
 @registry.tool()
-async def test_tool_with_progress(ctx: Context) -> str:
+async def test_tool_with_progress(*, ctx: Context) -> str:
     """Conformance: reports 0, 50 and 100 of 100 (when the caller sent a progressToken)."""
     for step, progress in enumerate((0, 50, 100)):
         if step:
@@ -407,7 +407,7 @@ async def test_tool_with_progress(ctx: Context) -> str:
 
 
 @registry.tool()
-async def test_tool_with_logging(ctx: Context) -> str:
+async def test_tool_with_logging(*, ctx: Context) -> str:
     """Conformance: sends three info log messages while it runs."""
     messages = ("Tool execution started", "Tool processing data", "Tool execution completed")
     for step, message in enumerate(messages):
@@ -420,7 +420,7 @@ async def test_tool_with_logging(ctx: Context) -> str:
 # -- 2025-11-25 server-to-client requests: tools-call-sampling, tools-call-elicitation --------
 # The same request_input as in 2026-07-28: the legacy era asks with a real request.
 @registry.tool()
-async def test_sampling(prompt: str, ctx: Context) -> str | InputRequired:
+async def test_sampling(prompt: str, *, ctx: Context) -> str | InputRequired:
     """Conformance: asks the client's model to answer `prompt` (key `llm`)."""
     answer = ctx.input_response_as("llm", SamplingResult)
     if answer is None:
@@ -434,7 +434,7 @@ class UserInfo(BaseModel):
 
 
 @registry.tool()
-async def test_elicitation(message: str, ctx: Context) -> str | InputRequired:
+async def test_elicitation(message: str, *, ctx: Context) -> str | InputRequired:
     """Conformance: asks the user for a username and an email (key `user_info`)."""
     answer = ctx.form_answer("user_info", UserInfo)
     if answer is None:
@@ -452,7 +452,7 @@ class Sep1034Defaults(BaseModel):
 
 
 @registry.tool()
-async def test_elicitation_sep1034_defaults(ctx: Context) -> str | InputRequired:
+async def test_elicitation_sep1034_defaults(*, ctx: Context) -> str | InputRequired:
     """Conformance: a form whose every field (string, integer, number, enum, boolean) has a
     default (SEP-1034)."""
     answer = ctx.form_answer("defaults", Sep1034Defaults)
@@ -488,7 +488,7 @@ class Sep1330Enums(BaseModel):
 
 
 @registry.tool()
-async def test_elicitation_sep1330_enums(ctx: Context) -> str | InputRequired:
+async def test_elicitation_sep1330_enums(*, ctx: Context) -> str | InputRequired:
     """Conformance: a form with every enum shape of SEP-1330: untitled and titled single
     select, the deprecated enumNames, untitled and titled multi-select."""
     answer = ctx.form_answer("choices", Sep1330Enums)
@@ -568,12 +568,12 @@ async def test_prompt_with_embedded_resource(
     resourceUri: Annotated[str, Field(description="URI of the resource to embed")],
 ) -> list[dict[str, Any]]:
     """Conformance: a prompt that embeds the resource it is given."""
-    resource = embedded_text(
+    resource = content.embedded_text(
         resourceUri, "Embedded resource content for testing.", mime_type="text/plain"
     )
     return [
-        prompt_message("user", resource),
-        prompt_message("user", "Please process the embedded resource above."),
+        content.prompt_message("user", resource),
+        content.prompt_message("user", "Please process the embedded resource above."),
     ]
 
 
@@ -581,8 +581,8 @@ async def test_prompt_with_embedded_resource(
 async def test_prompt_with_image() -> list[dict[str, Any]]:
     """Conformance: a prompt that shows an image."""
     return [
-        prompt_message("user", image_block(RED_PIXEL_PNG, "image/png")),
-        prompt_message("user", "Please analyze the image above."),
+        content.prompt_message("user", content.image(RED_PIXEL_PNG, "image/png")),
+        content.prompt_message("user", "Please analyze the image above."),
     ]
 
 

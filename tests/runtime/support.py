@@ -4,8 +4,9 @@ a server over it with fixed keys, wire and subprocess helpers.
 The suite runs against a baked project (``MRTR_PACKAGE`` names its import package, e.g.
 ``mrtr_server``) with that project's own interpreter. Importing this module registers the
 project's ``<package>.mrtr_runtime`` and every one of its submodules in ``sys.modules`` as
-``mrtr_runtime`` / ``mrtr_runtime.<module>`` (the same module objects, so ``isinstance`` holds),
-which is how every test imports the runtime: ``from mrtr_runtime.testing import MemoryClient``.
+``mrtr_runtime`` / ``mrtr_runtime.<module>``, the wings' (``mrtr_runtime.http._app``) too: the
+same module objects, so ``isinstance`` holds. That is how every test imports the runtime:
+``from mrtr_runtime.testing import MemoryClient``.
 
 Every tool here exists to pin one behaviour the tests check; `deploy_stack` reproduces the
 two-round deploy example exactly (confirm and an IAM role ARN, asked together). Handlers count
@@ -42,9 +43,11 @@ def _alias_runtime() -> tuple[str, ModuleType]:
         )
     runtime = importlib.import_module(f"{package}.mrtr_runtime")
     sys.modules["mrtr_runtime"] = runtime
-    for info in pkgutil.iter_modules(runtime.__path__):
-        module = importlib.import_module(f"{runtime.__name__}.{info.name}")
-        sys.modules[f"mrtr_runtime.{info.name}"] = module
+    # The wings' modules too (``mrtr_runtime.http._app``), so a test that patches one patches
+    # the module the server runs.
+    for info in pkgutil.walk_packages(runtime.__path__, prefix=f"{runtime.__name__}."):
+        module = importlib.import_module(info.name)
+        sys.modules["mrtr_runtime." + info.name.removeprefix(f"{runtime.__name__}.")] = module
     return package, importlib.import_module(package)
 
 
@@ -61,7 +64,6 @@ from pydantic import BaseModel, Field  # noqa: E402
 
 from mrtr_runtime import (  # noqa: E402
     Context,
-    ElicitResult,
     InputRequired,
     Registry,
     RootsResult,
@@ -73,6 +75,7 @@ from mrtr_runtime import (  # noqa: E402
     list_roots,
     sample,
 )
+from mrtr_runtime._answers import ElicitResult  # noqa: E402
 from mrtr_runtime._tokens import KeyRing, RequestStateCodec, parse_signing_key  # noqa: E402
 from mrtr_runtime.server import Server  # noqa: E402
 from mrtr_runtime.testing import ClientSession, MemoryClient, RpcError  # noqa: E402
@@ -169,7 +172,7 @@ def build_registry(calls: Counter[str] | None = None) -> Registry:
     async def wizard(*, ctx: Context) -> dict[str, object] | InputRequired:
         """Three rounds, one question each: name, then colour, then size."""
         counts["wizard"] += 1
-        counts[f"wizard:{len(ctx.input_responses)}"] += 1
+        counts[f"wizard:{len(handed(ctx))}"] += 1
         steps = (("name", Name), ("colour", Colour), ("size", Size))
         for key, model in steps:
             if ctx.input_response_as(key, ElicitResult[model]) is None:
@@ -182,7 +185,7 @@ def build_registry(calls: Counter[str] | None = None) -> Registry:
             "name": name.content.name,
             "colour": colour.content.colour,
             "size": size.content.size,
-            "seen": sorted(ctx.input_responses),
+            "seen": sorted(handed(ctx)),
         }
 
     async def ask_body(label: str, topic: str, ctx: Context) -> str | InputRequired:
@@ -236,20 +239,18 @@ def build_registry(calls: Counter[str] | None = None) -> Registry:
     async def sign_in(*, ctx: Context) -> str | InputRequired:
         """Sends the user to a sign-in page (URL-mode elicitation)."""
         counts["sign_in"] += 1
-        done = ctx.input_response("login")
+        done = ctx.input_response_as("login", ElicitResult[None])
         if done is None:
             return ctx.request_input(
                 {"login": elicit_url("Sign in to continue", "https://example.com/login")}
             )
-        return f"sign-in: {done.get('action')}"
+        return f"sign-in: {done.action}"
 
     @registry.tool()
     async def always_ask(*, ctx: Context) -> str | InputRequired:
         """Never satisfied: asks again every round (for round caps)."""
         counts["always_ask"] += 1
-        return ctx.request_input(
-            {f"again-{len(ctx.input_responses)}": elicit_form("Again?", Answer)}
-        )
+        return ctx.request_input({f"again-{len(handed(ctx))}": elicit_form("Again?", Answer)})
 
     @registry.tool()
     async def load_shed(*, ctx: Context) -> str | InputRequired:
@@ -381,7 +382,7 @@ def make_server(
         name=SERVER_NAME,
         version=SERVER_VERSION,
         registry=registry if registry is not None else build_registry(calls),
-        state=codec if codec is not None else make_codec(),
+        signing=codec if codec is not None else make_codec(),
         instructions=instructions,
     )
 
@@ -402,6 +403,12 @@ def meta(
     }
     built.update(extra)
     return built
+
+
+def handed(ctx: Context) -> Mapping[str, Any]:
+    """Every answer the runtime handed the handler this round, raw. A private attribute: a tool
+    reads answers with `form_answer` / `input_response_as`; these tests check which ones arrive."""
+    return ctx._answers
 
 
 def accept(**content: Any) -> Json:

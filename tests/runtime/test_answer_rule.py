@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from mrtr_runtime import Context, ElicitResult, InputRequired, Registry, elicit_form
+from mrtr_runtime import Context, InputRequired, Registry, elicit_form
+from mrtr_runtime._answers import ElicitResult
 from mrtr_runtime.testing import MemoryClient, RpcError
 from support import (
     ALL_CAPABILITIES,
@@ -110,7 +111,7 @@ def opted_in_registry() -> Registry:
     registry = Registry()
 
     @registry.tool(accept_unasked=("user_name",))
-    async def greet(ctx: Context) -> str | InputRequired:
+    async def greet(*, ctx: Context) -> str | InputRequired:
         """Greets; a client may answer `user_name` before being asked."""
         answer = ctx.input_response_as("user_name", ElicitResult[Name])
         if answer is None or answer.content is None:

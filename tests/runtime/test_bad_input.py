@@ -26,7 +26,8 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from mrtr_runtime import Context, ElicitResult, InputRequired, Registry, elicit_form
+from mrtr_runtime import Context, InputRequired, Registry, elicit_form
+from mrtr_runtime._answers import ElicitResult
 from mrtr_runtime._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -534,7 +535,7 @@ def make_server(
     current: SigningKey = KEY, previous: tuple[SigningKey, ...] = (), clock: Clock | None = None
 ) -> Server:
     codec = RequestStateCodec(KeyRing(current, previous), ttl_seconds=TTL, clock=clock or Clock())
-    return Server(name="bad-input", version="0", registry=registry, state=codec)
+    return Server(name="bad-input", version="0", registry=registry, signing=codec)
 
 
 async def call(

@@ -19,19 +19,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from test_startup import request, run_server
 
-from mrtr_runtime import (
-    Registry,
-    ToolResult,
-    audio_block,
-    blob_contents,
-    embedded_blob,
-    embedded_text,
-    image_block,
-    prompt_message,
-    resource_link,
-    text_block,
-    text_contents,
-)
+from mrtr_runtime import Registry, ToolResult, content
 from mrtr_runtime.testing import MemoryClient, RpcError
 from support import ALL_CAPABILITIES, PACKAGE, Json, make_server
 
@@ -53,37 +41,60 @@ def test_the_content_builders_load_with_the_tools_not_before_the_first_answer(
 ) -> None:
     tools_source = (
         "import sys\n"
-        "before = [name for name in sys.modules if name.endswith('mrtr_runtime._content')]\n"
-        f"from {PACKAGE}.mrtr_runtime import image_block\n"
-        "print('content before tools:', before, image_block.__module__, file=sys.stderr)\n"
+        "before = [name for name in sys.modules if name.endswith('_content')]\n"
+        f"from {PACKAGE}.mrtr_runtime import content\n"
+        "print('content before tools:', before, content.__name__, content.image.__module__,\n"
+        "      file=sys.stderr)\n"
     )
     responses, stderr, status = run_server(tmp_path, tools_source, request(1, "server/discover"))
     assert status == 0, stderr
     assert [response["id"] for response in responses] == [1]
-    assert f"content before tools: [] {PACKAGE}.mrtr_runtime._content" in stderr
+    assert (
+        f"content before tools: [] {PACKAGE}.mrtr_runtime.content {PACKAGE}.mrtr_runtime._content"
+        in stderr
+    )
+
+
+def test_the_content_sub_face_is_reachable_as_an_attribute_of_the_tool_face() -> None:
+    import mrtr_runtime
+
+    assert mrtr_runtime.content is content
+    assert content.text("hi") == {"type": "text", "text": "hi"}
+    assert set(content.__all__) == {
+        "ContentBlock",
+        "audio",
+        "blob_contents",
+        "embedded_blob",
+        "embedded_text",
+        "image",
+        "prompt_message",
+        "resource_link",
+        "text",
+        "text_contents",
+    }
 
 
 # -- the builders ----------------------------------------------------------------------------
 
 
 def test_each_block_has_the_schema_shape() -> None:
-    assert text_block("hi") == {"type": "text", "text": "hi"}
-    assert image_block(PNG, "image/png") == {
+    assert content.text("hi") == {"type": "text", "text": "hi"}
+    assert content.image(PNG, "image/png") == {
         "type": "image",
         "data": b64(PNG),
         "mimeType": "image/png",
     }
-    assert audio_block(WAV, "audio/wav") == {
+    assert content.audio(WAV, "audio/wav") == {
         "type": "audio",
         "data": b64(WAV),
         "mimeType": "audio/wav",
     }
-    assert resource_link("file:///a.txt", name="a.txt") == {
+    assert content.resource_link("file:///a.txt", name="a.txt") == {
         "type": "resource_link",
         "uri": "file:///a.txt",
         "name": "a.txt",
     }
-    assert resource_link(
+    assert content.resource_link(
         "file:///a.txt",
         name="a.txt",
         title="A",
@@ -99,16 +110,16 @@ def test_each_block_has_the_schema_shape() -> None:
         "mimeType": "text/plain",
         "size": 12,
     }
-    assert embedded_text("memo://n", "note", mime_type="text/plain") == {
+    assert content.embedded_text("memo://n", "note", mime_type="text/plain") == {
         "type": "resource",
         "resource": {"uri": "memo://n", "mimeType": "text/plain", "text": "note"},
     }
-    assert embedded_blob("memo://b", b"\x00\xff") == {
+    assert content.embedded_blob("memo://b", b"\x00\xff") == {
         "type": "resource",
         "resource": {"uri": "memo://b", "blob": b64(b"\x00\xff")},
     }
-    assert text_contents("memo://n", "x") == {"uri": "memo://n", "text": "x"}
-    assert blob_contents("memo://b", b"\x01", mime_type="application/octet-stream") == {
+    assert content.text_contents("memo://n", "x") == {"uri": "memo://n", "text": "x"}
+    assert content.blob_contents("memo://b", b"\x01", mime_type="application/octet-stream") == {
         "uri": "memo://b",
         "mimeType": "application/octet-stream",
         "blob": "AQ==",
@@ -118,13 +129,13 @@ def test_each_block_has_the_schema_shape() -> None:
 def test_annotations_travel_on_every_block_that_takes_them() -> None:
     annotations = {"audience": ("user",), "priority": 0.5, "lastModified": "2026-01-01T00:00:00Z"}
     wire = {"audience": ["user"], "priority": 0.5, "lastModified": "2026-01-01T00:00:00Z"}
-    assert text_block("t", annotations=annotations)["annotations"] == wire
-    assert image_block(PNG, "image/png", annotations=annotations)["annotations"] == wire
-    assert audio_block(WAV, "audio/wav", annotations=annotations)["annotations"] == wire
-    assert resource_link("u://x", name="x", annotations=annotations)["annotations"] == wire
-    assert embedded_text("u://x", "t", annotations=annotations)["annotations"] == wire
-    assert embedded_blob("u://x", b"", annotations=annotations)["annotations"] == wire
-    assert "annotations" not in text_block("t", annotations={})
+    assert content.text("t", annotations=annotations)["annotations"] == wire
+    assert content.image(PNG, "image/png", annotations=annotations)["annotations"] == wire
+    assert content.audio(WAV, "audio/wav", annotations=annotations)["annotations"] == wire
+    assert content.resource_link("u://x", name="x", annotations=annotations)["annotations"] == wire
+    assert content.embedded_text("u://x", "t", annotations=annotations)["annotations"] == wire
+    assert content.embedded_blob("u://x", b"", annotations=annotations)["annotations"] == wire
+    assert "annotations" not in content.text("t", annotations={})
 
 
 @pytest.mark.parametrize(
@@ -143,50 +154,50 @@ def test_annotations_travel_on_every_block_that_takes_them() -> None:
 )
 def test_annotations_outside_the_schema_are_refused(annotations: Json, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        text_block("t", annotations=annotations)
+        content.text("t", annotations=annotations)
 
 
 def test_binary_blocks_take_bytes_never_text_that_may_be_base64_already() -> None:
     with pytest.raises(TypeError, match="raw bytes"):
-        image_block(b64(PNG), "image/png")  # type: ignore[arg-type]
+        content.image(b64(PNG), "image/png")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="raw bytes"):
-        embedded_blob("u://x", "AQ==")  # type: ignore[arg-type]
+        content.embedded_blob("u://x", "AQ==")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="MIME type"):
-        audio_block(WAV, "wav")
+        content.audio(WAV, "wav")
     with pytest.raises(TypeError):
-        text_block(b"bytes")  # type: ignore[arg-type]
+        content.text(b"bytes")  # type: ignore[arg-type]
 
 
 def test_links_and_messages_refuse_what_the_schema_cannot_carry() -> None:
     with pytest.raises(ValueError, match="name"):
-        resource_link("u://x", name="")
+        content.resource_link("u://x", name="")
     with pytest.raises(ValueError, match="URI"):
-        resource_link("", name="x")
+        content.resource_link("", name="x")
     for size in (-1, True, 1.5):
         with pytest.raises(ValueError, match="byte count"):
-            resource_link("u://x", name="x", size=size)  # type: ignore[arg-type]
+            content.resource_link("u://x", name="x", size=size)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="role"):
-        prompt_message("system", "hi")  # type: ignore[arg-type]
+        content.prompt_message("system", "hi")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="content"):
-        prompt_message("user", {"text": "no type"})
+        content.prompt_message("user", {"text": "no type"})
     with pytest.raises(TypeError, match="content blocks"):
         ToolResult.of({"text": "no type"})
 
 
-@given(st.binary(max_size=4096), st.sampled_from(["image_block", "audio_block", "embedded_blob"]))
+@given(st.binary(max_size=4096), st.sampled_from(["image", "audio", "embedded_blob"]))
 def test_any_bytes_come_back_whole_from_base64(data: bytes, builder: str) -> None:
-    if builder == "image_block":
-        encoded = image_block(data, "image/png")["data"]
-    elif builder == "audio_block":
-        encoded = audio_block(data, "audio/ogg")["data"]
+    if builder == "image":
+        encoded = content.image(data, "image/png")["data"]
+    elif builder == "audio":
+        encoded = content.audio(data, "audio/ogg")["data"]
     else:
-        encoded = embedded_blob("u://x", data)["resource"]["blob"]
+        encoded = content.embedded_blob("u://x", data)["resource"]["blob"]
     assert base64.b64decode(encoded, validate=True) == data
 
 
 def test_tool_result_of_keeps_the_blocks_in_order_and_turns_strings_into_text() -> None:
-    link = resource_link("file:///r.txt", name="r.txt")
-    result = ToolResult.of("first", image_block(PNG, "image/png"), link)
+    link = content.resource_link("file:///r.txt", name="r.txt")
+    result = ToolResult.of("first", content.image(PNG, "image/png"), link)
     assert result.to_wire() == {
         "content": [
             {"type": "text", "text": "first"},
@@ -213,34 +224,34 @@ def content_registry() -> Registry:
     async def picture() -> ToolResult:
         """An image and a link to where it came from."""
         return ToolResult.of(
-            image_block(PNG, "image/png"),
-            resource_link("file:///camera/1.png", name="1.png", mime_type="image/png"),
+            content.image(PNG, "image/png"),
+            content.resource_link("file:///camera/1.png", name="1.png", mime_type="image/png"),
         )
 
     @registry.tool()
     async def sound() -> ToolResult:
-        return ToolResult.of(audio_block(WAV, "audio/wav"))
+        return ToolResult.of(content.audio(WAV, "audio/wav"))
 
     @registry.tool()
     async def mixed() -> ToolResult:
         return ToolResult.of(
             "Here is everything:",
-            image_block(PNG, "image/png"),
-            audio_block(WAV, "audio/wav"),
-            embedded_text("memo://note", "a note", mime_type="text/plain"),
-            embedded_blob("memo://raw", b"\x00\x01", mime_type="application/octet-stream"),
+            content.image(PNG, "image/png"),
+            content.audio(WAV, "audio/wav"),
+            content.embedded_text("memo://note", "a note", mime_type="text/plain"),
+            content.embedded_blob("memo://raw", b"\x00\x01", mime_type="application/octet-stream"),
         )
 
     @registry.tool(output_model=Reading)
     async def weather() -> ToolResult:
         reading = Reading(celsius=21.5, station="north")
         return ToolResult.of(
-            image_block(PNG, "image/png"), reading.model_dump_json(), structured=reading
+            content.image(PNG, "image/png"), reading.model_dump_json(), structured=reading
         )
 
     @registry.tool(output_model=Reading)
     async def broken_weather() -> ToolResult:
-        return ToolResult.of(image_block(PNG, "image/png"), structured={"celsius": "warm"})
+        return ToolResult.of(content.image(PNG, "image/png"), structured={"celsius": "warm"})
 
     @registry.tool()
     async def not_json() -> ToolResult:
@@ -249,14 +260,14 @@ def content_registry() -> Registry:
     @registry.prompt()
     async def describe_image() -> dict[str, Any]:
         """One message with an image."""
-        return prompt_message("user", image_block(PNG, "image/png"))
+        return content.prompt_message("user", content.image(PNG, "image/png"))
 
     @registry.prompt()
     async def review(resource_uri: str) -> list[dict[str, Any]]:
         return [
-            prompt_message("user", embedded_text(resource_uri, "def f(): ...")),
-            prompt_message("assistant", "I read it."),
-            prompt_message("user", resource_link(resource_uri, name="source")),
+            content.prompt_message("user", content.embedded_text(resource_uri, "def f(): ...")),
+            content.prompt_message("assistant", "I read it."),
+            content.prompt_message("user", content.resource_link(resource_uri, name="source")),
         ]
 
     @registry.prompt()
@@ -265,11 +276,11 @@ def content_registry() -> Registry:
 
     @registry.prompt()
     async def wrong_role() -> dict[str, Any]:
-        return {"role": "system", "content": text_block("hi")}
+        return {"role": "system", "content": content.text("hi")}
 
     @registry.prompt()
     async def not_json_prompt() -> dict[str, Any]:
-        return prompt_message("user", {"type": "text", "text": object()})
+        return content.prompt_message("user", {"type": "text", "text": object()})
 
     @registry.resource("memo://logo", mime_type="image/png")
     async def logo() -> bytes:
@@ -278,9 +289,11 @@ def content_registry() -> Registry:
     @registry.resource("memo://bundle")
     async def bundle() -> list[dict[str, Any]]:
         return [
-            text_contents("memo://bundle/readme", "read me", mime_type="text/markdown"),
-            blob_contents("memo://bundle/data", b"\x02", mime_type="application/octet-stream"),
-            embedded_text("memo://bundle/embedded", "unwrapped"),
+            content.text_contents("memo://bundle/readme", "read me", mime_type="text/markdown"),
+            content.blob_contents(
+                "memo://bundle/data", b"\x02", mime_type="application/octet-stream"
+            ),
+            content.embedded_text("memo://bundle/embedded", "unwrapped"),
         ]
 
     @registry.resource("memo://malformed")

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from mrtr_runtime import Context, InputRequired, Registry, SamplingResult, sample
 from mrtr_runtime._capabilities import ClientCapabilities
-from mrtr_runtime._tokens import RequestStateCodec, digest_arguments
+from mrtr_runtime._tokens import digest_arguments
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import (
     MemoryClient,
@@ -438,7 +438,7 @@ async def test_a_sampling_answer_is_validated_once_into_the_model_the_handler_re
         same.append(answer is ctx.input_response_as("model", SamplingResult))
         return answer.text
 
-    server = Server(name="support-server", version="1", registry=registry, state=make_codec())
+    server = Server(name="support-server", version="1", registry=registry, signing=make_codec())
     client = MemoryClient(server, capabilities=ALL_CAPABILITIES)
     first = await client.request("tools/call", {"name": "ask_model"})
     reply = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
@@ -683,7 +683,7 @@ async def test_argument_key_order_does_not_change_the_binding(client: MemoryClie
     assert text_of(result) == "tea: green"
 
 
-# -- requestState: expiry, keys, restarts, plaintext -------------------------------------------
+# -- requestState: expiry, keys, restarts, forgeries -------------------------------------------
 
 
 async def test_an_expired_request_state_starts_the_questions_over(calls: Counter[str]) -> None:
@@ -792,26 +792,6 @@ async def test_a_forged_plaintext_token_is_refused_by_a_signing_server(calls: Co
     error = await rpc_error(client, "tools/call", {**DEPLOY, "requestState": forged})
     assert (error.code, error.message) == (-32602, "Invalid requestState: signature")
     assert calls["deploy_stack"] == 0
-
-
-async def test_plaintext_tokens_work_only_when_the_server_is_insecure_on_purpose() -> None:
-    insecure = MemoryClient(
-        make_server(codec=RequestStateCodec(None, insecure_plaintext=True)),
-        capabilities=ALL_CAPABILITIES,
-    )
-    state = await round_one(insecure)
-    assert state.startswith("p1.")
-    # ...which is exactly why it is off by default: anyone can forge the answers.
-    forged = forged_plaintext_token(DEPLOY["arguments"], BOTH_ANSWERS)
-    result = await insecure.request("tools/call", {**DEPLOY, "requestState": forged})
-    assert text_of(result) == "Deployed prod-api successfully"
-    # A plaintext token from the insecure server means nothing to a signing one.
-    error = await rpc_error(
-        MemoryClient(make_server(), capabilities=ALL_CAPABILITIES),
-        "tools/call",
-        {**DEPLOY, "requestState": state},
-    )
-    assert error.message == "Invalid requestState: signature"
 
 
 def test_any_single_character_change_to_a_valid_token_is_rejected() -> None:

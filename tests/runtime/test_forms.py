@@ -399,12 +399,12 @@ def form_registry() -> Registry:
     registry = Registry()
 
     @registry.tool()
-    async def test_elicitation_sep1330_enums(ctx: Context) -> ToolResult | Any:
+    async def test_elicitation_sep1330_enums(*, ctx: Context) -> ToolResult | Any:
         answer = ctx.form_answer("enums", Sep1330)
         if answer is None:
             return ctx.request_input({"enums": elicit_form("Pick", Sep1330)})
         content = answer.content.model_dump() if isinstance(answer, Accepted) else None
-        return ToolResult.text(f"Elicitation completed: content={json.dumps(content)}")
+        return ToolResult.of(f"Elicitation completed: content={json.dumps(content)}")
 
     return registry
 

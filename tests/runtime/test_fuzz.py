@@ -15,19 +15,21 @@ import json
 from typing import Any
 
 import anyio
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from mrtr_runtime import (
     Context,
-    ElicitResult,
     InputRequired,
     Registry,
+    RootsResult,
     elicit_form,
     list_roots,
     sample,
 )
+from mrtr_runtime._answers import ElicitResult
 from mrtr_runtime._jsonrpc import (
     InvalidMessage,
     Notification,
@@ -44,6 +46,7 @@ from mrtr_runtime._tokens import (
     RequestStateCodec,
     RoundState,
     SigningKey,
+    _mac_key,
     digest_arguments,
 )
 from mrtr_runtime.server import Server
@@ -54,9 +57,6 @@ KEY = SigningKey(bytes(range(32)))
 OTHER_KEY = SigningKey(bytes(range(50, 82)))
 NOW = 1_800_000_000.0
 CODEC = RequestStateCodec(KeyRing(KEY), ttl_seconds=600, clock=lambda: NOW)
-PLAIN_CODEC = RequestStateCodec(
-    KeyRing(KEY), ttl_seconds=600, clock=lambda: NOW, insecure_plaintext=True
-)
 BINDING = Binding("tools/call", "ask", digest_arguments({}))
 REASONS = {"malformed", "signature", "expired", "binding", "oversized", "unknown key"}
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -85,6 +85,14 @@ request_ids = st.integers(min_value=-(2**63), max_value=2**63) | st.text(max_siz
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _signed(raw: bytes) -> str:
+    """Any payload bytes under a valid MAC of KEY (audience ""): past the signature check."""
+    signing_input = f"m1.{KEY.key_id}.{_b64(raw)}"
+    mac = _mac_key(KEY.secret, b"")
+    mac.update(signing_input.encode("ascii"))
+    return f"{signing_input}.{_b64(mac.digest())}"
 
 
 # --- parse_line ----------------------------------------------------------------------------------
@@ -185,7 +193,7 @@ async def ask(n: int = 0, *, ctx: Context) -> str | InputRequired:
     name = ctx.input_response_as("name", ElicitResult[NameForm])
     if name is None:
         return ctx.request_input({"name": elicit_form("Name?", NameForm)})
-    if not ctx.has_input_responses() or ctx.input_response("roots") is None:
+    if ctx.input_response_as("roots", RootsResult) is None:
         requests = {"roots": list_roots()}
         if ctx.can_request(sample("hi", max_tokens=5)):
             requests["sample"] = sample("hi", max_tokens=5)
@@ -208,7 +216,7 @@ async def failing(n: int = 0) -> str:
 @registry.prompt()
 async def poem(topic: str = "sea", *, ctx: Context) -> str | InputRequired:
     """A prompt that asks first."""
-    answer = ctx.input_response("style")
+    answer = ctx.form_answer("style", NameForm)
     if answer is None:
         return ctx.request_input({"style": elicit_form("Style?", NameForm)})
     return f"A poem about {topic}"
@@ -226,7 +234,7 @@ async def item(item: str) -> str:
     return item
 
 
-SERVER = Server(name="fuzz", version="0", registry=registry, state=CODEC)
+SERVER = Server(name="fuzz", version="0", registry=registry, signing=CODEC)
 VALID_TOKEN = CODEC.mint(
     BINDING, {"name": {"action": "accept", "content": {"name": "Ada"}}}, {"roots": "roots/list"}
 )
@@ -445,16 +453,23 @@ def test_any_edit_of_a_valid_token_is_refused(where: int, insert: str, delete: i
         }
     )
 )
-def test_any_plaintext_payload_decodes_to_typed_state_or_is_refused(body: Any) -> None:
-    # The plaintext form reaches the payload decoder with no MAC in the way.
-    token = "p1." + _b64(json.dumps(body).encode())
-    verify_or_refuse(PLAIN_CODEC, token, Binding("tools/call", "ask", "x"))
+def test_any_signed_payload_decodes_to_typed_state_or_is_refused(body: Any) -> None:
+    # Signed by hand, so any payload gets past the MAC into the strict decoder.
+    token = _signed(json.dumps(body).encode())
+    verify_or_refuse(CODEC, token, Binding("tools/call", "ask", "x"))
 
 
 @FUZZ
 @given(st.binary(max_size=200))
-def test_any_plaintext_payload_bytes_are_refused_or_typed(raw: bytes) -> None:
-    verify_or_refuse(PLAIN_CODEC, "p1." + _b64(raw))
+def test_any_signed_payload_bytes_are_refused_or_typed(raw: bytes) -> None:
+    verify_or_refuse(CODEC, _signed(raw))
+
+
+@FUZZ
+@given(st.binary(max_size=200))
+def test_any_unsigned_token_is_refused_as_a_forgery(raw: bytes) -> None:
+    with pytest.raises(InvalidRequestState, match="signature"):
+        CODEC.verify("p1." + _b64(raw), BINDING)
 
 
 @settings(FUZZ, max_examples=60)

@@ -16,8 +16,8 @@ import anyio
 import pytest
 
 from mrtr_runtime import Context, Registry
-from mrtr_runtime import _http as http_module
-from mrtr_runtime._http import MAX_IN_FLIGHT, MAX_WAITING, HttpApp, HttpSettings
+from mrtr_runtime.http import _app as http_module
+from mrtr_runtime.http._app import MAX_IN_FLIGHT, MAX_WAITING, HttpApp, HttpSettings
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import MemoryClient
 from support import (

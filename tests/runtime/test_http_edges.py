@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_http_e2e import Replica, replica, stop
 
-from mrtr_runtime._http import MAX_BODY_BYTES, MAX_HEAD_BYTES, HttpSettings
-from mrtr_runtime._uvicorn import _guarded_protocol_class
+from mrtr_runtime.http._app import MAX_BODY_BYTES, MAX_HEAD_BYTES, HttpSettings
+from mrtr_runtime.http._uvicorn import _guarded_protocol_class
 from support import BOUND, MODERN, meta
 
 TOOLS_LIST = json.dumps(
@@ -361,9 +361,9 @@ def test_a_body_trickling_after_its_request_was_answered_ends_with_the_body_time
     )
     # One second instead of thirty (the app's bound, and the discarding connection's).
     prelude = (
-        "import support\nimport mrtr_runtime._http\nimport mrtr_runtime._uvicorn\n\n"
-        "mrtr_runtime._http.BODY_TIMEOUT_SECONDS = 1.0\n"
-        "mrtr_runtime._uvicorn.BODY_TIMEOUT_SECONDS = 1.0\n"
+        "import support\nimport mrtr_runtime.http._app\nimport mrtr_runtime.http._uvicorn\n\n"
+        "mrtr_runtime.http._app.BODY_TIMEOUT_SECONDS = 1.0\n"
+        "mrtr_runtime.http._uvicorn.BODY_TIMEOUT_SECONDS = 1.0\n"
     )
     with replica(tmp_path, prelude=prelude) as server:
         with connect(server) as sock:

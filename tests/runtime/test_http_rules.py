@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mrtr_runtime._http_rules import (
+from mrtr_runtime._jsonrpc import Request
+from mrtr_runtime.http._rules import (
     HEADER_MISMATCH,
     AccessPolicy,
     HeaderMismatch,
@@ -27,7 +28,6 @@ from mrtr_runtime._http_rules import (
     login_accounts,
     mirrored_params,
 )
-from mrtr_runtime._jsonrpc import Request
 from support import MODERN, meta
 
 

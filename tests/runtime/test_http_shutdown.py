@@ -27,7 +27,7 @@ import pytest
 from anyio import to_thread
 
 from mrtr_runtime._context import SHUTDOWN_GRACE_SECONDS
-from mrtr_runtime._uvicorn import SHUTDOWN_MARGIN_SECONDS
+from mrtr_runtime.http._uvicorn import SHUTDOWN_MARGIN_SECONDS
 from support import BOUND, MODERN, Json, meta, server_env
 
 _logger = logging.getLogger(__name__)
@@ -605,7 +605,7 @@ def test_a_connection_bound_that_is_not_a_whole_number_from_1_is_refused(value: 
 
 
 def test_the_connection_bound_comes_from_the_environment() -> None:
-    from mrtr_runtime._http import MAX_CONNECTIONS
+    from mrtr_runtime.http._app import MAX_CONNECTIONS
     from mrtr_runtime.server import HttpSettings
 
     assert HttpSettings.from_environment({}, host="h", port=1).max_connections == MAX_CONNECTIONS

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import support
-from mrtr_runtime import Context, LoggingLevel, Registry
-from mrtr_runtime._context import MAX_LOG_MESSAGES, Cancellation
+from mrtr_runtime import Context, Registry
+from mrtr_runtime._context import MAX_LOG_MESSAGES, Cancellation, LoggingLevel
 from mrtr_runtime._jsonrpc import Request
 from mrtr_runtime._router import Session
 from mrtr_runtime.server import Server
@@ -42,33 +42,33 @@ def logging_registry() -> Registry:
     registry = Registry()
 
     @registry.tool()
-    async def log_every_level(ctx: Context) -> str:
+    async def log_every_level(*, ctx: Context) -> str:
         """Logs one message at each level, least severe first."""
         for level in EVERY_LEVEL:
             await ctx.send_log(level, f"{level} message", logger="levels")
         return "logged"
 
     @registry.tool()
-    async def log_many(count: int, ctx: Context) -> str:
+    async def log_many(count: int, *, ctx: Context) -> str:
         """Logs `count` info messages."""
         for number in range(count):
             await ctx.send_log("info", {"number": number})
         return "logged"
 
     @registry.tool()
-    async def log_not_json(ctx: Context) -> str:
+    async def log_not_json(*, ctx: Context) -> str:
         """Logs a value that is not JSON."""
         await ctx.send_log("info", {1, 2})
         return "unreachable"
 
     @registry.tool()
-    async def log_bad_level(ctx: Context) -> str:
+    async def log_bad_level(*, ctx: Context) -> str:
         """Logs at a level that does not exist."""
         await ctx.send_log("verbose", "x")  # type: ignore[arg-type]
         return "unreachable"
 
     @registry.tool()
-    async def log_a_library_error(ctx: Context) -> str:
+    async def log_a_library_error(*, ctx: Context) -> str:
         """Logs what a failing AWS call quoted, and reports progress quoting it too."""
         await ctx.send_log("error", {"response": {"SessionToken": SESSION_TOKEN}, "n": 1})
         await ctx.send_log("error", f"sent Authorization: AWS4-HMAC-SHA256 Credential={KEY_ID}/x")
@@ -242,7 +242,7 @@ async def test_nothing_is_logged_after_a_cancel() -> None:
     registry = Registry()
 
     @registry.tool()
-    async def slow_logger(ctx: Context) -> str:
+    async def slow_logger(*, ctx: Context) -> str:
         """Logs, waits, logs again."""
         await ctx.send_log("info", "before")
         started.set()

@@ -19,8 +19,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_http_app import Client, app_over
 
-from mrtr_runtime._http import HttpApp, HttpSettings
-from mrtr_runtime._http_rules import AccessPolicy, parse_token_lines
 from mrtr_runtime._tokens import (
     Binding,
     InvalidRequestState,
@@ -30,6 +28,8 @@ from mrtr_runtime._tokens import (
     digest_arguments,
     digest_principal,
 )
+from mrtr_runtime.http._app import HttpApp, HttpSettings
+from mrtr_runtime.http._rules import AccessPolicy, parse_token_lines
 from support import BOTH_ANSWERS, DEPLOY, make_server
 
 pytestmark = pytest.mark.anyio

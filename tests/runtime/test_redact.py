@@ -22,7 +22,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mrtr_runtime import InvalidInputResponse, Registry, ToolError, _redact, redact_secrets
+from mrtr_runtime import Registry, ToolError, _redact, redact_secrets
+from mrtr_runtime._context import InvalidInputResponse
 from mrtr_runtime._jsonrpc import encode
 from mrtr_runtime.testing import MemoryClient, RpcError
 from support import PACKAGE, make_server
@@ -377,7 +378,7 @@ import sys
 
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 import support
-from mrtr_runtime import _uvicorn
+from mrtr_runtime.http import _uvicorn
 from mrtr_runtime.server import HttpSettings, configure_logging
 
 

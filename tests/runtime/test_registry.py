@@ -19,7 +19,15 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from mrtr_runtime import Context, Registry, ToolAnnotations, ToolError, ToolResult, elicit_form
+from mrtr_runtime import (
+    Context,
+    InputRequired,
+    Registry,
+    ToolAnnotations,
+    ToolError,
+    ToolResult,
+    elicit_form,
+)
 from mrtr_runtime.testing import MemoryClient
 from support import ALL_CAPABILITIES, Json, make_server, text_of
 
@@ -135,7 +143,7 @@ async def test_one_pydantic_model_parameter_is_the_whole_arguments_object() -> N
     seen: list[DeployArgs] = []
 
     @registry.tool()
-    async def deploy(args: DeployArgs, ctx: Context) -> str:
+    async def deploy(args: DeployArgs, *, ctx: Context) -> str:
         seen.append(args)
         return "ok"
 
@@ -150,12 +158,12 @@ async def test_the_context_parameter_is_found_by_its_annotation_whatever_its_nam
     contexts: list[object] = []
 
     @registry.tool()
-    async def first(c: Context, text: str) -> str:
+    async def first(text: str, *, c: Context) -> str:
         contexts.append(c)
         return text
 
     @registry.tool()
-    def second(text: str, the_context: Context) -> str:
+    def second(text: str, *, the_context: Context) -> str:
         contexts.append(the_context)
         return text
 
@@ -446,7 +454,7 @@ async def test_a_tool_result_holding_nan_is_an_is_error_result() -> None:
 
     @registry.tool()
     async def measure() -> ToolResult:
-        return ToolResult.text("about NaN", structured={"value": float("nan")})
+        return ToolResult.of("about NaN", structured={"value": float("nan")})
 
     result = await call(registry, "measure")
     assert result["isError"] is True
@@ -500,6 +508,170 @@ async def test_output_model_publishes_an_output_schema_and_checks_results() -> N
     assert "structuredContent" not in broken
     # An isError result is not held to the output schema.
     assert text_of(await call(registry, "refuses")) == "no report today"
+
+
+async def test_a_model_return_annotation_is_the_output_schema_and_results_are_checked() -> None:
+    registry = Registry()
+
+    @registry.tool
+    async def annotated() -> Report:
+        return Report(status="ok", count=2)
+
+    @registry.tool()
+    async def asks_first(*, ctx: Context) -> Report | InputRequired:
+        return {"status": "unknown", "count": "many"}  # type: ignore[return-value]
+
+    @registry.tool()
+    async def summarised() -> ToolResult:
+        return ToolResult.of("one report", structured={"status": "ok", "count": 1})
+
+    @registry.tool()
+    async def maybe() -> Report | None:
+        return None
+
+    tools = {tool["name"]: tool for tool in await listed(registry)}
+    assert tools["annotated"]["outputSchema"] == Report.model_json_schema()
+    assert tools["asks_first"]["outputSchema"] == Report.model_json_schema()
+    # The annotation cannot say it: no outputSchema unless output_model= says so.
+    assert "outputSchema" not in tools["summarised"]
+    assert "outputSchema" not in tools["maybe"]
+    good = await call(registry, "annotated")
+    assert good["structuredContent"] == {"status": "ok", "count": 2}
+    assert json.loads(text_of(good)) == {"count": 2, "status": "ok"}
+    broken = await call(registry, "asks_first")
+    assert broken["isError"] is True
+    assert "outputSchema" in text_of(broken)
+    assert "structuredContent" not in broken
+
+
+class Other(BaseModel):
+    note: str
+
+
+async def test_output_model_wins_over_the_annotation_and_says_what_it_cannot() -> None:
+    registry = Registry()
+
+    @registry.tool(output_model=Other)
+    async def explicit() -> Report:
+        return Report(status="ok", count=1)
+
+    @registry.tool(output_model=Report)
+    async def either() -> Report | Other:
+        return Report(status="failed", count=0)
+
+    tools = {tool["name"]: tool for tool in await listed(registry)}
+    assert tools["explicit"]["outputSchema"] == Other.model_json_schema()
+    assert tools["either"]["outputSchema"] == Report.model_json_schema()
+    assert (await call(registry, "explicit"))["isError"] is True  # held to output_model
+    assert "isError" not in await call(registry, "either")
+
+
+# -- declarations fail where they are written ---------------------------------------------------
+
+
+async def test_a_bare_decorator_registers_like_the_called_one() -> None:
+    registry = Registry()
+
+    @registry.tool
+    async def bare(word: str) -> str:
+        """Echo a word."""
+        return word
+
+    @registry.tool()
+    async def called(word: str) -> str:
+        """Echo a word."""
+        return word
+
+    @registry.prompt
+    def bare_prompt(topic: str) -> str:
+        """Talk about a topic."""
+        return f"Tell me about {topic}."
+
+    @registry.prompt()
+    def called_prompt(topic: str) -> str:
+        """Talk about a topic."""
+        return f"Tell me about {topic}."
+
+    # The decorated function is the handler itself, not a decorator left in its place.
+    assert registry.tools["bare"].handler is bare
+    assert registry.prompts["bare_prompt"].handler is bare_prompt
+    tools = {tool["name"]: tool for tool in await listed(registry)}
+    assert set(tools) == {"bare", "called"}
+    assert tools["bare"]["description"] == tools["called"]["description"] == "Echo a word."
+    schemas = [tools[name]["inputSchema"] for name in ("bare", "called")]
+    assert (
+        schemas[0]["properties"]
+        == schemas[1]["properties"]
+        == {"word": {"title": "Word", "type": "string"}}
+    )
+    assert text_of(await call(registry, "bare", {"word": "hi"})) == "hi"
+    client = MemoryClient(make_server(registry=registry), capabilities=ALL_CAPABILITIES)
+    prompts = (await client.request("prompts/list", {}))["prompts"]
+    assert [prompt["name"] for prompt in prompts] == ["bare_prompt", "called_prompt"]
+    assert prompts[0]["arguments"] == prompts[1]["arguments"]
+
+
+def test_a_resource_without_its_uri_is_refused_where_it_is_declared() -> None:
+    registry = Registry()
+
+    def note() -> str:
+        return "x"
+
+    with pytest.raises(TypeError, match=r"@registry.resource needs the URI"):
+        registry.resource(note)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"@registry.resource_template needs the URI"):
+        registry.resource_template(note)  # type: ignore[arg-type]
+    assert registry.resources == {}
+
+
+async def optional_context(ctx: Context | None = None) -> str:
+    return "x"
+
+
+async def defaulted_context(*, ctx: Context = None) -> str:  # type: ignore[assignment]
+    return "x"
+
+
+async def positional_context(word: str, ctx: Context) -> str:
+    return word
+
+
+async def two_contexts(*, ctx: Context, other: Context) -> str:
+    return "x"
+
+
+async def annotated_optional(*, ctx: Annotated[Context | None, "the call"]) -> str:
+    return "x"
+
+
+@pytest.mark.parametrize(
+    ("handler", "says"),
+    [
+        (optional_context, "must be annotated `Context` exactly"),
+        (annotated_optional, "must be annotated `Context` exactly"),
+        (defaulted_context, "keyword-only with no default"),
+        (positional_context, "keyword-only with no default"),
+        (two_contexts, "2 parameters take a Context (ctx, other)"),
+    ],
+    ids=["optional", "annotated-optional", "defaulted", "positional", "two"],
+)
+@pytest.mark.parametrize("kind", ["tool", "prompt", "resource"])
+def test_a_misdeclared_context_is_a_type_error_at_declaration(
+    handler: Any, says: str, kind: str
+) -> None:
+    registry = Registry()
+    decorate = {
+        "tool": registry.tool(),
+        "prompt": registry.prompt(),
+        "resource": registry.resource("memo://x"),
+    }[kind]
+    with pytest.raises(TypeError) as info:
+        decorate(handler)
+    message = str(info.value)
+    assert message.startswith(f"{handler.__qualname__}: ")  # names the function...
+    assert says in message
+    assert "`*, " in message  # ...and the fix
+    assert not registry.tools and not registry.prompts and not registry.resources
 
 
 async def test_strings_none_and_tool_results_map_to_content() -> None:

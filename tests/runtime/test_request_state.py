@@ -1,4 +1,5 @@
-"""requestState codec: round trips, tampering, rotation, expiry, replay, audience, plaintext, caps.
+"""requestState codec: round trips, tampering, rotation, expiry, replay, audience, no unsigned form,
+caps.
 
 2026-07-28 basic/patterns/mrtr: servers MUST treat requestState as attacker-controlled and MUST
 reject state that fails verification; they SHOULD bind a TTL and the originating request.
@@ -58,10 +59,6 @@ def codec(
     )
 
 
-def plain_codec(keys: KeyRing | None = None, clock: Clock | None = None) -> RequestStateCodec:
-    return RequestStateCodec(keys, ttl_seconds=TTL, clock=clock or Clock(), insecure_plaintext=True)
-
-
 def answers(count: int) -> dict[str, object]:
     return {f"q{i}": dict(ANSWER) for i in range(count)}
 
@@ -91,9 +88,17 @@ def payload(**overrides: object) -> dict[str, object]:
     return fields
 
 
-def plaintext(body: object) -> str:
-    text = body if isinstance(body, str) else json.dumps(body)
-    return "p1." + b64(text.encode("utf-8", "surrogatepass"))
+def signed(body: object, key: SigningKey = KEY_A) -> str:
+    """A token over any payload (bytes, text or JSON), signed with `key` the way `codec()` signs
+    (audience ""): how these tests reach the strict payload decoder past the MAC."""
+    if isinstance(body, bytes):
+        raw = body
+    else:
+        raw = (body if isinstance(body, str) else json.dumps(body)).encode("utf-8", "surrogatepass")
+    label = b"mrtr-server/requestState/m1/hmac-sha256" + b"\x00\x00"
+    derived = hmac.digest(key.secret, label, "sha256")
+    signing_input = f"m1.{key.key_id}.{b64(raw)}"
+    return f"{signing_input}.{b64(hmac.digest(derived, signing_input.encode(), 'sha256'))}"
 
 
 def rejected(value: object, with_codec: RequestStateCodec | None = None) -> str:
@@ -174,11 +179,6 @@ def test_default_ttl_is_15_minutes_and_the_cap_an_hour() -> None:
     assert (DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS) == (900, 3600)
     assert RequestStateCodec(KeyRing(KEY_A)).ttl_seconds == 900
     assert RequestStateCodec(KeyRing(KEY_A), ttl_seconds=3600).ttl_seconds == 3600
-
-
-def test_codec_without_keys_requires_the_insecure_flag() -> None:
-    with pytest.raises(ValueError, match="key ring"):
-        RequestStateCodec(None)
 
 
 # --- tampering ---------------------------------------------------------------------------------
@@ -337,7 +337,7 @@ def test_an_expired_token_for_another_request_is_a_binding_failure_not_an_expiry
     clock.now = int(NOW) + TTL + 1
 
     assert rejected(minted, codec(clock=clock)) == "binding"
-    assert rejected(plaintext(payload(e=int(NOW), t="other")), plain_codec()) == "binding"
+    assert rejected(signed(payload(e=int(NOW), t="other"))) == "binding"
 
 
 def test_an_expired_token_from_another_key_or_server_is_not_reported_as_expired() -> None:
@@ -421,44 +421,36 @@ def test_same_arguments_in_another_order_are_the_same_call() -> None:
     assert codec().verify(codec().mint(reordered, {}, {}), BINDING).answers == {}
 
 
-# --- plaintext mode ----------------------------------------------------------------------------
+# --- no unsigned form ---------------------------------------------------------------------------
 
 
-def test_forged_plaintext_answers_are_accepted_only_in_insecure_mode() -> None:
-    forged = plaintext(payload(a={"confirm": {"action": "accept", "content": {"ok": True}}}))
+def test_an_unsigned_token_is_refused_as_a_forgery() -> None:
+    forged = payload(a={"confirm": {"action": "accept", "content": {"ok": True}}})
+    text = json.dumps(forged).encode()
 
-    assert plain_codec().verify(forged, BINDING).answers["confirm"] == {
+    assert rejected("p1." + b64(text)) == "signature"
+    assert codec().verify(signed(forged), BINDING).answers["confirm"] == {  # the helper is sound
         "action": "accept",
         "content": {"ok": True},
     }
-    assert rejected(forged) == "signature"
 
 
-def test_plaintext_mode_mints_plaintext_that_round_trips() -> None:
-    minted = plain_codec().mint(BINDING, answers(1), asked(1))
-
-    assert minted.startswith("p1.")
-    assert plain_codec().verify(minted, BINDING).answers == answers(1)
-
-
-def test_plaintext_mode_still_checks_expiry_and_binding() -> None:
-    assert rejected(plaintext(payload(e=int(NOW))), plain_codec()) == "expired"
-    assert rejected(plaintext(payload(t="other")), plain_codec()) == "binding"
+def test_a_codec_has_no_unsigned_mode() -> None:
+    with pytest.raises(TypeError, match="no unsigned mode"):
+        RequestStateCodec(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        RequestStateCodec(KeyRing(KEY_A), insecure_plaintext=True)  # type: ignore[call-arg]
 
 
-def test_plaintext_mode_still_verifies_signed_tokens_when_keys_exist() -> None:
-    insecure = plain_codec(KeyRing(KEY_A))
+def test_every_minted_token_is_signed() -> None:
+    minted = codec().mint(BINDING, answers(1), asked(1))
 
-    assert insecure.verify(token(1), BINDING).answers == answers(1)
-    assert rejected(flip(token(1), 60), insecure) in {"signature", "malformed"}
-    assert rejected(codec(KEY_B).mint(BINDING, {}, {}), insecure) == "unknown key"
-
-
-def test_plaintext_mode_without_keys_rejects_signed_tokens() -> None:
-    assert rejected(token(), plain_codec()) == "unknown key"
+    assert minted.startswith(f"m1.{KEY_A.key_id}.")
+    body = minted.split(".")[2]
+    assert minted == signed(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
 
 
-# --- strict payload decoding (reached through plaintext mode; signed payloads are the same) -----
+# --- strict payload decoding (reached past the MAC with `signed`) -------------------------------
 
 
 @pytest.mark.parametrize(
@@ -485,7 +477,7 @@ def test_plaintext_mode_without_keys_rejects_signed_tokens() -> None:
     ids=lambda body: json.dumps(body)[:40],
 )
 def test_payload_with_wrong_keys_or_types_is_rejected(body: object) -> None:
-    assert rejected(plaintext(json.dumps(body)), plain_codec()) == "malformed"
+    assert rejected(signed(json.dumps(body))) == "malformed"
 
 
 @pytest.mark.parametrize(
@@ -501,13 +493,13 @@ def test_payload_with_wrong_keys_or_types_is_rejected(body: object) -> None:
     ],
 )
 def test_payload_that_is_not_strict_json_is_rejected(text: str) -> None:
-    assert rejected(plaintext(text), plain_codec()) == "malformed"
+    assert rejected(signed(text)) == "malformed"
 
 
 def test_payload_with_non_ascii_bytes_is_rejected() -> None:
     raw = json.dumps(payload(t="zoë"), ensure_ascii=False).encode()
 
-    assert rejected("p1." + b64(raw), plain_codec()) == "malformed"
+    assert rejected(signed(raw)) == "malformed"
 
 
 # --- caps and non-strings ----------------------------------------------------------------------
@@ -607,9 +599,9 @@ def test_any_random_token_under_a_trusted_key_id_is_rejected(rest: str) -> None:
 
 @PROPERTY
 @given(body=st.binary(max_size=300))
-def test_any_plaintext_bytes_are_rejected_or_decoded_into_the_exact_shape(body: bytes) -> None:
+def test_any_signed_payload_bytes_are_rejected_or_decoded_into_the_exact_shape(body: bytes) -> None:
     try:
-        state = plain_codec().verify("p1." + b64(body), BINDING)
+        state = codec().verify(signed(body), BINDING)
     except InvalidRequestState as exc:
         assert exc.reason in REASONS
     else:

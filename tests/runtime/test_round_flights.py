@@ -16,7 +16,8 @@ import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from mrtr_runtime import Context, ElicitResult, InputRequired, Registry, elicit_form
+from mrtr_runtime import Context, InputRequired, Registry, elicit_form
+from mrtr_runtime._answers import ElicitResult
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import MemoryClient
 from support import (
@@ -61,7 +62,7 @@ def confirming_registry(runs: list[str], gate: anyio.Event) -> Registry:
 
 def confirming_server(runs: list[str], gate: anyio.Event) -> Server:
     registry = confirming_registry(runs, gate)
-    return Server(name="support-server", version="1", registry=registry, state=make_codec())
+    return Server(name="support-server", version="1", registry=registry, signing=make_codec())
 
 
 async def first_round(client: MemoryClient, stack: str = "web") -> str:

@@ -2,7 +2,7 @@
 echo a token's contents.
 
 The server runs for real (``python -m <package>``, or a launcher that adds two probe tools to
-the project's registry and then calls the same ``cli.main``), with a known key
+the project's registry and then calls the same ``app.main``), with a known key
 given through the environment or a key file. Every error path we can provoke is provoked, and
 everything the process wrote is searched for the key in every spelling.
 
@@ -59,9 +59,9 @@ class Answer(BaseModel):
 @registry.tool()
 async def secret_probe(n: int = 0, *, ctx: Context):
     '''Three rounds: ask "name", then "city", then finish.'''
-    if ctx.input_response("name") is None:
+    if ctx.form_answer("name", Answer) is None:
         return ctx.request_input({"name": elicit_form("Name?", Answer)})
-    if ctx.input_response("city") is None:
+    if ctx.form_answer("city", Answer) is None:
         return ctx.request_input({"city": elicit_form("City?", Answer)})
     return "done"
 
@@ -100,7 +100,7 @@ async def secret_echo_tool_error(n: int = 0):
     raise ToolError(f"AWS call failed: {echoed_credentials()}")
 
 
-from PACKAGE.cli import main
+from PACKAGE.app import main
 
 sys.exit(main([]))
 """
@@ -488,8 +488,6 @@ def test_a_key_file_other_users_can_read_or_write_stops_start_without_quoting_it
         ("MRTR_STATE_TTL_SECONDS", "3601"),
         ("MRTR_STATE_TTL_SECONDS", "9999999999"),
         ("MRTR_PREVIOUS_SIGNING_KEYS_FILE", "/nonexistent/previous-keys"),
-        ("MRTR_INSECURE_PLAINTEXT", "yes"),
-        ("MRTR_INSECURE_PLAINTEXT", "true"),
     ],
 )
 def test_other_bad_settings_are_refused_without_echoing_the_key(variable: str, value: str) -> None:
@@ -501,6 +499,25 @@ def test_other_bad_settings_are_refused_without_echoing_the_key(variable: str, v
 
 
 # --- key files on disk -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["1", "yes"])
+def test_the_removed_plaintext_switch_is_ignored_in_one_line_and_tokens_stay_signed(
+    tmp_path: Path, value: str
+) -> None:
+    key = secrets.token_hex(32)
+    env = clean_env(MRTR_SIGNING_KEY=key, MRTR_INSECURE_PLAINTEXT=value)
+    result = run(launcher(tmp_path), env, [probe_call(1)])
+
+    assert result.returncode == 0, result.stderr
+    stderr = result.stderr.decode("utf-8", "replace")
+    said = [line for line in stderr.splitlines() if "MRTR_INSECURE_PLAINTEXT" in line]
+    assert len(said) == 1, stderr
+    assert "ignored" in said[0]
+    assert "always signed" in said[0]
+    token = responses(result)[1]["result"]["requestState"]
+    assert token.startswith("m1.")  # signed, whatever the variable asked for
+    assert_absent(key_spellings(key), result.stdout, result.stderr)
 
 
 def mode(path: Path) -> int:

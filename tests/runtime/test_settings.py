@@ -14,9 +14,9 @@ from mrtr_runtime._config import Settings, codec_from_settings
 from mrtr_runtime.server import SigningConfigError
 
 RUNTIME = Path(mrtr_runtime.__file__).parent
-#: Modules that still read their MRTR_* variables themselves: the HTTP wing, which moves to
-#: `http/` and is then handed `Settings` like the rest.
-NOT_YET_HANDED_SETTINGS = {"_http.py"}
+#: The one module that reads its MRTR_* variables itself: the artifact rule, which the build
+#: hook loads by path, standard library only, with no runtime to import.
+OWN_READERS = {"cli/_artifacts.py"}
 
 #: A valid value for each variable, distinct from its default.
 VALID = {
@@ -27,7 +27,6 @@ VALID = {
     "MRTR_PREVIOUS_SIGNING_KEYS": ("cd" * 32, "previous_signing_keys", "cd" * 32),
     "MRTR_PREVIOUS_SIGNING_KEYS_FILE": ("/k", "previous_signing_keys_file", Path("/k")),
     "MRTR_STATE_TTL_SECONDS": ("60", "state_ttl_seconds", 60),
-    "MRTR_INSECURE_PLAINTEXT": ("1", "insecure_plaintext", True),
     "MRTR_HTTP_TOKEN": (" t0ken ", "http_token", "t0ken"),
     "MRTR_HTTP_TOKENS_FILE": ("/tokens", "http_tokens_file", "/tokens"),
     "MRTR_HTTP_ALLOWED_ORIGINS": (
@@ -47,8 +46,18 @@ def runtime_variables() -> set[str]:
     return names
 
 
+#: Named by the runtime only to say it is ignored (the unsigned mode was removed in 0.5.0).
+REMOVED = {"MRTR_INSECURE_PLAINTEXT"}
+
+
 def test_every_variable_the_runtime_names_is_a_setting() -> None:
-    assert runtime_variables() <= set(VALID), "an MRTR_* variable Settings does not read"
+    assert runtime_variables() <= set(VALID) | REMOVED, "an MRTR_* variable Settings does not read"
+
+
+def test_the_removed_plaintext_switch_is_named_as_ignored() -> None:
+    problems = Settings.from_environment({"MRTR_INSECURE_PLAINTEXT": "1"}).problems
+    assert "is ignored" in problems["MRTR_INSECURE_PLAINTEXT"]
+    assert Settings.from_environment({"MRTR_INSECURE_PLAINTEXT": "0"}).problems == {}
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
@@ -61,13 +70,19 @@ def test_each_variable_sets_its_field(name: str) -> None:
 
 
 def test_only_the_settings_read_the_environment() -> None:
-    readers = {
-        path.name
-        for path in RUNTIME.rglob("*.py")
-        if re.search(r"environ(\.get)?[\[(]\s*[\"']MRTR_", path.read_text(encoding="utf-8"))
-        or re.search(r"environ(\.get)?[\[(]\s*(ENV_|_[A-Z_]*VARIABLE)", path.read_text("utf-8"))
+    sources = {path: path.read_text(encoding="utf-8") for path in RUNTIME.rglob("*.py")}
+    # The names the runtime gives its MRTR_* variables (`ENV_TOKEN: Final = "MRTR_HTTP_TOKEN"`).
+    constants = {
+        name
+        for text in sources.values()
+        for name in re.findall(r"^\s*([A-Z_]+)(?:: Final)? = [\"']MRTR_", text, re.MULTILINE)
     }
-    assert readers <= {"_config.py"} | NOT_YET_HANDED_SETTINGS
+    named = "|".join(sorted(constants))
+    read = re.compile(rf"environ(\.get)?[\[(]\s*([\"']MRTR_|({named})\b)")
+    readers = {
+        path.relative_to(RUNTIME).as_posix() for path, text in sources.items() if read.search(text)
+    }
+    assert readers <= {"_config.py"} | OWN_READERS
 
 
 @pytest.mark.parametrize(
@@ -75,7 +90,6 @@ def test_only_the_settings_read_the_environment() -> None:
     [
         ("MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS", "soon"),
         ("MRTR_STATE_TTL_SECONDS", "3601"),
-        ("MRTR_INSECURE_PLAINTEXT", "true"),
         ("MRTR_HTTP_TOKEN", "  "),
         ("MRTR_HTTP_TOKEN", "t\u00f6ken"),
         ("MRTR_HTTP_MAX_CONNECTIONS", "0"),
@@ -115,4 +129,3 @@ def test_the_codec_takes_its_key_and_ttl_from_the_settings() -> None:
     settings = Settings(signing_key=secrets.token_hex(32), state_ttl_seconds=60)
     codec = codec_from_settings(settings, default_key_file=None)
     assert codec.ttl_seconds == 60
-    assert codec.insecure_plaintext is False

@@ -1,5 +1,6 @@
-"""Signing keys: parsing, the environment's precedence rules, rotation, TTL, plaintext, key files,
-the per-user key file of an installed server, the server identity tokens are bound to.
+"""Signing keys: parsing, the environment's precedence rules, rotation, TTL, the removed plaintext
+switch, key files, the per-user key file of an installed server, the server identity tokens are
+bound to.
 
 The key itself must never reach a message, a log line or a repr: every test that can check it does.
 """
@@ -396,46 +397,38 @@ def test_ttl_above_an_hour_stops_start_with_one_line(text: str) -> None:
     assert "\n" not in str(info.value)
 
 
-# --- plaintext ---------------------------------------------------------------------------------
+# --- the removed plaintext switch --------------------------------------------------------------
 
 
-def test_insecure_plaintext_mints_unsigned_tokens_with_a_loud_warning(
-    logs: pytest.LogCaptureFixture,
+@pytest.mark.parametrize("value", ["1", "true", "yes", "2"])
+def test_the_removed_plaintext_switch_is_ignored_with_one_warning_and_tokens_stay_signed(
+    value: str, logs: pytest.LogCaptureFixture
 ) -> None:
-    insecure = load({"MRTR_INSECURE_PLAINTEXT": "1"})
-
-    assert insecure.insecure_plaintext
-    assert insecure.mint(BINDING, {}, {}).startswith("p1.")
-    (warning,) = [r for r in logs.records if r.levelno == logging.WARNING]
-    assert "NOT signed" in warning.getMessage()
-    assert "production" in warning.getMessage()
-
-
-def test_insecure_plaintext_with_a_key_still_verifies_signed_tokens() -> None:
-    signed = load({"MRTR_SIGNING_KEY": HEX_A}).mint(BINDING, {"q": ANSWER}, {})
-    insecure = load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_INSECURE_PLAINTEXT": "1"})
-
-    assert insecure.verify(signed, BINDING).answers == {"q": ANSWER}
-
-
-@pytest.mark.parametrize("value", ["0", ""])
-def test_plaintext_is_off_unless_the_flag_is_exactly_1(value: str) -> None:
     state_codec = load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_INSECURE_PLAINTEXT": value})
 
-    assert state_codec.mint(BINDING, {}, {}).startswith("m1.")
+    assert state_codec.mint(BINDING, {}, {}).startswith(f"m1.{key_id(HEX_A)}.")
+    unsigned = "p1." + state_codec.mint(BINDING, {}, {}).split(".")[2]
+    with pytest.raises(InvalidRequestState, match="signature"):
+        state_codec.verify(unsigned, BINDING)
+    (warning,) = [r for r in logs.records if r.levelno >= logging.WARNING]
+    assert "MRTR_INSECURE_PLAINTEXT is ignored" in warning.getMessage()
+    assert "\n" not in warning.getMessage()
 
 
-@pytest.mark.parametrize("value", ["true", "yes", "2", "false"])
-def test_plaintext_flag_with_another_spelling_stops_start(value: str) -> None:
-    with pytest.raises(SigningConfigError, match="MRTR_INSECURE_PLAINTEXT must be 1"):
-        load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_INSECURE_PLAINTEXT": value})
+@pytest.mark.parametrize("value", ["0", "", "  "])
+def test_the_removed_plaintext_switch_set_off_says_nothing(
+    value: str, logs: pytest.LogCaptureFixture
+) -> None:
+    load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_INSECURE_PLAINTEXT": value})
+
+    assert not [r for r in logs.records if r.levelno >= logging.WARNING]
 
 
 def test_logs_never_contain_key_material(tmp_path: Path, logs: pytest.LogCaptureFixture) -> None:
     private = write(tmp_path / "private.key", HEX_C)
     write(tmp_path / PREVIOUS_KEYS_FILE_NAME, HEX_B)
     load({"MRTR_SIGNING_KEY": HEX_A, "MRTR_PREVIOUS_SIGNING_KEYS": HEX_B})
-    load({"MRTR_SIGNING_KEY_FILE": str(private), "MRTR_INSECURE_PLAINTEXT": "1"})
+    load({"MRTR_SIGNING_KEY_FILE": str(private)})
     load({})
 
     assert logs.records
@@ -1161,7 +1154,7 @@ def test_the_readme_states_where_the_per_user_key_lives(
     tmp_path: Path, logs: pytest.LogCaptureFixture
 ) -> None:
     readme = (PROJECT / "README.md").read_text(encoding="utf-8")
-    name = importlib.import_module(f"{PACKAGE}.app").NAME
+    name = importlib.import_module(f"{PACKAGE}.app").PROJECT.name
     for platform, spelled in [
         ("linux", "~/.local/state/"),
         ("darwin", "~/Library/Application Support/"),

@@ -16,7 +16,7 @@ import pytest
 
 from support import BOUND, PACKAGE, server_env
 
-NAME = importlib.import_module(f"{PACKAGE}.app").NAME
+NAME = importlib.import_module(f"{PACKAGE}.app").PROJECT.name
 STDIN_CLOSED = (
     f"{NAME}: cannot start: stdin (fd 0) is closed: start the server with its standard input "
     "connected to the MCP client (a host starts it with pipes)"

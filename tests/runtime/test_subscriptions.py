@@ -89,7 +89,7 @@ def changing_registry() -> Registry:
         return f"touched {uri}"
 
     @registry.tool()
-    async def log(ctx: Context) -> str:
+    async def log(*, ctx: Context) -> str:
         """Sends one log message."""
         await ctx.send_log("info", "from the tool")
         return "logged"

@@ -2,8 +2,8 @@
 
 `ctx.request_input(..., state=...)` signs a small JSON value into the requestState and gives it
 back as `ctx.state` next round (capped at MAX_STATE_BYTES); `ctx.form_answer` narrows an
-elicitation answer to Accepted / Declined / Cancelled / None; `ToolResult.summarized` gives
-structured content with its text in one call.
+elicitation answer to Accepted / Declined / Cancelled / None; `ToolResult.of(summary,
+structured=model)` gives structured content with its text in one call.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def stateful_registry() -> Registry:
     @registry.tool()
     async def summary() -> ToolResult:
         """A structured result with its summary."""
-        return ToolResult.summarized("one red pick", Pick(colour="red"))
+        return ToolResult.of("one red pick", structured=Pick(colour="red"))
 
     return registry
 
@@ -180,7 +180,7 @@ async def test_an_accepted_form_without_usable_content_is_asked_again(
     assert message == f"That answer was not valid ({reason}). Colour?"
 
 
-async def test_summarized_gives_structured_content_and_its_text(client: MemoryClient) -> None:
+async def test_a_summary_with_structured_content_gives_both(client: MemoryClient) -> None:
     result = await client.request("tools/call", {"name": "summary"})
     assert result["structuredContent"] == {"colour": "red"}
     assert result["content"] == [{"type": "text", "text": "one red pick"}]

@@ -1,4 +1,5 @@
-"""Every python block of the docs pages runs, and does what its page says.
+"""Maintained by the mrtr-server template (`cruft update` brings its fixes): every python block
+of the docs pages runs, and does what its page says.
 
 The pages: docs/multi-round-handlers.md and docs/results-and-completions.md.
 
@@ -116,7 +117,7 @@ def load_snippet() -> Iterator[Callable[[str], Registry]]:
 
 def serve(registry: Registry) -> Server:
     codec = codec_from_environment({"MRTR_SIGNING_KEY": KEY_HEX}, default_key_file=None)
-    return Server(name="docs-snippets", version="0", registry=registry, state=codec)
+    return Server(name="docs-snippets", version="0", registry=registry, signing=codec)
 
 
 def accept(**content: Any) -> Json:

@@ -128,7 +128,7 @@ class ToolsProbe(MetaPathFinder):
 
 
 sys.meta_path.insert(0, ToolsProbe())
-from PACKAGE.cli import main
+from PACKAGE.app import main
 
 sys.exit(main([]))
 """

@@ -53,7 +53,7 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account: the role lives there, so do the stacks
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/Deployer"
 # The distribution whose `aws` extra has boto3: the project's slug, also the server's name.
-PROJECT = app.NAME
+PROJECT = app.PROJECT.name
 STACK = "prod-api"
 TEMPLATE = engine.load_template("stack.yaml")
 

@@ -1,6 +1,6 @@
-"""``python -m <this package>`` does what the console script does: see ``cli.py``."""
+"""``python -m <this package>`` does what the console script does: see ``app.py``."""
 
-from .cli import main
+from .app import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -7,8 +7,9 @@ template's fixes (README.md, "Updating from the template").
 
 Three faces, one per audience; everything else (`_name` modules) is private:
 
-- `mrtr_runtime`: what a tool module imports (this page).
-- `mrtr_runtime.server`: what `app.py` and `cli.py` need to build and run the server.
+- `mrtr_runtime`: what a tool module imports (this page); its `content` sub-face builds
+  content blocks (`content.image(...)`, `content.resource_link(...)`).
+- `mrtr_runtime.server`: what `app.py` needs to build and run the server (`Project`).
 - `mrtr_runtime.testing`: clients that drive a server in tests and scripts.
 
 Serves MCP 2026-07-28 (stateless, per-request `_meta`) and, in the same process, 2025-11-25
@@ -21,34 +22,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._context import Context, InvalidInputResponse, LoggingLevel, RequestCancelled
+from ._context import Context, RequestCancelled
 from ._inputs import InputRequest, choice_titles, elicit_form, elicit_url, list_roots, sample
 from ._redact import redact_secrets, treat_as_secret
 from ._registry import Registry, ToolAnnotations
 from ._results import InputRequired, ToolError, ToolResult
 
 if TYPE_CHECKING:
-    from ._answers import (
-        Accepted,
-        Cancelled,
-        Declined,
-        ElicitResult,
-        Root,
-        RootsResult,
-        SamplingResult,
-    )
-    from ._content import (
-        ContentBlock,
-        audio_block,
-        blob_contents,
-        embedded_blob,
-        embedded_text,
-        image_block,
-        prompt_message,
-        resource_link,
-        text_block,
-        text_contents,
-    )
+    from . import content
+    from ._answers import Accepted, Cancelled, Declined, RootsResult, SamplingResult
 
 __version__ = "0.5.0"
 
@@ -58,29 +40,20 @@ __version__ = "0.5.0"
 _LAZY = {
     "Accepted": "._answers",
     "Cancelled": "._answers",
-    "ContentBlock": "._content",
     "Declined": "._answers",
-    "ElicitResult": "._answers",
-    "Root": "._answers",
     "RootsResult": "._answers",
     "SamplingResult": "._answers",
-    "audio_block": "._content",
-    "blob_contents": "._content",
-    "embedded_blob": "._content",
-    "embedded_text": "._content",
-    "image_block": "._content",
-    "prompt_message": "._content",
-    "resource_link": "._content",
-    "text_block": "._content",
-    "text_contents": "._content",
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    if name == "content":  # `mrtr_runtime.content.text(...)` after a plain `import mrtr_runtime`
+        value = importlib.import_module(".content", __name__)
+    else:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 
@@ -88,36 +61,23 @@ def __getattr__(name: str) -> Any:
 __all__ = (
     "Accepted",
     "Cancelled",
-    "ContentBlock",
     "Context",
     "Declined",
-    "ElicitResult",
     "InputRequest",
     "InputRequired",
-    "InvalidInputResponse",
-    "LoggingLevel",
     "Registry",
     "RequestCancelled",
-    "Root",
     "RootsResult",
     "SamplingResult",
     "ToolAnnotations",
     "ToolError",
     "ToolResult",
-    "audio_block",
-    "blob_contents",
     "choice_titles",
+    "content",
     "elicit_form",
     "elicit_url",
-    "embedded_blob",
-    "embedded_text",
-    "image_block",
     "list_roots",
-    "prompt_message",
     "redact_secrets",
-    "resource_link",
     "sample",
-    "text_block",
-    "text_contents",
     "treat_as_secret",
 )

@@ -21,8 +21,9 @@ Previous keys verify tokens but never sign them (rotation). They come from
 when it exists, and ``MRTR_PREVIOUS_SIGNING_KEYS_FILE``. ``rotate_key_file`` (what
 ``keygen --rotate`` runs) moves the current key into the file beside it, so no secret is ever
 copied by hand into a host configuration. A key is useless one TTL after it was retired: tokens live
-``MRTR_STATE_TTL_SECONDS`` (default 900, at most 3600). ``MRTR_INSECURE_PLAINTEXT=1`` switches to
-unsigned tokens, for debugging only.
+``MRTR_STATE_TTL_SECONDS`` (default 900, at most 3600). Tokens are always signed: the unsigned
+mode of earlier versions (``MRTR_INSECURE_PLAINTEXT``) is gone, and the variable is ignored with a
+warning, so a host configuration that still sets it starts a server that signs.
 
 Key files must be ours and private: one that other users can read or write, that another user
 owns, or that is a symlink stops start-up (they could read the key and forge answers, or swap
@@ -89,6 +90,8 @@ logger = logging.getLogger("mrtr_runtime")
 _MAX_KEY_FILE_BYTES = 4096  # a key file is one line of hex; refuse to slurp anything bigger
 #: The variable naming a file of previous (verify-only) keys, one hex key per line.
 PREVIOUS_KEYS_FILE_ENV = "MRTR_PREVIOUS_SIGNING_KEYS_FILE"
+#: The unsigned mode's switch before 0.5.0; now only named to say it is ignored.
+_REMOVED_PLAINTEXT_FLAG = "MRTR_INSECURE_PLAINTEXT"
 #: Where previous keys live when that variable is unset: beside the current key file.
 PREVIOUS_KEYS_FILE_NAME = ".mrtr-previous-signing-keys"
 #: How many retired keys ``rotate_key_file`` keeps. Tokens outlive their key by at most one TTL
@@ -108,7 +111,6 @@ _PREVIOUS_KEYS_HEADER = (
 CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 600.0
 
 _TTL_VARIABLE: Final = "MRTR_STATE_TTL_SECONDS"
-_PLAINTEXT_VARIABLE: Final = "MRTR_INSECURE_PLAINTEXT"
 _TIMEOUT_VARIABLE: Final = "MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS"
 _MAX_CONNECTIONS_VARIABLE: Final = "MRTR_HTTP_MAX_CONNECTIONS"
 _HTTP_TOKEN_VARIABLE: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
@@ -139,8 +141,6 @@ class Settings:
     previous_signing_keys_file: Path | None = None
     #: ``MRTR_STATE_TTL_SECONDS``: how long a requestState token lives.
     state_ttl_seconds: int = DEFAULT_TTL_SECONDS
-    #: ``MRTR_INSECURE_PLAINTEXT=1``: unsigned tokens (debugging only).
-    insecure_plaintext: bool = False
     #: ``MRTR_HTTP_TOKEN``, stripped; None when unset.
     http_token: str | None = field(default=None, repr=False)
     #: ``MRTR_HTTP_TOKENS_FILE``: a file of ``principal:token`` lines; None when unset.
@@ -171,10 +171,12 @@ class Settings:
 
         level = text("MRTR_LOG_LEVEL").upper() or "INFO"
         ttl = _ttl_of(text(_TTL_VARIABLE), problems)
-        plaintext = text(_PLAINTEXT_VARIABLE)
-        if plaintext not in ("", "0", "1"):
-            # A security switch is spelled one way only, so "false" can never mean "on".
-            problems[_PLAINTEXT_VARIABLE] = f"{_PLAINTEXT_VARIABLE} must be 1 or unset"
+        if text(_REMOVED_PLAINTEXT_FLAG) not in ("", "0"):
+            # Read only to say it no longer does anything: unsigned tokens were removed.
+            problems[_REMOVED_PLAINTEXT_FLAG] = (
+                f"{_REMOVED_PLAINTEXT_FLAG} is ignored: requestState tokens are always signed "
+                "(the unsigned mode was removed)"
+            )
         token = environ.get(_HTTP_TOKEN_VARIABLE)
         if token is not None and not token.strip():
             # Set but blank is a mistake, not a wish for no authentication.
@@ -193,7 +195,6 @@ class Settings:
             previous_signing_keys=environ.get("MRTR_PREVIOUS_SIGNING_KEYS", ""),
             previous_signing_keys_file=path(PREVIOUS_KEYS_FILE_ENV),
             state_ttl_seconds=ttl,
-            insecure_plaintext=plaintext == "1",
             http_token=token.strip() if token is not None else None,
             http_tokens_file=environ.get("MRTR_HTTP_TOKENS_FILE"),
             http_allowed_origins=listed("MRTR_HTTP_ALLOWED_ORIGINS"),
@@ -535,9 +536,12 @@ def codec_from_settings(
     Raises ``SigningConfigError`` (or its subclass ``WeakSigningKey``) with a one-line message fit
     for stderr; the CLI exits 2 on it.
     """
-    settings.refuse(_TTL_VARIABLE, _PLAINTEXT_VARIABLE, error=SigningConfigError)
+    settings.refuse(_TTL_VARIABLE, error=SigningConfigError)
+    if problem := settings.problems.get(_REMOVED_PLAINTEXT_FLAG):
+        # Ignored rather than refused: what it asked for (tokens any client can forge) is
+        # exactly what a server must never do, and ignoring it only makes the server safer.
+        logger.warning("%s", problem)
     ttl = settings.state_ttl_seconds
-    insecure = settings.insecure_plaintext
     current, key_file = _configured_key(settings, default_key_file)
     source = str(key_file) if key_file is not None else "MRTR_SIGNING_KEY"
     not_created = ""
@@ -550,7 +554,7 @@ def codec_from_settings(
         else:
             key_file = per_user_key_file
             source = f"{per_user_key_file}{' (new, mode 0600)' if created else ''}"
-    if current is None and not insecure:
+    if current is None:
         current = SigningKey(secrets.token_bytes(MIN_KEY_BYTES))
         source = "a random key for this process only"
         configured = [
@@ -564,25 +568,15 @@ def codec_from_settings(
             ", ".join(configured),
             not_created,
         )
-    ring = None
-    if current is not None:
-        ring = KeyRing(current, _previous_keys(settings, current, key_file))
-    if insecure:
-        logger.warning(
-            "MRTR_INSECURE_PLAINTEXT=1: requestState tokens are NOT signed; any client can forge "
-            "the answers a tool acts on. For debugging only; never run this in production"
-        )
-    if ring is not None:
-        logger.info(
-            "requestState signing key id %s from %s (%d previous); ttl %ds",
-            ring.current.key_id,
-            source,
-            len(ring.previous),
-            ttl,
-        )
-    return RequestStateCodec(
-        ring, audience=audience, ttl_seconds=ttl, clock=clock, insecure_plaintext=insecure
+    ring = KeyRing(current, _previous_keys(settings, current, key_file))
+    logger.info(
+        "requestState signing key id %s from %s (%d previous); ttl %ds",
+        ring.current.key_id,
+        source,
+        len(ring.previous),
+        ttl,
     )
+    return RequestStateCodec(ring, audience=audience, ttl_seconds=ttl, clock=clock)
 
 
 def _configured_key(

@@ -4,7 +4,8 @@ The shapes are the `ContentBlock` union of schema.ts (2025-11-25 and 2026-07-28 
 every one): TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource, with
 TextResourceContents / BlobResourceContents inside an embedded resource and in
 `resources/read` results. Plain dicts, built here once and checked as they are built, so a
-tool never spells a wire key. Pure, no pydantic; the face loads it on first use, with the tools.
+tool never spells a wire key. Pure, no pydantic. Tools reach it through the `content` sub-face
+(`content.text`, `content.image`, ...), which loads with the tools.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def _mime_type(mime_type: str, what: str) -> str:
 def text_block(text: str, *, annotations: Mapping[str, Any] | None = None) -> ContentBlock:
     """TextContent: `{"type": "text", "text": ...}`."""
     if not isinstance(text, str):
-        raise TypeError(f"text_block takes a str, not {type(text).__name__}")
+        raise TypeError(f"content.text takes a str, not {type(text).__name__}")
     return _with_annotations({"type": "text", "text": text}, annotations)
 
 
@@ -98,8 +99,8 @@ def image_block(
     """ImageContent: the image's bytes, sent base64-encoded with their MIME type."""
     block = {
         "type": "image",
-        "data": _base64(data, "image_block"),
-        "mimeType": _mime_type(mime_type, "image_block"),
+        "data": _base64(data, "content.image"),
+        "mimeType": _mime_type(mime_type, "content.image"),
     }
     return _with_annotations(block, annotations)
 
@@ -110,8 +111,8 @@ def audio_block(
     """AudioContent: the audio's bytes, sent base64-encoded with their MIME type."""
     block = {
         "type": "audio",
-        "data": _base64(data, "audio_block"),
-        "mimeType": _mime_type(mime_type, "audio_block"),
+        "data": _base64(data, "content.audio"),
+        "mimeType": _mime_type(mime_type, "content.audio"),
     }
     return _with_annotations(block, annotations)
 
@@ -129,9 +130,9 @@ def resource_link(
     """ResourceLink: a pointer the client may read with `resources/read` (server/tools:
     resource links need not appear in `resources/list`)."""
     if not isinstance(uri, str) or not uri:
-        raise ValueError("resource_link needs a URI")
+        raise ValueError("content.resource_link needs a URI")
     if not isinstance(name, str) or not name:
-        raise ValueError("resource_link needs a name")
+        raise ValueError("content.resource_link needs a name")
     block: ContentBlock = {"type": "resource_link", "uri": uri, "name": name}
     if title is not None:
         block["title"] = title
@@ -141,7 +142,7 @@ def resource_link(
         block["mimeType"] = mime_type
     if size is not None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError("resource_link size is a byte count (an int >= 0)")
+            raise ValueError("content.resource_link size is a byte count (an int >= 0)")
         block["size"] = size
     return _with_annotations(block, annotations)
 

@@ -284,19 +284,11 @@ class Context:
         self.state = state
         self.log = _logger
 
-    @property
-    def input_responses(self) -> Mapping[str, Any]:
-        return self._answers
-
-    def has_input_responses(self) -> bool:
-        return bool(self._answers)
-
-    def input_response(self, key: str) -> Any:
-        """The client's raw answer under `key` (e.g. `{"action": "accept", "content": {...}}`)."""
-        return self._answers.get(key)
-
     def input_response_as(self, key: str, model: type[ModelT]) -> ModelT | None:
         """The answer under `key` validated into `model`, or None when there is none to use.
+
+        The one typed reader of answers besides `form_answer` (which reads a form's): for
+        `SamplingResult` and `RootsResult`, or any model of an answer's whole shape.
 
         Validation is strict, as JSON Schema reads the form the user was sent: `"yes"` or `1`
         is not a boolean, `"3"` is not a number (client/elicitation: servers SHOULD validate

@@ -8,13 +8,26 @@ import inspect
 import json
 import pkgutil
 import re
+import types
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    overload,
+)
 
 import anyio.to_thread
 
 from ._context import Context
+from ._results import InputRequired
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -73,6 +86,8 @@ class _Signature:
     is_async: bool
     #: (parameter, model field) pairs; they differ where a parameter's name is taken by BaseModel.
     fields: tuple[tuple[str, str], ...] = ()
+    #: The handler's return annotation, resolved (None when it has none).
+    returns: Any = None
 
     def kwargs(self, arguments: BaseModel, context: Context) -> dict[str, Any]:
         if self.whole_model_param is not None:
@@ -94,21 +109,66 @@ class _Signature:
         return await anyio.to_thread.run_sync(lambda: handler(**kwargs), abandon_on_cancel=True)
 
 
+def _mentions_context(annotation: Any) -> bool:
+    """Whether `annotation` is Context or holds it (`Context | None`, `Annotated[Context, ...]`)."""
+    if annotation is Context:
+        return True
+    return any(_mentions_context(arg) for arg in get_args(annotation))
+
+
+def _context_param(
+    handler: Callable[..., Any],
+    parameters: Mapping[str, inspect.Parameter],
+    hints: Mapping[str, Any],
+) -> str | None:
+    """The one parameter that receives the Context, checked where the handler is declared.
+
+    The runtime always passes a Context, by keyword: a parameter that could be given
+    positionally, has a default or may be None would otherwise become an argument in the
+    tool's input schema, and the mistake would surface only when a client lists the tools.
+    """
+    where = handler.__qualname__
+    found = [name for name in parameters if _mentions_context(hints.get(name))]
+    if len(found) > 1:
+        raise TypeError(
+            f"{where}: {len(found)} parameters take a Context ({', '.join(found)}); "
+            "declare one: `*, ctx: Context`"
+        )
+    if not found:
+        return None
+    (name,) = found
+    param = parameters[name]
+    if hints[name] is not Context:
+        raise TypeError(
+            f"{where}: parameter {name!r} must be annotated `Context` exactly: the runtime always "
+            f"passes one, so it is never None and takes no default; declare `*, {name}: Context`"
+        )
+    if param.kind is not inspect.Parameter.KEYWORD_ONLY or param.default is not param.empty:
+        raise TypeError(
+            f"{where}: the Context parameter {name!r} must be keyword-only with no default; "
+            f"declare it after a `*`: `*, {name}: Context`"
+        )
+    return name
+
+
 def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
     # pydantic is imported with the first tool, not with the runtime: a server answers its
     # first request before it loads its tools (see Registry.defer_package).
     from pydantic import BaseModel, ConfigDict, Field, create_model
 
+    if not callable(handler):
+        raise TypeError(f"a handler must be a function, not {type(handler).__name__}")
     hints = get_type_hints(handler, include_extras=True)
     parameters = inspect.signature(handler).parameters
-    context_param = next((name for name in parameters if hints.get(name) is Context), None)
+    context_param = _context_param(handler, parameters, hints)
     fields = {name: param for name, param in parameters.items() if name != context_param}
     is_async = inspect.iscoroutinefunction(handler)
+    returns = hints.get("return")
     if len(fields) == 1:
         ((name, _),) = fields.items()
         annotation = hints.get(name)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            return _Signature(annotation, name, context_param, is_async)
+            return _Signature(annotation, name, context_param, is_async, returns=returns)
     definitions: dict[str, Any] = {}
     pairs: list[tuple[str, str]] = []
     for index, (name, param) in enumerate(fields.items()):
@@ -127,7 +187,33 @@ def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
     # defer_build: the validator is made on the first call, not while the server starts.
     config = ConfigDict(extra="forbid", defer_build=True)
     model = create_model(model_name, __config__=config, **definitions)
-    return _Signature(model, None, context_param, is_async, tuple(pairs))
+    return _Signature(model, None, context_param, is_async, tuple(pairs), returns)
+
+
+def _output_model(returns: Any) -> type[BaseModel] | None:
+    """The model a tool's return annotation names, which becomes its outputSchema.
+
+    `-> Report` and `-> Report | InputRequired` name `Report`; anything else (str, ToolResult,
+    a dict, None allowed, two models) names none, and `output_model=` says it instead.
+    server/tools: with an outputSchema, servers MUST provide structured results that conform.
+    """
+    from pydantic import BaseModel
+
+    members = [
+        member
+        for member in (get_args(returns) if _is_union(returns) else (returns,))
+        if member is not InputRequired
+    ]
+    if len(members) != 1:
+        return None
+    (member,) = members
+    if isinstance(member, type) and issubclass(member, BaseModel):
+        return member
+    return None
+
+
+def _is_union(annotation: Any) -> bool:
+    return get_origin(annotation) in (Union, types.UnionType)
 
 
 @dataclass(frozen=True)
@@ -231,6 +317,12 @@ def _input_keys(keys: Collection[str]) -> frozenset[str]:
     return frozenset(keys)
 
 
+def _needs_uri(decorator: str, uri: object) -> None:
+    # `@registry.resource` with no URI would get the handler as its URI and declare nothing.
+    if not isinstance(uri, str) or not uri:
+        raise TypeError(f'@registry.{decorator} needs the URI first: @registry.{decorator}("...")')
+
+
 def _description(explicit: str | None, handler: Callable[..., Any]) -> str | None:
     return explicit if explicit is not None else inspect.getdoc(handler)
 
@@ -254,6 +346,10 @@ class Registry:
         #: While a package loads, declarations are the start-up lists, not changes to them.
         self._loading = 0
 
+    @overload
+    def tool(self, name: F, /) -> F: ...
+
+    @overload
     def tool(
         self,
         name: str | None = None,
@@ -263,8 +359,24 @@ class Registry:
         annotations: ToolAnnotations | None = None,
         output_model: type[BaseModel] | None = None,
         accept_unasked: Collection[str] = (),
-    ) -> Callable[[F], F]:
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        name: str | Callable[..., Any] | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        output_model: type[BaseModel] | None = None,
+        accept_unasked: Collection[str] = (),
+    ) -> Any:
         """Declare a tool; the handler's parameters become its input schema.
+
+        `@registry.tool` and `@registry.tool()` are the same. A return annotation that names a
+        pydantic model (`-> Report`, or `-> Report | InputRequired`) is the tool's output
+        schema; `output_model=` says it where the annotation cannot (a ToolResult with a
+        summary, a union of models) and wins over it.
 
         `accept_unasked` names input keys whose answers the tool takes even when no round of
         this call asked for them (a client may send them with its first call). Every other
@@ -272,6 +384,8 @@ class Registry:
         that is what makes an answer proof that the user saw the question. An unasked answer
         proves nothing, so never name a key that gates a destructive or costly action.
         """
+        if callable(name):
+            return self.tool()(name)
         unasked = _input_keys(accept_unasked)
 
         def register(handler: F) -> F:
@@ -289,14 +403,17 @@ class Registry:
                 wire["description"] = text
             if annotations is not None:
                 wire["annotations"] = annotations.to_wire()
-            self.tools[tool_name] = ToolDef(
-                tool_name, handler, signature, output_model, wire, unasked
-            )
+            output = output_model if output_model is not None else _output_model(signature.returns)
+            self.tools[tool_name] = ToolDef(tool_name, handler, signature, output, wire, unasked)
             self._changed("tools")
             return handler
 
         return register
 
+    @overload
+    def prompt(self, name: F, /) -> F: ...
+
+    @overload
     def prompt(
         self,
         name: str | None = None,
@@ -304,8 +421,20 @@ class Registry:
         title: str | None = None,
         description: str | None = None,
         accept_unasked: Collection[str] = (),
-    ) -> Callable[[F], F]:
-        """Declare a prompt; `accept_unasked` as for `tool`."""
+    ) -> Callable[[F], F]: ...
+
+    def prompt(
+        self,
+        name: str | Callable[..., Any] | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        accept_unasked: Collection[str] = (),
+    ) -> Any:
+        """Declare a prompt (`@registry.prompt` and `@registry.prompt()` are the same);
+        `accept_unasked` as for `tool`."""
+        if callable(name):
+            return self.prompt()(name)
         unasked = _input_keys(accept_unasked)
 
         def register(handler: F) -> F:
@@ -358,6 +487,8 @@ class Registry:
         description: str | None = None,
         mime_type: str | None = None,
     ) -> Callable[[F], F]:
+        _needs_uri("resource", uri)
+
         def register(handler: F) -> F:
             if uri in self.resources:
                 raise ValueError(f"resource {uri!r} is declared twice")
@@ -384,6 +515,8 @@ class Registry:
         description: str | None = None,
         mime_type: str | None = None,
     ) -> Callable[[F], F]:
+        _needs_uri("resource_template", uri_template)
+
         def register(handler: F) -> F:
             resource = self._resource_def(
                 uri_template,

@@ -37,34 +37,26 @@ class ToolResult:
     is_error: bool = False
 
     @classmethod
-    def text(cls, text: str, *, structured: Any = None) -> ToolResult:
-        return cls(content=(_text(text),), structured=structured)
-
-    @classmethod
     def of(
         cls, *blocks: ContentBlock | str, structured: Any = None, is_error: bool = False
     ) -> ToolResult:
-        """Any mix of content blocks (`image_block`, `resource_link`, `embedded_text`...; a
-        str is a text block), in order, with optional structured content (a pydantic model is
-        dumped to JSON). server/tools: a tool with structured content SHOULD also give its
-        JSON as text, so pass that text too when a host may show only text."""
+        """Any mix of content blocks (`content.image`, `content.resource_link`...; a str is a
+        text block), in order, with optional structured content (a pydantic model is dumped to
+        JSON). `ToolResult.of(summary, structured=report)` gives a model's data with the text a
+        person reads. server/tools: a tool with structured content SHOULD also give its JSON as
+        text, so say what it holds in that text when a host may show only text."""
         content = tuple(_text(block) if isinstance(block, str) else block for block in blocks)
         for block in content:
             if not isinstance(block, dict) or not isinstance(block.get("type"), str):
                 raise TypeError(
-                    "ToolResult.of takes str or content blocks (text_block, image_block, ...), "
-                    f"not {type(block).__name__}"
+                    "ToolResult.of takes str or content blocks (content.text, content.image, "
+                    f"...), not {type(block).__name__}"
                 )
         return cls(content=content, structured=_dumped(structured), is_error=is_error)
 
     @classmethod
-    def summarized(cls, summary: str, data: Any) -> ToolResult:
-        """`data` as structuredContent (a pydantic model is dumped to JSON) with `summary` as
-        the text a person reads: what a model sees when a host shows only text."""
-        return cls(content=(_text(summary),), structured=_dumped(data))
-
-    @classmethod
     def error(cls, text: str) -> ToolResult:
+        """A result with `isError: true` and `text`: what went wrong, for the model to act on."""
         return cls(content=(_text(text),), is_error=True)
 
     def to_wire(self) -> dict[str, Any]:

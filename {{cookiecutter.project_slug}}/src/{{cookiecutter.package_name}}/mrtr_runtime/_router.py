@@ -134,13 +134,14 @@ class Server:
         name: str,
         version: str,
         registry: Registry,
-        state: RequestStateCodec,
+        signing: RequestStateCodec,
         title: str | None = None,
         instructions: str | None = None,
         settings: Settings | None = None,
     ) -> None:
         self.registry = registry
-        self.state = state
+        #: Signs and verifies every requestState token (`server.codec_from_environment`).
+        self.signing = signing
         #: What the environment configured (every MRTR_* variable), for the transports; None:
         #: the transport reads it (`Settings.from_environment`) when it starts. The core itself
         #: reads no environment.
@@ -408,7 +409,7 @@ class Server:
         received = RoundInput.parse(params)
         if scope.era == "legacy":
             return await run_legacy(call, received, scope)
-        result = await run_round(call, received, scope, codec=self.state, flights=self._flights)
+        result = await run_round(call, received, scope, codec=self.signing, flights=self._flights)
         if method == "resources/read" and "contents" in result:
             # server/utilities/caching: results of retries carrying inputResponses or
             # requestState MUST NOT be cached.

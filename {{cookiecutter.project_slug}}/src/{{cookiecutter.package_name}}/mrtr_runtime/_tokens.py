@@ -51,11 +51,11 @@ the client already knows every answer (it sent them), and HMAC needs only the st
 Minting is deterministic: the same clock, inputs and key give the same token (no nonce to leak or
 to make tests flaky). Measured when written, for answers shaped like
 ``{"action":"accept","content":{"name":"Alice"}}`` under keys like ``answer_1``: 174 bytes with no
-answers, 291 with one, 771 with five, 2.6 KB with twenty; the signature adds 53 bytes over ``p1``.
+answers, 291 with one, 771 with five, 2.6 KB with twenty; the key id and signature add 53 bytes
+to the bare payload.
 
-Plaintext form, ONLY with ``insecure_plaintext=True``: ``p1.<payload>``. It has NO integrity: any
-client can forge any answers. It exists for debugging by hand. In signed mode a ``p1`` token is
-rejected ("signature"); in plaintext mode signed tokens are still verified when a key ring exists.
+There is no unsigned form: a token anyone can write is answers anyone can forge. A ``p1.<payload>``
+token (the unsigned form of versions before 0.5.0) is refused as "signature", like any forgery.
 
 Every rejection is one ``InvalidRequestState`` whose ``reason`` is a short fixed word; it never
 contains token text or key material (style: fail closed, say little).
@@ -186,7 +186,7 @@ DEFAULT_TTL_SECONDS = 900
 MAX_TTL_SECONDS = 3600
 
 _SIGNED_VERSION = "m1"
-_PLAIN_VERSION = "p1"
+_PLAIN_VERSION = "p1"  # unsigned, before 0.5.0: refused as "signature"
 _TAG_BYTES = 32  # full HMAC-SHA256 output; no truncation
 _KID_RE = re.compile(r"[0-9a-f]{8}")
 _B64URL_RE = re.compile(r"[A-Za-z0-9_-]*")
@@ -265,24 +265,22 @@ def digest_principal(principal: str | None) -> str:
 
 
 class RequestStateCodec:
-    """Mints and verifies ``requestState`` tokens under a key ring (or, insecurely, none).
+    """Mints and verifies ``requestState`` tokens under a key ring.
 
     ``audience`` is the identity of the server the tokens belong to (its ``serverInfo.name``):
     it goes into the MAC key, so only a codec with the same audience and key verifies them.
-    Plaintext tokens carry no MAC and so no audience.
     """
 
     def __init__(
         self,
-        keys: KeyRing | None,
+        keys: KeyRing,
         *,
         audience: str = "",
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         clock: Callable[[], float] = time.time,
-        insecure_plaintext: bool = False,
     ) -> None:
-        if keys is None and not insecure_plaintext:
-            raise ValueError("a key ring is required unless insecure_plaintext=True")
+        if not isinstance(keys, KeyRing):
+            raise TypeError("a RequestStateCodec signs with a KeyRing; there is no unsigned mode")
         if type(ttl_seconds) is not int or not 0 < ttl_seconds <= MAX_TTL_SECONDS:
             raise ValueError(f"ttl_seconds must be an int from 1 to {MAX_TTL_SECONDS}")
         if not isinstance(audience, str):
@@ -293,14 +291,11 @@ class RequestStateCodec:
         self._audience = audience
         self._ttl = ttl_seconds
         self._clock = clock
-        self._plaintext = insecure_plaintext
         self._macs: dict[str, hmac.HMAC] = {}
-        self._mint_kid: str | None = None
-        if keys is not None:
-            for key in (keys.current, *keys.previous):
-                # Derived once per key here, so binding the audience costs nothing per token.
-                self._macs.setdefault(key.key_id, _mac_key(key.secret, audience_bytes))
-            self._mint_kid = keys.current.key_id
+        for key in (keys.current, *keys.previous):
+            # Derived once per key here, so binding the audience costs nothing per token.
+            self._macs.setdefault(key.key_id, _mac_key(key.secret, audience_bytes))
+        self._mint_kid = keys.current.key_id
 
     @property
     def audience(self) -> str:
@@ -309,10 +304,6 @@ class RequestStateCodec:
     @property
     def ttl_seconds(self) -> int:
         return self._ttl
-
-    @property
-    def insecure_plaintext(self) -> bool:
-        return self._plaintext
 
     def mint(
         self,
@@ -353,13 +344,8 @@ class RequestStateCodec:
         # ASCII-only keeps encoding total (lone surrogates become escapes) and the token 7-bit.
         body = _CANONICAL_PAYLOAD.encode(payload)
         encoded = _b64encode(body.encode("ascii"))
-        if self._plaintext:
-            token = f"{_PLAIN_VERSION}.{encoded}"
-        elif self._mint_kid is not None:
-            signing_input = f"{_SIGNED_VERSION}.{self._mint_kid}.{encoded}"
-            token = f"{signing_input}.{_b64encode(self._tag(self._mint_kid, signing_input))}"
-        else:  # unreachable: __init__ demands a key ring unless insecure_plaintext
-            raise RuntimeError("no signing key")
+        signing_input = f"{_SIGNED_VERSION}.{self._mint_kid}.{encoded}"
+        token = f"{signing_input}.{_b64encode(self._tag(self._mint_kid, signing_input))}"
         if len(token) > MAX_TOKEN_CHARS:
             raise InvalidRequestState("oversized")
         return token
@@ -376,10 +362,8 @@ class RequestStateCodec:
         if parts[0] == _SIGNED_VERSION and len(parts) == 4:
             encoded = self._check_signed(parts)
         elif parts[0] == _PLAIN_VERSION and len(parts) == 2:
-            if not self._plaintext:
-                # An unsigned token offered to a signing server: exactly the forgery we stop.
-                _reject("signature")
-            encoded = parts[1]
+            # An unsigned token: exactly the forgery signing stops.
+            _reject("signature")
         else:
             _reject("malformed")
         state, claimed = _parse_payload(_b64decode(encoded))

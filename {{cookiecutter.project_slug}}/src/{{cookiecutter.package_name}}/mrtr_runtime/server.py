@@ -1,9 +1,11 @@
-"""What `app.py` and `cli.py` need: the server, its stdio and HTTP entries, and its signing-key
-setup. The HTTP names load on first use, so serving stdio never imports them."""
+"""What the project's ``app.py`` needs: its `Project`, the command line that runs it, the server,
+its stdio and HTTP entries, and its signing-key setup. The HTTP names load on first use, so
+serving stdio never imports them."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._config import (
@@ -19,16 +21,26 @@ from ._config import (
     rotate_key_file,
     write_key_file,
 )
+from ._project import Project
 from ._router import Server
 from ._stdio import configure_logging, serve_stdio
 from ._tokens import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 from ._wire import LEGACY_VERSIONS, MODERN_VERSIONS
 
 if TYPE_CHECKING:
-    from ._http import HttpApp, HttpSettings
-    from ._uvicorn import serve_http
+    from .http import HttpApp, HttpSettings, serve_http
 
-_LAZY = {"HttpApp": "._http", "HttpSettings": "._http", "serve_http": "._uvicorn"}
+_LAZY = {"HttpApp": ".http", "HttpSettings": ".http", "serve_http": ".http"}
+
+
+def run_command_line(project: Project, argv: Sequence[str] | None = None) -> int:
+    """``<slug> [serve | http | health | config | keygen | bundle]`` for ``project``; the exit
+    status. ``argv`` defaults to the process's arguments."""
+    # Imported here: the command line's modules (argparse, host configs) are not needed to build
+    # a server in a test.
+    from .cli import main
+
+    return main(project, argv)
 
 
 def __getattr__(name: str) -> Any:
@@ -48,6 +60,7 @@ __all__ = (
     "PREVIOUS_KEYS_FILE_NAME",
     "HttpApp",
     "HttpSettings",
+    "Project",
     "Rotation",
     "Server",
     "Settings",
@@ -59,6 +72,7 @@ __all__ = (
     "default_previous_keys_file",
     "per_user_key_path",
     "rotate_key_file",
+    "run_command_line",
     "serve_http",
     "serve_stdio",
     "write_key_file",

@@ -1,4 +1,5 @@
-"""The CloudFormation change-set engine behind `deploy_to_aws`: plain functions over boto3.
+"""Maintained by the mrtr-server template (`cruft update` brings its fixes): the CloudFormation
+change-set engine behind `deploy_to_aws`, plain functions over boto3.
 
 Private to the tool (the leading underscore keeps `Registry.load_package` from loading it as a
 tool module). Everything here blocks, so the tool runs it in a worker thread; it is tested on

@@ -131,7 +131,7 @@ def digest(plan: StackPlan) -> str:
 
 def _summarized(outcome: DeployResult) -> ToolResult:
     if outcome.action == "cancelled":
-        return ToolResult.summarized("Deploy cancelled by user.", outcome)
+        return ToolResult.of("Deploy cancelled by user.", structured=outcome)
     stack, region, status = outcome.stack, outcome.region, outcome.status
     if outcome.action == "unchanged":
         text = f"Stack '{stack}' in {region} is already up to date ({status}); nothing "
@@ -142,7 +142,7 @@ def _summarized(outcome: DeployResult) -> ToolResult:
     if outcome.outputs:
         outputs = sorted(outcome.outputs.items())
         text += "\nOutputs:" + "".join(f"\n  {key} = {value}" for key, value in outputs)
-    return ToolResult.summarized(text, outcome)
+    return ToolResult.of(text, structured=outcome)
 
 
 # -- the handler ---------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def _summarized(outcome: DeployResult) -> ToolResult:
     ),
     output_model=DeployResult,
 )
-async def deploy_to_aws(args: DeployArgs, ctx: Context) -> ToolResult | InputRequired:
+async def deploy_to_aws(args: DeployArgs, *, ctx: Context) -> ToolResult | InputRequired:
     """Create or update an AWS CloudFormation stack from a template shipped with this server.
 
     First asks the user to confirm and for the IAM role to assume, then deploys through a

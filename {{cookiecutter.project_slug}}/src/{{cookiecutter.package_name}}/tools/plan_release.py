@@ -142,7 +142,7 @@ class ConfirmForm(BaseModel):
     ),
     output_model=ReleasePlan,
 )
-async def plan_release(args: PlanReleaseArgs, ctx: Context) -> ToolResult | InputRequired:
+async def plan_release(args: PlanReleaseArgs, *, ctx: Context) -> ToolResult | InputRequired:
     """Plan a release: choose the version, draft the release notes, list the steps to ship it.
 
     Asks the user in three short forms (version and kind; highlights; a final yes) when the
@@ -153,17 +153,15 @@ async def plan_release(args: PlanReleaseArgs, ctx: Context) -> ToolResult | Inpu
     ask_draft = _ask_draft(args, suggestion)
     # Answers first: a way already answered is kept, whatever this retry declares (capabilities
     # arrive anew with every request); else the first way this client can take; else none.
-    ways = {RELEASE: _ask_release(args, suggestion), DRAFT: ask_draft}
-    answered = [key for key in ways if ctx.input_response(key) is not None]
-    possible = [key for key, request in ways.items() if ctx.can_request(request)]
-    way = next(iter(answered or possible), None)
-    if way == RELEASE:
-        return _with_forms(args, suggestion, ctx)
-    if way == DRAFT:
-        draft = ctx.input_response_as(DRAFT, SamplingResult)
-        if draft is None:
-            return ctx.request_input({DRAFT: ask_draft})
+    draft = ctx.input_response_as(DRAFT, SamplingResult)
+    if draft is not None:
         return _drafted(args, suggestion, draft)
+    if ctx.form_answer(RELEASE, VersionForm) is not None or ctx.can_request(
+        _ask_release(args, suggestion)
+    ):
+        return _with_forms(args, suggestion, ctx)
+    if ctx.can_request(ask_draft):
+        return ctx.request_input({DRAFT: ask_draft})
     return _drafted(args, suggestion, None)
 
 
@@ -221,7 +219,7 @@ def _with_forms(
                 {confirm_key: elicit_form(f"{question}\nIs it right?", ConfirmForm)}
             )
         case Accepted(content=ConfirmForm(confirmed=True)):
-            return ToolResult.summarized(summary(plan), plan)
+            return ToolResult.of(summary(plan), structured=plan)
         case Accepted():  # "no" to the plan is a decline
             return _stopped(args, Declined(), "confirmation", version, kind)
         case refusal:
@@ -292,7 +290,7 @@ def _drafted(args: PlanReleaseArgs, hint: Suggestion, draft: SamplingResult | No
         args.project, args.changes, "drafted", hint.version, hint.kind, highlights, None
     )
     plan.assumptions = assumptions
-    return ToolResult.summarized(summary(plan), plan)
+    return ToolResult.of(summary(plan), structured=plan)
 
 
 def _stopped(
@@ -311,4 +309,4 @@ def _stopped(
         kind=kind,
         stopped_at=step,
     )
-    return ToolResult.summarized(summary(plan), plan)
+    return ToolResult.of(summary(plan), structured=plan)

@@ -54,7 +54,7 @@ class AudienceForm(BaseModel):
 
 
 @registry.prompt(title="Announce a release")
-async def release_announcement(args: AnnouncementArgs, ctx: Context) -> str | InputRequired:
+async def release_announcement(args: AnnouncementArgs, *, ctx: Context) -> str | InputRequired:
     """Write the announcement of a release; first asks who reads it and where it is posted."""
     ask = elicit_form(
         f"Who is the announcement of {args.project} {args.version} for, and where will it go?",

@@ -15,9 +15,8 @@ from contextlib import asynccontextmanager
 from itertools import count
 from typing import Any, Literal, cast
 
-from ._client_rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient
-from ._context import Cancellation, RequestCancelled
-from ._jsonrpc import (
+from .._context import Cancellation, RequestCancelled
+from .._jsonrpc import (
     INTERNAL_ERROR,
     JSONObject,
     Notification,
@@ -29,8 +28,8 @@ from ._jsonrpc import (
     message_problem,
     parse_json,
 )
-from ._router import Server, Session
-from ._wire import (
+from .._router import Server, Session
+from .._wire import (
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -38,6 +37,7 @@ from ._wire import (
     META_SUBSCRIPTION_ID,
     MODERN_VERSIONS,
 )
+from ._rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient
 
 __all__ = ("MemoryClient", "Subscription")
 

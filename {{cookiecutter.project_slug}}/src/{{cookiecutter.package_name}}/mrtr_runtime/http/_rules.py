@@ -1,5 +1,5 @@
 """The rules of MCP's Streamable HTTP transport (2026-07-28 basic/transports/streamable-http),
-as plain functions: headers and bodies in, verdicts out. `_http.py` applies them; nothing here
+as plain functions: headers and bodies in, verdicts out. `_app.py` applies them; nothing here
 touches a socket, so every rule is tested without a server.
 
 - who may talk to the endpoint: the `Host` and `Origin` checks against DNS rebinding
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from ._jsonrpc import (
+from .._jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -36,7 +36,7 @@ from ._jsonrpc import (
     Request,
     clip,
 )
-from ._wire import META_PROTOCOL_VERSION, MODERN_VERSIONS
+from .._wire import META_PROTOCOL_VERSION, MODERN_VERSIONS
 
 __all__ = (
     "HEADER_MISMATCH",

@@ -1,4 +1,4 @@
-"""Runs the Streamable HTTP app (`_http.HttpApp`) on uvicorn, the optional `http` extra: the
+"""Runs the Streamable HTTP app (`_app.HttpApp`) on uvicorn, the optional `http` extra: the
 only module that imports it.
 
 uvicorn is the HTTP server; this module adds what serving MCP needs of it and it does not do by
@@ -24,8 +24,9 @@ from collections.abc import Awaitable, Iterator
 from types import FrameType
 from typing import Any, Final
 
-from ._context import SHUTDOWN_GRACE_SECONDS
-from ._http import (
+from .._context import SHUTDOWN_GRACE_SECONDS
+from .._router import Server
+from ._app import (
     BODY_TIMEOUT_SECONDS,
     ENDPOINT,
     ENV_TOKEN,
@@ -33,8 +34,7 @@ from ._http import (
     HttpApp,
     HttpSettings,
 )
-from ._http_rules import HeadMeter, access_warning, login_accounts
-from ._router import Server
+from ._rules import HeadMeter, access_warning, login_accounts
 
 __all__ = ("SHUTDOWN_GRACE_SECONDS", "SHUTDOWN_MARGIN_SECONDS", "serve_http")
 

@@ -1,7 +1,7 @@
 """What may ship in an artifact of this project: the wheel, the sdist, the bundle, the image.
 
 One rule for all four (``hatch_build.py`` applies it to the wheel and the sdist, and so to the
-image, which installs a wheel it builds; ``bundle.py`` to the bundle; ``.dockerignore`` repeats
+image, which installs a wheel it builds; ``_bundle.py`` to the bundle; ``.dockerignore`` repeats
 the part of it a pattern can say). Each file gets one verdict:
 
 ``exclude``

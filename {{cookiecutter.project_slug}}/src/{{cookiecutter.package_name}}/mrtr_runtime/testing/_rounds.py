@@ -21,8 +21,8 @@ from typing import Any, Protocol, cast
 
 import anyio
 
-from ._jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, clip
-from ._wire import ELICIT, LIST_ROOTS, SAMPLE
+from .._jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, clip
+from .._wire import ELICIT, LIST_ROOTS, SAMPLE
 
 __all__ = (
     "DEFAULT_MAX_ROUNDS",
@@ -288,7 +288,7 @@ def _what(params: Mapping[str, Any]) -> str:
 
 
 def _as_result(method: str, key: str, value: object) -> dict[str, Any]:
-    from ._answers import Accepted, Cancelled, Declined
+    from .._answers import Accepted, Cancelled, Declined
 
     if method == ELICIT:
         if value is Declined or isinstance(value, Declined):

@@ -1,4 +1,4 @@
-"""This project's command line: the console script, and ``python -m <package>``.
+"""The project's command line (the console script, and ``python -m <package>``): ``main(project)``.
 
 With no command, or ``serve``
     Run the stdio MCP server (what hosts start). stdout is the wire; logs go to stderr.
@@ -15,7 +15,7 @@ With no command, or ``serve``
     (``--uv``: through ``uv run`` in this checkout; ``--installed``: ``uvx <slug>``, the package
     from PyPI).
 ``bundle [--output-dir DIR]``
-    Write ``dist/<slug>-<version>.mcpb``, an MCP Bundle of this project (see ``bundle.py``).
+    Write ``dist/<slug>-<version>.mcpb``, an MCP Bundle of this project (see ``_bundle.py``).
 ``keygen [--rotate | --force] [--path FILE]``
     Write a new requestState signing key file (mode 0600): ``$MRTR_SIGNING_KEY_FILE``, else the
     checkout's ``.mrtr-signing-key``, else this user's key file for an installed server.
@@ -37,33 +37,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import __version__, hosts
-from .app import NAME, build_server, default_key_file, project_root, user_key_file
-from .mrtr_runtime import redact_secrets
-from .mrtr_runtime.server import (
-    DEFAULT_TTL_SECONDS,
-    MAX_TTL_SECONDS,
+from .._config import (
     PREVIOUS_KEYS_FILE_NAME,
     Rotation,
-    Server,
+    Settings,
     SigningConfigError,
-    configure_logging,
     rotate_key_file,
-    serve_stdio,
     write_key_file,
 )
+from .._project import Project
+from .._redact import redact_secrets
+from .._router import Server
+from .._stdio import configure_logging, serve_stdio
+from .._tokens import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
+from . import _hosts as hosts
 
-PACKAGE = "{{ cookiecutter.package_name }}"
-#: ``uv run --extra`` for the optional dependencies the tools need.
-{%- if cookiecutter.include_aws_example == "yes" %}
-UV_EXTRAS: tuple[str, ...] = ("aws",)
-#: Hosts pass only HOME/PATH-like variables; these are copied into printed configs when set.
-PASS_THROUGH_ENV: tuple[str, ...] = ("AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION")
-{%- else %}
-UV_EXTRAS: tuple[str, ...] = ()
-#: Hosts pass only HOME/PATH-like variables; these are copied into printed configs when set.
-PASS_THROUGH_ENV: tuple[str, ...] = ()
-{%- endif %}
 KEY_FILE_ENV = hosts.KEY_FILE_ENV
 #: Where an installed server's per-user key file lives on Linux; copied into the installed form's
 #: env when set, so the server a host starts and ``keygen`` run from a shell use the same file.
@@ -96,12 +84,12 @@ def _port(text: str) -> int:
     return port
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(project: Project) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=NAME,
+        prog=project.name,
         description="A stdio MCP server. With no command, serve on stdin/stdout.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {project.version}")
     commands = parser.add_subparsers(dest="command", metavar="command")
     commands.add_parser("serve", help="run the stdio server (the default)")
     http = commands.add_parser(
@@ -177,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"key file (default: ${KEY_FILE_ENV}, the checkout's, or this user's)",
     )
     bundle = commands.add_parser(
-        "bundle", help=f"write {NAME}-{__version__}.mcpb, an MCP Bundle of this project"
+        "bundle", help=f"write {project.name}-{project.version}.mcpb, an MCP Bundle of this project"
     )
     bundle.add_argument(
         "--output-dir", type=Path, help="where to write it (default: the project's dist/)"
@@ -185,27 +173,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(project: Project, argv: Sequence[str] | None = None) -> int:
+    args = build_parser(project).parse_args(argv)
     if args.command == "config":
-        return print_config(args.host, use_uv=args.uv, installed=args.installed)
+        return print_config(project, args.host, use_uv=args.uv, installed=args.installed)
     if args.command == "keygen":
-        return keygen(force=args.force, rotate=args.rotate, path=args.path)
+        return keygen(project, force=args.force, rotate=args.rotate, path=args.path)
     if args.command == "bundle":
-        return write_bundle(args.output_dir)
+        return write_bundle(project, args.output_dir)
     if args.command == "http":
-        return serve_over_http(args.host, args.port)
+        return serve_over_http(project, args.host, args.port)
     if args.command == "health":
-        return health_check(args.url)
-    return serve()
+        return health_check(project, args.url)
+    return serve(project)
 
 
-def serve() -> int:
+def serve(project: Project) -> int:
     closed = _closed_stdio()
     if closed is not None:
-        sys.stderr.write(f"{NAME}: cannot start: {closed}\n")
+        sys.stderr.write(f"{project.name}: cannot start: {closed}\n")
         return 2
-    server = _server_or_none()
+    server = _server_or_none(project)
     return 2 if server is None else serve_stdio(server)
 
 
@@ -232,20 +220,20 @@ def _is_open(fd: int) -> bool:
     return True
 
 
-def serve_over_http(host: str, port: int) -> int:
+def serve_over_http(project: Project, host: str, port: int) -> int:
     _stdio_on_devnull()
     # Imported here: stdio serving never loads the HTTP side.
-    from .mrtr_runtime.server import HttpSettings, serve_http
+    from ..http import HttpSettings, serve_http
 
-    server = _server_or_none()
+    server = _server_or_none(project)
     if server is None:
         return 2
     try:
-        settings = HttpSettings.from_environment(os.environ, host=host, port=port)
+        settings = HttpSettings.from_settings(_settings_of(server), host=host, port=port)
     except ValueError as error:
-        sys.stderr.write(f"{NAME}: cannot start: {error}\n")
+        sys.stderr.write(f"{project.name}: cannot start: {error}\n")
         return 2
-    return serve_http(server, settings, name=NAME)
+    return serve_http(server, settings, name=project.name)
 
 
 def _stdio_on_devnull() -> None:
@@ -261,7 +249,7 @@ def _stdio_on_devnull() -> None:
             os.open(os.devnull, flags)
 
 
-def discover_request() -> tuple[bytes, dict[str, str]]:
+def discover_request(project: Project) -> tuple[bytes, dict[str, str]]:
     """The body and headers of a 2026-07-28 ``server/discover`` over Streamable HTTP."""
     body = {
         "jsonrpc": "2.0",
@@ -271,7 +259,10 @@ def discover_request() -> tuple[bytes, dict[str, str]]:
         "params": {
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": HEALTH_VERSION,
-                "io.modelcontextprotocol/clientInfo": {"name": f"{NAME} health", "version": "1"},
+                "io.modelcontextprotocol/clientInfo": {
+                    "name": f"{project.name} health",
+                    "version": "1",
+                },
                 "io.modelcontextprotocol/clientCapabilities": {},
             }
         },
@@ -284,7 +275,7 @@ def discover_request() -> tuple[bytes, dict[str, str]]:
         "MCP-Protocol-Version": HEALTH_VERSION,
         "Mcp-Method": "server/discover",
     }
-    token = os.environ.get("MRTR_HTTP_TOKEN", "").strip()
+    token = Settings.from_environment(os.environ).http_token
     if token:
         headers["Authorization"] = f"Bearer {token}"
     return json.dumps(body, separators=(",", ":")).encode("utf-8"), headers
@@ -323,13 +314,15 @@ def discover_problem(status: int, content_type: str, body: bytes) -> str | None:
     return None
 
 
-def health_check(url: str) -> int:
+def health_check(project: Project, url: str) -> int:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         # The URL can carry a password (userinfo) or a presigned token in its query.
-        sys.stderr.write(redact_secrets(f"{NAME}: unhealthy: not an http(s) URL: {url!r}") + "\n")
+        sys.stderr.write(
+            redact_secrets(f"{project.name}: unhealthy: not an http(s) URL: {url!r}") + "\n"
+        )
         return 1
-    body, headers = discover_request()
+    body, headers = discover_request(project)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     connection = kind(parts.hostname, parts.port, timeout=HEALTH_TIMEOUT_SECONDS)
     try:
@@ -342,37 +335,44 @@ def health_check(url: str) -> int:
     finally:
         connection.close()
     if problem is not None:
-        sys.stderr.write(redact_secrets(f"{NAME}: unhealthy: {url}: {problem}") + "\n")
+        sys.stderr.write(redact_secrets(f"{project.name}: unhealthy: {url}: {problem}") + "\n")
         return 1
     return 0
 
 
-def _server_or_none() -> Server | None:
+def _settings_of(server: Server) -> Settings:
+    return server.settings or Settings.from_environment(os.environ)
+
+
+def _server_or_none(project: Project) -> Server | None:
     """Logging configured and the server built, or None once the reason is on stderr."""
-    configure_logging()
+    # Every MRTR_* variable, read once: logging, the signing key and the transports share it.
+    settings = Settings.from_environment(os.environ)
+    configure_logging(settings)
     try:
-        return build_server()
+        return project.build_server(settings=settings)
     except SigningConfigError as error:
         # The message names the variable or file and how to fix it; it never quotes a key.
-        sys.stderr.write(f"{NAME}: cannot start: {error}\n")
+        sys.stderr.write(f"{project.name}: cannot start: {error}\n")
         return None
 
 
-def write_bundle(output_dir: Path | None) -> int:
+def write_bundle(project: Project, output_dir: Path | None) -> int:
     # Imported here: it loads every tool module to list the tools, which serving must not wait for.
-    from . import bundle
+    from . import _bundle as bundle
 
-    root = project_root()
+    root = project.root()
     if root is None:
         sys.stderr.write(
-            f"{NAME}: bundle needs the project's source tree; run it from an editable install "
+            f"{project.name}: bundle needs the project's source tree; run it from an editable "
+            "install "
             "(pip install -e . or uv sync)\n"
         )
         return 1
     try:
-        archive = bundle.build(root, (output_dir or root / "dist").absolute())
+        archive = bundle.build(project, root, (output_dir or root / "dist").absolute())
     except bundle.BundleError as error:
-        sys.stderr.write(f"{NAME}: cannot bundle: {error}\n")
+        sys.stderr.write(f"{project.name}: cannot bundle: {error}\n")
         return 1
     sys.stdout.write(f"{archive}\n")
     sys.stderr.write(
@@ -382,23 +382,29 @@ def write_bundle(output_dir: Path | None) -> int:
     return 0
 
 
-def _key_file_for_config() -> str | None:
-    named = os.environ.get(KEY_FILE_ENV, "").strip()
-    if named:
-        return str(Path(named).expanduser().absolute())
-    default = default_key_file()
+def _named_key_file() -> Path | None:
+    """MRTR_SIGNING_KEY_FILE (``~`` expanded), as the settings read it; None when unset."""
+    return Settings.from_environment(os.environ).signing_key_file
+
+
+def _key_file_for_config(project: Project) -> str | None:
+    named = _named_key_file()
+    if named is not None:
+        return str(named.absolute())
+    default = project.default_key_file()
     if default is None:
         sys.stderr.write(
-            f"note: not a source checkout; the server keeps its signing key in {_user_key_note()}\n"
+            "note: not a source checkout; the server keeps its signing key in "
+            f"{_user_key_note(project)}\n"
         )
         return None
     if not default.exists():
-        sys.stderr.write(f"note: {default} does not exist yet; run '{NAME} keygen'.\n")
+        sys.stderr.write(f"note: {default} does not exist yet; run '{project.name} keygen'.\n")
     return str(default)
 
 
-def _user_key_note() -> str:
-    path = user_key_file()
+def _user_key_note(project: Project) -> str:
+    path = project.user_key_file()
     if path is None:
         return "no file: HOME is unset, so it signs with a per-process key"
     return f"{path} (created on its first start)"
@@ -422,105 +428,116 @@ def _uvx() -> str | None:
     return str(Path(uvx).absolute()) if uvx else None
 
 
-def _installed_launch(uvx: str) -> hosts.Launch:
-    extra_env = {name: os.environ[name] for name in PASS_THROUGH_ENV if os.environ.get(name)}
+def _installed_launch(project: Project, uvx: str) -> hosts.Launch:
+    extra_env = {
+        name: os.environ[name] for name in project.pass_through_env if os.environ.get(name)
+    }
     state_home = os.environ.get(STATE_HOME_ENV, "").strip()
     if state_home:
         extra_env[STATE_HOME_ENV] = state_home
-    named = os.environ.get(KEY_FILE_ENV, "").strip()
+    named = _named_key_file()
     return hosts.uvx_launch(
         uvx,
-        NAME,
-        extras=UV_EXTRAS,
-        key_file_path=str(Path(named).expanduser().absolute()) if named else None,
+        project.name,
+        extras=project.uv_extras,
+        key_file_path=str(named.absolute()) if named is not None else None,
         extra_env=extra_env,
     )
 
 
-def print_config(host: str, *, use_uv: bool, installed: bool = False) -> int:
+def print_config(project: Project, host: str, *, use_uv: bool, installed: bool = False) -> int:
     windows = os.name == "nt"
     if installed:
         uvx = _uvx()
         if uvx is None:
             sys.stderr.write(
-                f"{NAME}: --installed needs uvx on PATH (it comes with uv: "
+                f"{project.name}: --installed needs uvx on PATH (it comes with uv: "
                 "https://docs.astral.sh/uv/); leave out --installed to use this interpreter\n"
             )
             return 1
         sys.stderr.write(
-            f"note: this starts {NAME} as published on PyPI (README.md, Publishing); the server "
-            f"keeps its signing key in {_user_key_note()}\n"
+            f"note: this starts {project.name} as published on PyPI (README.md, Publishing); the "
+            "server "
+            f"keeps its signing key in {_user_key_note(project)}\n"
         )
-        return _write_config(host, _installed_launch(uvx), windows=windows)
-    key_file = _key_file_for_config()
-    extra_env = {name: os.environ[name] for name in PASS_THROUGH_ENV if os.environ.get(name)}
+        return _write_config(project, host, _installed_launch(project, uvx), windows=windows)
+    key_file = _key_file_for_config(project)
+    extra_env = {
+        name: os.environ[name] for name in project.pass_through_env if os.environ.get(name)
+    }
     if use_uv:
         uv = shutil.which("uv")
-        root = project_root()
+        root = project.root()
         if uv is None or root is None:
             sys.stderr.write(
-                f"{NAME}: --uv needs uv on PATH and the project's source tree; "
+                f"{project.name}: --uv needs uv on PATH and the project's source tree; "
                 "leave out --uv to use this interpreter\n"
             )
             return 1
         uv_path = str(Path(uv).absolute())
-        sys.stderr.write(hosts.uv_sync_first(uv_path, str(root), extras=UV_EXTRAS) + "\n")
+        sys.stderr.write(hosts.uv_sync_first(uv_path, str(root), extras=project.uv_extras) + "\n")
         launch = hosts.uv_launch(
             uv_path,
             str(root),
-            NAME,
+            project.name,
             key_file_path=key_file,
-            extras=UV_EXTRAS,
+            extras=project.uv_extras,
             extra_env=extra_env,
         )
-        return _write_config(host, launch, windows=windows)
-    launch = hosts.venv_launch(_interpreter(), PACKAGE, key_file_path=key_file, extra_env=extra_env)
-    status = _write_config(host, launch, windows=windows)
+        return _write_config(project, host, launch, windows=windows)
+    launch = hosts.venv_launch(
+        _interpreter(), project.package, key_file_path=key_file, extra_env=extra_env
+    )
+    status = _write_config(project, host, launch, windows=windows)
     uvx = _uvx()
     if host != "all":
         if uvx is not None:
             sys.stderr.write(
-                f"Installed from PyPI instead: {' '.join(_installed_launch(uvx).argv())} "
-                f"('{NAME} config {host} --installed' prints that config).\n"
+                f"Installed from PyPI instead: {' '.join(_installed_launch(project, uvx).argv())} "
+                f"('{project.name} config {host} --installed' prints that config).\n"
             )
         return status
     if uvx is None:
         sys.stdout.write(
             "\n== Installed from PyPI ==\nOnce published (README.md, Publishing), hosts can "
-            f"start it with 'uvx {NAME}'; install uv for '{NAME} config <host> --installed'.\n"
+            f"start it with 'uvx {project.name}'; install uv for "
+            f"'{project.name} config <host> --installed'.\n"
         )
         return status
     sys.stdout.write(
         "\n== Installed from PyPI ==\nOnce published (README.md, Publishing), hosts can start "
-        f"the package instead of this checkout; '{NAME} config <host> --installed' prints this "
+        "the package instead of this checkout; "
+        f"'{project.name} config <host> --installed' prints this "
         "form for each host. Claude Desktop:\n"
-        + hosts.snippet("claude-desktop", NAME, _installed_launch(uvx), windows=windows)
+        + hosts.snippet(
+            "claude-desktop", project.name, _installed_launch(project, uvx), windows=windows
+        )
         + "\n"
     )
     return status
 
 
-def _write_config(host: str, launch: hosts.Launch, *, windows: bool) -> int:
+def _write_config(project: Project, host: str, launch: hosts.Launch, *, windows: bool) -> int:
     if host == "all":
-        sys.stdout.write(hosts.render_all(NAME, launch, windows=windows))
+        sys.stdout.write(hosts.render_all(project.name, launch, windows=windows))
         return 0
     sys.stderr.write(hosts.where(host) + "\n")
-    sys.stdout.write(hosts.snippet(host, NAME, launch, windows=windows) + "\n")
+    sys.stdout.write(hosts.snippet(host, project.name, launch, windows=windows) + "\n")
     return 0
 
 
-def _default_key_path() -> Path | None:
-    named = os.environ.get(KEY_FILE_ENV, "").strip()
-    if named:
-        return Path(named)
-    return default_key_file() or user_key_file()
+def _default_key_path(project: Project) -> Path | None:
+    named = _named_key_file()
+    if named is not None:
+        return named
+    return project.default_key_file() or project.user_key_file()
 
 
-def keygen(*, force: bool, rotate: bool, path: Path | None) -> int:
-    target = path or _default_key_path()
+def keygen(project: Project, *, force: bool, rotate: bool, path: Path | None) -> int:
+    target = path or _default_key_path(project)
     if target is None:
         sys.stderr.write(
-            f"{NAME}: no source checkout and no home directory for this user's key file; "
+            f"{project.name}: no source checkout and no home directory for this user's key file; "
             "pass --path FILE\n"
         )
         return 1
@@ -528,7 +545,8 @@ def keygen(*, force: bool, rotate: bool, path: Path | None) -> int:
     exists = os.path.lexists(target)
     if exists and not (force or rotate):
         sys.stderr.write(
-            f"{NAME}: {target} already exists; 'keygen --rotate' replaces it and keeps the old "
+            f"{project.name}: {target} already exists; 'keygen --rotate' replaces it and keeps the "
+            "old "
             "key for the rounds in flight, 'keygen --force' replaces it and drops the old key\n"
         )
         return 1
@@ -539,7 +557,7 @@ def keygen(*, force: bool, rotate: bool, path: Path | None) -> int:
             rotation = rotate_key_file(target)
         except SigningConfigError as error:
             sys.stderr.write(
-                f"{NAME}: cannot rotate: {error} (or 'keygen --force' drops the old key)\n"
+                f"{project.name}: cannot rotate: {error} (or 'keygen --force' drops the old key)\n"
             )
             return 1
         key = rotation.current

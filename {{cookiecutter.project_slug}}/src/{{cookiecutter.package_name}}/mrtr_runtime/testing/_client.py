@@ -29,8 +29,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._client_rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient
-from ._jsonrpc import (
+from .._jsonrpc import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     InvalidMessage,
@@ -46,13 +45,14 @@ from ._jsonrpc import (
     parse_message,
     success_response,
 )
-from ._wire import (
+from .._wire import (
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
     MODERN_VERSIONS,
 )
+from ._rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient
 
 __all__ = ("ClientSession", "NotificationHandler", "SessionClosed")
 

@@ -24,9 +24,11 @@ length of an ``async with`` block.
 
 from __future__ import annotations
 
-from ._answers import Accepted, Cancelled, Declined
+from .._answers import Accepted, Cancelled, Declined
+from .._jsonrpc import RpcError
 from ._client import ClientSession, SessionClosed
-from ._client_rounds import (
+from ._memory import MemoryClient, Subscription
+from ._rounds import (
     InputHandler,
     InvalidServerResponse,
     Requester,
@@ -37,8 +39,6 @@ from ._client_rounds import (
     default_input_handler,
     request_with_inputs,
 )
-from ._jsonrpc import RpcError
-from ._memory import MemoryClient, Subscription
 
 __all__ = (
     "Accepted",

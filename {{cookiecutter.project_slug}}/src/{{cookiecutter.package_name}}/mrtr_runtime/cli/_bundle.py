@@ -9,7 +9,7 @@ PyPI the first time the bundle starts. A bundle of the ``python`` type would hav
 them, and pydantic's compiled core ties such a bundle to one platform.
 
 ``manifest.json`` in the project is the source: this command copies it with ``version`` set to
-the package's ``__version__`` and ``tools`` listed from the tools registry, so a new tool needs
+the project's version and ``tools`` listed from the tools registry, so a new tool needs
 no edit there. The archive is what the official CLI's ``mcpb pack`` writes for the same files
 (deflate, Unix permissions kept), made with the standard library so that bundling needs no
 Node. ``npx @anthropic-ai/mcpb validate`` and ``info`` read it.
@@ -26,10 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import __version__, tools
-from ._artifact_filter import EXCLUDE, ArtifactFilter, ArtifactRefused
-from .app import NAME
-from .tools import registry
+from .._project import Project
+from ._artifacts import EXCLUDE, ArtifactFilter, ArtifactRefused
 
 MANIFEST = "manifest.json"
 #: Beside ``src/``, what uv needs to install the project from the bundle (the build hook too:
@@ -41,11 +39,11 @@ class BundleError(Exception):
     """The project cannot be bundled; the message says why and what to do."""
 
 
-def tool_entries() -> list[dict[str, str]]:
+def tool_entries(project: Project) -> list[dict[str, str]]:
     """The manifest's ``tools``: every registered tool, with its description's first paragraph."""
-    registry.load_package(tools.__name__)
+    project.registry.load_package(project.tools.__name__)
     entries = []
-    for tool in registry.tools.values():
+    for tool in project.registry.tools.values():
         entry = {"name": tool.name}
         description = str(tool.summary.get("description", "")).split("\n\n", 1)[0]
         if description:
@@ -54,26 +52,26 @@ def tool_entries() -> list[dict[str, str]]:
     return entries
 
 
-def bundle_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
-    """``manifest`` with this package's version and the registry's tools and prompts."""
+def bundle_manifest(project: Project, manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` with the project's version and the registry's tools and prompts."""
     filled = dict(manifest)
-    filled["version"] = __version__
-    filled["tools"] = tool_entries()
+    filled["version"] = project.version
+    filled["tools"] = tool_entries(project)
     # A manifest prompt is a fixed text; ours are asked for at run time, so only flag them.
-    if registry.prompts:
+    if project.registry.prompts:
         filled["prompts_generated"] = True
     return filled
 
 
-def source_files(root: Path) -> Iterator[Path]:
+def source_files(project: Project, root: Path) -> Iterator[Path]:
     """The files of ``src/`` that ship, relative to ``root``, sorted.
 
-    What ships is decided by ``_artifact_filter``, as for the wheel and the sdist: hidden files,
+    What ships is decided by ``_artifacts``, as for the wheel and the sdist: hidden files,
     byte code and backup copies are left out; a link, a copy of a signing key or a credential
     file stops the bundle (``BundleError`` names each one), for a bundle is handed to other
     people.
     """
-    gate = ArtifactFilter.for_project(root, NAME, os.environ)
+    gate = ArtifactFilter.for_project(root, project.name, os.environ)
     shipped: list[Path] = []
     refused: list[tuple[str, str]] = []
     for path, relative, verdict in gate.walk(root, root / "src"):
@@ -90,7 +88,7 @@ def source_files(root: Path) -> Iterator[Path]:
     yield from shipped
 
 
-def lay_out(root: Path, target: Path) -> None:
+def lay_out(project: Project, root: Path, target: Path) -> None:
     """Write the bundle's directory: the manifest, the project files and ``src/``."""
     try:
         manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
@@ -102,10 +100,10 @@ def lay_out(root: Path, target: Path) -> None:
         if not (root / name).is_file():
             raise BundleError(f"{root / name} is missing; uv needs it to install the bundle")
         shutil.copy2(root / name, target / name)
-    for relative in source_files(root):
+    for relative in source_files(project, root):
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / relative, target / relative)
-    text = json.dumps(bundle_manifest(manifest), indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(bundle_manifest(project, manifest), indent=2, ensure_ascii=False) + "\n"
     (target / MANIFEST).write_text(text, encoding="utf-8")
 
 
@@ -124,10 +122,10 @@ def pack(directory: Path, archive: Path) -> None:
     partial.replace(archive)
 
 
-def build(root: Path, output_dir: Path) -> Path:
+def build(project: Project, root: Path, output_dir: Path) -> Path:
     """Lay the bundle out in a temporary directory and write ``<slug>-<version>.mcpb``."""
-    archive = output_dir / f"{NAME}-{__version__}.mcpb"
-    with tempfile.TemporaryDirectory(prefix=f"{NAME}-bundle-") as staging:
-        lay_out(root, Path(staging))
+    archive = output_dir / f"{project.name}-{project.version}.mcpb"
+    with tempfile.TemporaryDirectory(prefix=f"{project.name}-bundle-") as staging:
+        lay_out(project, root, Path(staging))
         pack(Path(staging), archive)
     return archive

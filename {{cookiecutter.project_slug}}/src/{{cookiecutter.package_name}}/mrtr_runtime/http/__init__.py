@@ -1,0 +1,17 @@
+"""The Streamable HTTP wing (2026-07-28, basic/transports/streamable-http): the ASGI app, its
+sans-IO rules, and the uvicorn runner (the project's optional ``http`` extra).
+
+Nothing here is imported when serving stdio: ``mrtr_runtime.server`` loads these names on first
+use.
+
+- ``_rules.py``: who may ask (Host, Origin, bearer tokens), headers against the body, statuses.
+- ``_app.py``: ``HttpApp``, the ASGI app over the same ``Server`` the stdio transport uses.
+- ``_uvicorn.py``: ``serve_http``, bounded connections and heads, the stop at SIGTERM.
+"""
+
+from __future__ import annotations
+
+from ._app import HttpApp, HttpSettings
+from ._uvicorn import serve_http
+
+__all__ = ("HttpApp", "HttpSettings", "serve_http")
