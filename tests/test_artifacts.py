@@ -527,7 +527,7 @@ def test_the_filter_looks_for_the_per_user_key_where_the_runtime_keeps_it(
     ]
     script = (
         "import json, sys\n"
-        f"from {DEFAULT_PACKAGE}.mrtr_runtime.server import per_user_key_path\n"
+        f"from {DEFAULT_PACKAGE}.mrtr_runtime._config import per_user_key_path\n"
         "for environ in json.loads(sys.argv[1]):\n"
         f"    path = per_user_key_path({DEFAULT_SLUG!r}, environ, platform={platform!r})\n"
         "    print(path)\n"

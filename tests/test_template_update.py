@@ -9,7 +9,10 @@ untouched. The runtime's header names the template version, which CHANGELOG.md d
 
 And the same from the last 0.4.0 commit (the template's own history) to this checkout: the update
 that moved the command line, host configs and bundle into the runtime leaves no conflict, and the
-author's tool and test still pass.
+author's tool is intact. The author's test, written on 0.4.0's testing face (`call_tool` returned
+the wire's dict), fails under the project's `filterwarnings = ["error"]` with a message saying
+what to write instead (0.5.0's `ToolCallResult` still reads `result["content"]`, with a
+DeprecationWarning); rewritten so, it passes.
 """
 
 from __future__ import annotations
@@ -50,7 +53,21 @@ async def word_count(text: str, *, ctx: Context) -> str:
     """Count the words of a text."""
     return str(len(text.split()))
 '''
-USER_TEST = f"""from typing import Any
+USER_TEST_PATH = Path("tests/test_word_count.py")
+USER_TEST = f"""import pytest
+
+from {DEFAULT_PACKAGE}.app import build_server
+from {DEFAULT_PACKAGE}.mrtr_runtime.testing import MemoryClient
+
+
+@pytest.mark.anyio
+async def test_word_count_counts_the_words() -> None:
+    client = MemoryClient(build_server())
+    result = await client.call_tool("word_count", {{"text": "one two  three"}})
+    assert result.text == "3"
+"""
+#: The same test on the 0.4.0 testing face, where call_tool returned the wire's dict.
+USER_TEST_0_4_0 = f"""from typing import Any
 
 import pytest
 
@@ -66,8 +83,15 @@ async def test_word_count_counts_the_words() -> None:
 """
 USER_FILES = {
     Path(f"src/{DEFAULT_PACKAGE}/tools/word_count.py"): USER_TOOL,
-    Path("tests/test_word_count.py"): USER_TEST,
+    USER_TEST_PATH: USER_TEST,
 }
+USER_FILES_0_4_0 = {**USER_FILES, USER_TEST_PATH: USER_TEST_0_4_0}
+#: What the 0.5.0 runtime says to a test that reads call_tool's result as the 0.4.0 dict.
+OLD_FACE_ADVICE = (
+    "call_tool() returns a ToolCallResult since runtime 0.5.0; result['content'] reads the old "
+    "wire dict: write result.content (the blocks) or result.text (their text, joined) instead"
+)
+PASSED = "PASSED tests/test_word_count.py::test_word_count_counts_the_words"
 
 
 def template_version(runtime_init: str) -> tuple[int, int, int]:
@@ -132,8 +156,9 @@ def extract_commit(commit: str, destination: Path) -> None:
     archive.unlink()
 
 
-def install_and_test(project: Path, env: dict[str, str]) -> tuple[Path, str]:
-    """The project as its README installs it; its own tests' output (they must pass)."""
+def install_and_test(project: Path, env: dict[str, str], *, check: bool = True) -> tuple[Path, str]:
+    """The project as its README installs it; its own tests' output (they must pass, unless
+    ``check`` is false)."""
     run(
         [sys.executable, "-m", "uv", "venv", "--quiet", "--python", sys.executable, ".venv"],
         cwd=project,
@@ -143,7 +168,10 @@ def install_and_test(project: Path, env: dict[str, str]) -> tuple[Path, str]:
     install = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", python]
     run([*install, "-e", ".[dev]"], cwd=project, env=env, timeout=900)
     tests = run(
-        [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"], cwd=project, env=env
+        [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"],
+        cwd=project,
+        env=env,
+        check=check,
     )
     return python, tests.stdout
 
@@ -220,7 +248,7 @@ def test_cruft_update_brings_a_runtime_fix_and_keeps_the_projects_own_tool(
 
     # The project as its README installs it, with its own tests (the author's included).
     python, tests = install_and_test(project, env)
-    assert "PASSED tests/test_word_count.py::test_word_count_counts_the_words" in tests
+    assert PASSED in tests
     arrived = run(
         [
             python,
@@ -257,7 +285,7 @@ def test_cruft_update_from_0_4_0_moves_the_house_and_keeps_the_projects_own_tool
     key = (project / KEY_FILE).read_bytes()
     run(["git", "init", "-q"], cwd=project, env=env)
     commit_all(project, "baked with cruft from 0.4.0", env)
-    for relative, text in USER_FILES.items():
+    for relative, text in USER_FILES_0_4_0.items():
         (project / relative).write_text(text, encoding="utf-8")
     commit_all(project, "word_count: a tool of our own", env)
 
@@ -278,12 +306,20 @@ def test_cruft_update_from_0_4_0_moves_the_house_and_keeps_the_projects_own_tool
         assert (runtime / wing / "__init__.py").is_file(), wing
     assert "PROJECT = Project(" in (package / "app.py").read_text(encoding="utf-8")
     assert (project / KEY_FILE).read_bytes() == key
-    for relative, text in USER_FILES.items():
+    for relative, text in USER_FILES_0_4_0.items():
         assert (project / relative).read_text(encoding="utf-8") == text
     assert json.loads((project / ".cruft.json").read_text(encoding="utf-8"))["commit"] == updated_to
 
-    python, tests = install_and_test(project, env)
-    assert "PASSED tests/test_word_count.py::test_word_count_counts_the_words" in tests
+    # The author's test reads call_tool's result as 0.4.0's dict. It still reads, with a
+    # DeprecationWarning; the project's own filterwarnings = ["error"] makes that a failure that
+    # says what to write instead, and the test written so passes.
+    python, tests = install_and_test(project, env, check=False)
+    assert "FAILED tests/test_word_count.py::test_word_count_counts_the_words" in tests, tests
+    assert OLD_FACE_ADVICE in tests, tests
+    assert re.search(r"^1 failed, \d+ passed", tests, re.MULTILINE), tests  # only that one
+    (project / USER_TEST_PATH).write_text(USER_TEST, encoding="utf-8")
+    rerun = [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", str(USER_TEST_PATH)]
+    assert PASSED in run(rerun, cwd=project, env=env).stdout
     # The console script moved to app:main; the reinstalled project starts through it.
     version = run([python, "-m", DEFAULT_PACKAGE, "--version"], cwd=project, env=env)
     assert version.stdout.split() == [DEFAULT_SLUG, "0.1.0"]

@@ -78,7 +78,12 @@ from mrtr_runtime import (  # noqa: E402
 from mrtr_runtime._answers import ElicitResult  # noqa: E402
 from mrtr_runtime._tokens import KeyRing, RequestStateCodec, parse_signing_key  # noqa: E402
 from mrtr_runtime.server import Server  # noqa: E402
-from mrtr_runtime.testing import ClientSession, MemoryClient, RpcError  # noqa: E402
+from mrtr_runtime.testing import (  # noqa: E402
+    ClientSession,
+    MemoryClient,
+    RpcError,
+    ToolCallResult,
+)
 
 Json = dict[str, Any]
 
@@ -416,9 +421,9 @@ def accept(**content: Any) -> Json:
     return {"action": "accept", "content": content}
 
 
-def text_of(result: Mapping[str, Any]) -> str:
-    """The text of a tools/call result's single text block."""
-    content = result["content"]
+def text_of(result: Mapping[str, Any] | ToolCallResult) -> str:
+    """The text of a tools/call result's single text block (a wire dict or call_tool's)."""
+    content = result.content if isinstance(result, ToolCallResult) else result["content"]
     assert len(content) == 1, content
     assert content[0]["type"] == "text"
     text: str = content[0]["text"]

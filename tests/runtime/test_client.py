@@ -17,19 +17,21 @@ from typing import Any, cast
 import anyio
 import pytest
 
+from mrtr_runtime._answers import Accepted
 from mrtr_runtime._jsonrpc import LineSplitter
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import (
-    Accepted,
     ClientSession,
     Declined,
-    InvalidServerResponse,
     MemoryClient,
     RpcError,
-    SessionClosed,
     TooManyRounds,
-    UnexpectedInput,
     answers,
+)
+from mrtr_runtime.testing._client import SessionClosed
+from mrtr_runtime.testing._rounds import (
+    InvalidServerResponse,
+    UnexpectedInput,
     call_tool_with_inputs,
     default_input_handler,
     request_with_inputs,
@@ -501,6 +503,80 @@ async def test_memory_client_call_meta_adds_to_its_own_and_progress_is_collected
     assert {p["progressToken"] for p in progress} == {"p-1"}
 
 
+@pytest.mark.anyio
+async def test_call_tool_shows_the_progress_the_tool_reported_in_process() -> None:
+    client = MemoryClient(make_server())
+
+    result = await client.call_tool("progress_steps")
+
+    # basic/utilities/progress: the server drops the repeat and the step back; the test sees
+    # what reached the client, for this call only, without asking for a progressToken.
+    assert result.progress == ((1.0, 3.0, "step 1.0"), (2.0, 3.0, "step 2.0"), (3.0, None, None))
+    assert result.progress[0].message == "step 1.0"
+    second = await client.call_tool("progress_steps")
+    assert second.progress == result.progress  # its own call's notifications, not the first's
+
+
+@pytest.mark.anyio
+async def test_call_tool_returns_a_typed_result_with_its_rounds() -> None:
+    client = MemoryClient(make_server(), elicitation=answers(DEPLOY_YES))
+
+    result = await client.call_tool("deploy_stack", {"stack": "prod-api"})
+
+    assert result.text == "Deployed prod-api successfully"
+    assert result.content == ({"type": "text", "text": "Deployed prod-api successfully"},)
+    assert result.structured == {}  # a str tool sends no structuredContent
+    assert result.is_error is False
+    assert result.rounds == 1
+    assert result.asked == (("confirm", "role-arn"),)
+    assert result.progress == ()
+    plain = await MemoryClient(make_server()).call_tool("echo", {"text": "hi"})
+    assert (plain.text, plain.rounds, plain.asked) == ("hi", 0, ())
+
+
+@pytest.mark.anyio
+async def test_a_refused_answer_ends_in_too_many_rounds_quoting_the_servers_reason() -> None:
+    # "yes" is not a boolean: the server asks again, saying why, and answers() keeps
+    # giving the same answer. The error must say what the server said, for which key.
+    client = MemoryClient(
+        make_server(),
+        elicitation=answers({"confirm": {"confirmed": "yes"}, "role-arn": {"arn": ARN}}),
+    )
+
+    with pytest.raises(TooManyRounds) as raised:
+        await client.call_tool("deploy_stack", {"stack": "prod-api"}, max_rounds=3)
+
+    message = str(raised.value)
+    assert "pending input keys: 'confirm'" in message
+    assert "The server asked again for 'confirm', saying " in message
+    assert "That answer was not valid (confirmed: Input should be a valid boolean)" in message
+    assert "confirmed" in raised.value.asked_again["confirm"]
+    assert "Deploy stack 'prod-api' to AWS production?" in raised.value.asked_again["confirm"]
+    assert "usually a server bug" not in message
+    assert raised.value.pending_keys == ("confirm",)
+
+
+def test_too_many_rounds_without_new_words_still_blames_a_looping_server() -> None:
+    error = TooManyRounds("tools/call", 2, ["again-2"])
+
+    assert "usually a server bug" in str(error)
+    assert error.asked_again == {}
+
+
+@pytest.mark.anyio
+async def test_the_04_dict_face_still_reads_but_warns_what_to_write_instead() -> None:
+    result = await MemoryClient(make_server()).call_tool("echo", {"text": "hi"})
+
+    with pytest.warns(DeprecationWarning, match=r"result\['content'\].*write result\.content"):
+        assert result["content"][0]["text"] == "hi"
+    with pytest.warns(DeprecationWarning, match=r"write result\.is_error"):
+        assert "isError" not in result
+    with pytest.warns(DeprecationWarning, match=r"write result\.structured"):
+        assert result.get("structuredContent") is None
+    with pytest.warns(DeprecationWarning, match="ToolCallResult since runtime 0.5.0"):
+        assert result["resultType"] == "complete"
+
+
 class ScriptedServer:
     """Stands in for a Server: answers every request with ``response`` (result or error)."""
 
@@ -571,7 +647,7 @@ async def test_memory_client_legacy_request_without_a_callback_is_refused_like_a
 
     result = await client.call_tool("ask", {"topic": "tea"})
 
-    assert result["isError"] is True
+    assert result.is_error
     assert "-32600" in text_of(result)
 
 
@@ -602,7 +678,7 @@ async def test_three_round_tool_completes_over_pipes_sending_only_each_rounds_an
             messages = await received(session)
             sent_states = (await session.request("fake/received", {}))["sentStates"]
 
-    assert result["structuredContent"] == {
+    assert result.structured == {
         "answers": {"a": await accept_ada({}), "b": await sample_hi({}), "c": {"roots": []}}
     }
     calls = tool_calls(messages)
@@ -620,7 +696,7 @@ async def test_session_answers_by_key_with_answers() -> None:
         ) as session:
             result = await session.call_tool("pair")
 
-    assert result["structuredContent"] == {
+    assert result.structured == {
         "inputResponses": {
             "confirm": {"action": "accept", "content": {"ok": "y"}},
             "name": {"action": "decline"},
@@ -647,6 +723,19 @@ async def test_every_modern_request_carries_meta_and_ids_increase() -> None:
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     assert session.protocol_violations == []
+
+
+@pytest.mark.anyio
+async def test_session_call_tool_shows_its_progress_over_pipes() -> None:
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(fake()) as session:
+            result = await session.call_tool("progress")
+            other = await session.call_tool("progress")
+
+    # Written before the response on the same pipe, so read before the call returns.
+    assert result.progress == ((1, 2, None), (2, 2, None))
+    assert result.text == "progressed"
+    assert other.progress == result.progress
 
 
 @pytest.mark.anyio
@@ -680,7 +769,7 @@ async def test_state_only_tool_completes_over_pipes_with_tokens_echoed_byte_exac
             sent_states = (await session.request("fake/received", {}))["sentStates"]
 
     # The fake server completes only if each token came back exactly as it sent it.
-    assert result["content"] == [{"type": "text", "text": "settled"}]
+    assert result.content == ({"type": "text", "text": "settled"},)
     assert isinstance(sent_states, list)
     assert len(sent_states) == 2
     assert session.protocol_violations == []
@@ -712,10 +801,10 @@ async def test_legacy_session_initializes_and_answers_server_requests_with_its_c
         async with ClientSession.spawn(
             fake("legacy"), era="legacy", elicitation=accept_ada, sampling=sample_hi
         ) as session:
-            result: Json = await session.call_tool("ask", {})
+            result = await session.call_tool("ask", {})
             messages = await received(session)
 
-    responses = result["structuredContent"]["responses"]
+    responses = result.structured["responses"]
     assert responses["s-ping"] == {"id": "s-ping", "result": {}}
     assert responses["s-elicit"]["result"] == await accept_ada({})
     assert responses["s-sample"]["result"] == await sample_hi({})
@@ -726,7 +815,8 @@ async def test_legacy_session_initializes_and_answers_server_requests_with_its_c
     assert initialize["params"]["protocolVersion"] == "2025-11-25"
     assert initialize["params"]["capabilities"] == {**ELICITATION, "sampling": {}}
     assert initialized == {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert all("_meta" not in m.get("params", {}) for m in messages)
+    # 2025-11-25 has no per-request _meta of the era's; a progressToken is all a call sends.
+    assert all(set(m.get("params", {}).get("_meta", {})) <= {"progressToken"} for m in messages)
     assert session.protocol_version == "2025-11-25"
     assert session.protocol_violations == []
 

@@ -24,10 +24,8 @@ from mrtr_runtime import Context, InputRequired, Registry, SamplingResult, sampl
 from mrtr_runtime._capabilities import ClientCapabilities
 from mrtr_runtime._tokens import digest_arguments
 from mrtr_runtime.server import Server
-from mrtr_runtime.testing import (
-    MemoryClient,
-    RpcError,
-    TooManyRounds,
+from mrtr_runtime.testing import MemoryClient, RpcError, TooManyRounds
+from mrtr_runtime.testing._rounds import (
     call_tool_with_inputs,
     default_input_handler,
     request_with_inputs,

@@ -435,7 +435,5 @@ async def test_the_form_travels_and_its_answer_comes_back_in_both_eras(era: str)
     if era == "legacy":
         await client.initialize()
     result = await client.call_tool("test_elicitation_sep1330_enums")
-    assert result["content"][0]["text"] == (
-        f"Elicitation completed: content={json.dumps(SEP1330_ANSWER)}"
-    )
+    assert result.text == (f"Elicitation completed: content={json.dumps(SEP1330_ANSWER)}")
     assert seen[0]["requestedSchema"] == elicit_form("Pick", Sep1330).params["requestedSchema"]

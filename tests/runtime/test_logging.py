@@ -99,7 +99,7 @@ async def test_modern_sends_nothing_without_a_log_level() -> None:
     # that does not include the field.
     client = MemoryClient(make_server())
     result = await client.call_tool("log_every_level")
-    assert result["content"][0]["text"] == "logged"
+    assert result.text == "logged"
     assert messages(client) == []
 
 
@@ -196,7 +196,7 @@ async def test_one_request_sends_at_most_max_log_messages(
 ) -> None:
     client = MemoryClient(make_server())
     result = await client.call_tool("log_many", {"count": count}, meta={META_LOG_LEVEL: "info"})
-    assert result["content"][0]["text"] == "logged"
+    assert result.text == "logged"
     assert len(messages(client)) == MAX_LOG_MESSAGES
     assert messages(client)[-1]["data"] == {"number": MAX_LOG_MESSAGES - 1}
     stopped = [r for r in caplog.records if "log messages to the client stopped" in r.message]
@@ -211,7 +211,7 @@ async def test_log_messages_and_progress_to_the_client_carry_no_secret() -> None
     result = await client.call_tool(
         "log_a_library_error", meta={META_LOG_LEVEL: "info", "progressToken": "p"}
     )
-    assert result["content"][0]["text"] == "logged"
+    assert result.text == "logged"
     sent = str(client.notifications)
     for secret in (KEY_ID, SECRET_KEY, SESSION_TOKEN):
         assert secret not in sent
@@ -225,14 +225,14 @@ async def test_log_messages_and_progress_to_the_client_carry_no_secret() -> None
 async def test_data_that_is_not_json_is_the_tools_error() -> None:
     client = MemoryClient(make_server())
     result = await client.call_tool("log_not_json", meta={META_LOG_LEVEL: "info"})
-    assert result["isError"] is True
+    assert result.is_error
     assert messages(client) == []
 
 
 async def test_an_unknown_level_from_the_tool_is_its_error() -> None:
     client = MemoryClient(make_server())
     result = await client.call_tool("log_bad_level", meta={META_LOG_LEVEL: "debug"})
-    assert result["isError"] is True
+    assert result.is_error
 
 
 async def test_nothing_is_logged_after_a_cancel() -> None:

@@ -421,10 +421,8 @@ async def test_a_tool_errors_message_is_redacted_in_the_result() -> None:
         raise ToolError(f"call failed: b'<SessionToken>{ASSUMED['SessionToken']}</SessionToken>'")
 
     result = await MemoryClient(make_server(registry=registry)).call_tool("fails_quoting")
-    assert result["isError"] is True
-    assert result["content"][0]["text"] == (
-        "call failed: b'<SessionToken>[redacted]</SessionToken>'"
-    )
+    assert result.is_error
+    assert result.text == ("call failed: b'<SessionToken>[redacted]</SessionToken>'")
 
 
 @pytest.mark.anyio

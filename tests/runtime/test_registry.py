@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from mrtr_runtime import (
     Context,
@@ -29,7 +29,7 @@ from mrtr_runtime import (
     elicit_form,
 )
 from mrtr_runtime.testing import MemoryClient
-from support import ALL_CAPABILITIES, Json, make_server, text_of
+from support import ALL_CAPABILITIES, PACKAGE, Json, make_server, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -548,22 +548,63 @@ class Other(BaseModel):
     note: str
 
 
-async def test_output_model_wins_over_the_annotation_and_says_what_it_cannot() -> None:
-    registry = Registry()
+class DetailedReport(Report):
+    detail: str = ""
 
-    @registry.tool(output_model=Other)
-    async def explicit() -> Report:
-        return Report(status="ok", count=1)
+
+class AnyReport(RootModel[Report | Other]):
+    pass
+
+
+async def test_output_model_says_what_the_annotation_cannot() -> None:
+    registry = Registry()
 
     @registry.tool(output_model=Report)
     async def either() -> Report | Other:
         return Report(status="failed", count=0)
 
+    @registry.tool(output_model=Report)
+    async def same() -> Report:
+        return Report(status="ok", count=1)
+
+    @registry.tool(output_model=Report)
+    async def narrower() -> DetailedReport | InputRequired:
+        return DetailedReport(status="ok", count=1, detail="all green")
+
+    @registry.tool(output_model=AnyReport)
+    async def in_a_union() -> Other:
+        return Other(note="none today")
+
     tools = {tool["name"]: tool for tool in await listed(registry)}
-    assert tools["explicit"]["outputSchema"] == Other.model_json_schema()
     assert tools["either"]["outputSchema"] == Report.model_json_schema()
-    assert (await call(registry, "explicit"))["isError"] is True  # held to output_model
-    assert "isError" not in await call(registry, "either")
+    assert tools["narrower"]["outputSchema"] == Report.model_json_schema()
+    assert tools["in_a_union"]["outputSchema"] == AnyReport.model_json_schema()
+    for name in ("either", "same", "narrower", "in_a_union"):
+        assert "isError" not in await call(registry, name), name
+
+
+async def returns_report() -> Report:
+    return Report(status="ok", count=1)
+
+
+async def may_ask_then_report(*, ctx: Context) -> Report | InputRequired:
+    return Report(status="ok", count=1)
+
+
+@pytest.mark.parametrize("handler", [returns_report, may_ask_then_report])
+def test_an_output_model_the_annotation_contradicts_is_a_type_error_at_declaration(
+    handler: Any,
+) -> None:
+    # Before 0.5.0 output_model= won: the tool published Other's schema and every result it
+    # returned (a Report) broke it, so each call ended in an isError result.
+    registry = Registry()
+    with pytest.raises(TypeError) as info:
+        registry.tool(output_model=Other)(handler)
+    assert str(info.value) == (
+        f"{handler.__qualname__}: returns Report but declares output_model=Other; drop "
+        "output_model= (the annotation is the output schema) or return Other"
+    )
+    assert registry.tools == {}
 
 
 # -- declarations fail where they are written ---------------------------------------------------
@@ -672,6 +713,92 @@ def test_a_misdeclared_context_is_a_type_error_at_declaration(
     assert says in message
     assert "`*, " in message  # ...and the fix
     assert not registry.tools and not registry.prompts and not registry.resources
+
+
+async def star_args(*args: str) -> str:
+    return "x"
+
+
+async def star_kwargs(word: str, **kwargs: str) -> str:
+    return word
+
+
+async def positional_only(word: str, /) -> str:
+    return word
+
+
+@pytest.mark.parametrize(
+    ("handler", "says"),
+    [
+        (star_args, "*args cannot take arguments, which come by name"),
+        (star_kwargs, "**kwargs cannot take arguments, which are the declared parameters"),
+        (positional_only, "parameter 'word' is positional-only"),
+    ],
+    ids=["args", "kwargs", "positional-only"],
+)
+@pytest.mark.parametrize("kind", ["tool", "prompt", "resource"])
+def test_parameters_that_cannot_be_passed_by_name_are_a_type_error_at_declaration(
+    handler: Any, says: str, kind: str
+) -> None:
+    # Before, `*args` became a required schema field named "args": a tool no call could reach.
+    registry = Registry()
+    decorate = {
+        "tool": registry.tool(),
+        "prompt": registry.prompt(),
+        "resource": registry.resource("memo://x"),
+    }[kind]
+    with pytest.raises(TypeError) as info:
+        decorate(handler)
+    assert str(info.value).startswith(f"{handler.__qualname__}: {says}")
+    assert not registry.tools and not registry.prompts and not registry.resources
+
+
+LATE_MODEL = """\
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from PACKAGE.mrtr_runtime import Registry
+
+registry = Registry()
+
+
+@registry.DECORATOR
+async def status(SIGNATURE:
+    return "ok"
+
+
+class Status(BaseModel):
+    ok: bool
+"""
+
+
+@pytest.mark.parametrize(
+    ("decorator", "signature"),
+    [
+        ("tool", ") -> Status"),
+        ("tool", "query: Status) -> str"),
+        ("prompt", "query: Status) -> str"),
+    ],
+    ids=["tool-return", "tool-parameter", "prompt-parameter"],
+)
+def test_an_annotation_naming_a_model_defined_later_names_the_handler_and_the_model(
+    decorator: str, signature: str
+) -> None:
+    # Under `from __future__ import annotations` the tool's annotations are strings resolved
+    # at decoration, before the class below it exists: before, a bare NameError from
+    # get_type_hints, without the tool's name, once the server had answered its first request.
+    source = (
+        LATE_MODEL.replace("PACKAGE", PACKAGE)
+        .replace("DECORATOR", decorator)
+        .replace("SIGNATURE", signature)
+    )
+    with pytest.raises(TypeError) as info:
+        exec(compile(source, "late_model.py", "exec"), {"__name__": "late_model"})  # noqa: S102
+    message = str(info.value)
+    assert message.startswith("status: its annotations use 'Status', which is not defined")
+    assert "define it above status" in message
+    assert isinstance(info.value.__cause__, NameError)
 
 
 async def test_strings_none_and_tool_results_map_to_content() -> None:

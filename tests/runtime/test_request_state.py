@@ -16,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrtr_runtime._tokens import (
+    DEFAULT_TTL_SECONDS,
     MAX_TOKEN_CHARS,
+    MAX_TTL_SECONDS,
     Binding,
     InvalidRequestState,
     KeyRing,
@@ -25,7 +27,6 @@ from mrtr_runtime._tokens import (
     SigningKey,
     digest_arguments,
 )
-from mrtr_runtime.server import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 
 NOW = 1_800_000_000.25
 TTL = 600

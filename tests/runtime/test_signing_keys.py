@@ -19,8 +19,22 @@ from pathlib import Path
 
 import pytest
 
-from mrtr_runtime._config import MAX_PREVIOUS_KEYS, PREVIOUS_KEYS_FILE_ENV, load_or_create_key_file
+from mrtr_runtime._config import (
+    MAX_PREVIOUS_KEYS,
+    PREVIOUS_KEYS_FILE_ENV,
+    PREVIOUS_KEYS_FILE_NAME,
+    SigningConfigError,
+    WeakSigningKey,
+    codec_from_environment,
+    default_previous_keys_file,
+    load_or_create_key_file,
+    per_user_key_path,
+    rotate_key_file,
+    write_key_file,
+)
 from mrtr_runtime._tokens import (
+    DEFAULT_TTL_SECONDS,
+    MAX_TTL_SECONDS,
     Binding,
     InvalidRequestState,
     KeyRing,
@@ -29,18 +43,6 @@ from mrtr_runtime._tokens import (
     digest_arguments,
     new_signing_key_hex,
     parse_signing_key,
-)
-from mrtr_runtime.server import (
-    DEFAULT_TTL_SECONDS,
-    MAX_TTL_SECONDS,
-    PREVIOUS_KEYS_FILE_NAME,
-    SigningConfigError,
-    WeakSigningKey,
-    codec_from_environment,
-    default_previous_keys_file,
-    per_user_key_path,
-    rotate_key_file,
-    write_key_file,
 )
 from support import PACKAGE, PROJECT
 

@@ -512,7 +512,7 @@ async def test_the_client_loop_runs_three_rounds_over_real_pipes(command: list[s
             command, env=server_env(), elicitation=elicitation
         ) as session:
             result = await session.call_tool("wizard")
-            assert result["structuredContent"] == {
+            assert result.structured == {
                 "name": "Ada",
                 "colour": "blue",
                 "size": 7,

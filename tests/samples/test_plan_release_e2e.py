@@ -1,9 +1,9 @@
 """plan_release and release_announcement end to end: the real server process, over real pipes.
 
 The server is started the way hosts start it (`python -m <package>`, from another working
-directory) and driven with the project's own client: `ClientSession` and the
-MRTR loop `call_tool_with_inputs` for 2026-07-28, and a `mode=legacy` session answering the
-server's real `elicitation/create` requests for 2025-11-25.
+directory) and driven with the project's own client, `ClientSession`: its `call_tool` drives
+every 2026-07-28 round, and a `mode=legacy` session answers the server's real
+`elicitation/create` requests for 2025-11-25.
 
 Part of the template's samples suite: it runs with a baked project's python against its
 package (``MRTR_PACKAGE``); the project's own ``tests/test_smoke.py`` keeps one three-round
@@ -25,10 +25,6 @@ import pytest
 PACKAGE = os.environ["MRTR_PACKAGE"]
 testing = importlib.import_module(f"{PACKAGE}.mrtr_runtime.testing")
 ClientSession = testing.ClientSession
-call_tool_with_inputs, request_with_inputs = (
-    testing.call_tool_with_inputs,
-    testing.request_with_inputs,
-)
 
 Json = dict[str, Any]
 
@@ -85,15 +81,12 @@ async def test_three_rounds_complete_over_pipes(server_env: dict[str, str], tmp_
         async with ClientSession.spawn(
             COMMAND, env=server_env, cwd=tmp_path, elicitation=person
         ) as session:
-            result = await call_tool_with_inputs(
-                session, "plan_release", ARGS, session.input_handler
-            )
+            result = await session.call_tool("plan_release", ARGS)
             assert_clean(session)
-    assert result["resultType"] == "complete"
+    assert result.rounds == 3
     assert person.asked == ["version", "highlights", "confirmed"]
     assert "demo 1.5.0, a minor release" in str(person.params[1]["message"])
-    plan = result["structuredContent"]
-    assert isinstance(plan, dict)
+    plan = result.structured
     assert (plan["status"], plan["version"], plan["tag"]) == ("confirmed", "1.5.0", "v1.5.0")
     assert plan["highlights"] == ["JSON output", "clearer errors"]
     assert session.returncode == 0
@@ -115,17 +108,20 @@ async def test_a_round_started_in_one_process_finishes_in_another(
         async with ClientSession.spawn(
             COMMAND, env=server_env, cwd=tmp_path, elicitation=Person()
         ) as second_process:
-            result = await request_with_inputs(
-                second_process,
-                "tools/call",
-                {
-                    **params,
-                    "inputResponses": {"release": ANSWERS["version"]},
-                    "requestState": first["requestState"],
-                },
-                second_process.input_handler,
-            )
+            # The second process takes round 1's answer and token, then asks the rest itself;
+            # each retry carries only its round's answers and the token it was given.
+            person = Person()
+            responses: Json = {"release": ANSWERS["version"]}
+            result = first
+            while result["resultType"] == "input_required":
+                retry = {**params, "inputResponses": responses}
+                result = await second_process.request(
+                    "tools/call", {**retry, "requestState": result["requestState"]}
+                )
+                requests = result.get("inputRequests", {})
+                responses = {key: await person(asked["params"]) for key, asked in requests.items()}
             assert_clean(second_process)
+    assert person.asked == ["highlights", "confirmed"]
     plan = result["structuredContent"]
     assert isinstance(plan, dict)
     assert (plan["status"], plan["version"]) == ("confirmed", "1.5.0")
@@ -170,14 +166,11 @@ async def test_a_host_with_sampling_only_gets_a_plan_drafted_by_its_model(
         async with ClientSession.spawn(
             COMMAND, env=server_env, cwd=tmp_path, sampling=model
         ) as session:
-            result = await call_tool_with_inputs(
-                session, "plan_release", ARGS, session.input_handler
-            )
+            result = await session.call_tool("plan_release", ARGS)
             assert_clean(session)
     assert len(prompts) == 1
     assert "- feat: add --json output" in prompts[0]
-    plan = result["structuredContent"]
-    assert isinstance(plan, dict)
+    plan = result.structured
     assert (plan["status"], plan["highlights"]) == ("drafted", ["JSON!"])
 
 
@@ -194,9 +187,7 @@ async def test_the_prompt_asks_for_its_readers_over_pipes(
         async with ClientSession.spawn(
             COMMAND, env=server_env, cwd=tmp_path, elicitation=person
         ) as session:
-            result = await request_with_inputs(
-                session, "prompts/get", params, session.input_handler
-            )
+            result = await session.get_prompt(params["name"], params["arguments"])
             assert_clean(session)
     assert person.asked == ["audience"]
     messages = result["messages"]

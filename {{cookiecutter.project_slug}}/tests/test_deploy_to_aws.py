@@ -23,8 +23,7 @@ from {{ cookiecutter.package_name }}.app import build_server
 from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     MemoryClient,
     RpcError,
-    call_tool_with_inputs,
-    default_input_handler,
+    ToolCallResult,
 )
 from {{ cookiecutter.package_name }}.tools import _cloudformation as engine
 from {{ cookiecutter.package_name }}.tools import deploy_to_aws as tool
@@ -102,10 +101,15 @@ def answering(*, confirm: Json | None = None, arn: str = ROLE) -> Elicit:
     return elicit
 
 
-async def deploy(client: MemoryClient, elicit: Elicit | None = None, **arguments: Any) -> Json:
+async def deploy(
+    client: MemoryClient, elicit: Elicit | None = None, **arguments: Any
+) -> ToolCallResult:
+    """deploy_to_aws through every round, on `client`'s server, answered by `elicit`."""
     arguments.setdefault("stack", STACK)
-    handler = default_input_handler(elicitation=elicit or answering())
-    return await call_tool_with_inputs(client, "deploy_to_aws", arguments, handler)
+    asking = MemoryClient(
+        client.server, capabilities=client.capabilities, elicitation=elicit or answering()
+    )
+    return await asking.call_tool("deploy_to_aws", arguments)
 
 
 def cfn() -> Any:
@@ -114,10 +118,6 @@ def cfn() -> Any:
 
 def no_stacks() -> bool:
     return not cfn().list_stacks()["StackSummaries"]
-
-
-def text_of(result: Json) -> str:
-    return "".join(block["text"] for block in result["content"])
 
 
 YES: Json = {
@@ -189,15 +189,15 @@ async def test_confirmed_deploy_creates_the_stack_from_the_bundled_template(
 ) -> None:
     result = await deploy(client)
 
-    assert result.get("isError") is not True, text_of(result)
-    structured = result["structuredContent"]
+    assert not result.is_error, result.text
+    structured = result.structured
     assert structured["action"] == "created"
     assert structured["status"] == "CREATE_COMPLETE"
     assert structured["region"] == REGION
     assert structured["change_set"].startswith("mrtr-")
     assert len(structured["change_set"]) == len("mrtr-") + 12
-    assert text_of(result).startswith(f"Created stack '{STACK}' in {REGION}: CREATE_COMPLETE.")
-    assert structured["stack_id"] in text_of(result)
+    assert result.text.startswith(f"Created stack '{STACK}' in {REGION}: CREATE_COMPLETE.")
+    assert structured["stack_id"] in result.text
     resources = cfn().list_stack_resources(StackName=STACK)["StackResourceSummaries"]
     assert sorted((item["LogicalResourceId"], item["ResourceType"]) for item in resources) == [
         ("Queue", "AWS::SQS::Queue"),
@@ -230,9 +230,9 @@ async def test_no_to_the_confirmation_cancels_without_touching_aws(
 
     result = await deploy(client, answering(confirm=answer))
 
-    assert result.get("isError") is not True
-    assert text_of(result) == "Deploy cancelled by user."
-    assert result["structuredContent"] == {
+    assert not result.is_error
+    assert result.text == "Deploy cancelled by user."
+    assert result.structured == {
         "action": "cancelled",
         "stack": STACK,
         "region": None,
@@ -257,7 +257,7 @@ async def test_declining_the_role_question_cancels_too(
 
     result = await deploy(client, elicit)
 
-    assert text_of(result) == "Deploy cancelled by user."
+    assert result.text == "Deploy cancelled by user."
 
 
 def _must_not_run(*args: Any, **kwargs: Any) -> Any:
@@ -393,10 +393,8 @@ async def test_a_legacy_user_who_declines_is_not_asked_for_the_role(aws: None) -
         elicitation=answering(confirm={"action": "decline"}),
     )
     await legacy.initialize()
-    result = await legacy.request(
-        "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
-    )
-    assert text_of(result) == "Deploy cancelled by user."
+    result = await legacy.call_tool("deploy_to_aws", {"stack": STACK})
+    assert result.text == "Deploy cancelled by user."
     assert [request["params"] for request in legacy.server_requests] == [
         ROUND_ONE_REQUESTS["confirm"]["params"]
     ]

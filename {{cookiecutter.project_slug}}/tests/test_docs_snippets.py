@@ -1,7 +1,8 @@
 """Maintained by the mrtr-server template (`cruft update` brings its fixes): every python block
 of the docs pages runs, and does what its page says.
 
-The pages: docs/multi-round-handlers.md and docs/results-and-completions.md.
+The pages: docs/multi-round-handlers.md and docs/results-and-completions.md; and the README's
+first tool and its test, which run as printed.
 
 Convention (stated at the top of the page): each block is a whole tools module whose first line
 is `# src/<package>/tools/<name>.py`, importing `..mrtr_runtime` and
@@ -32,8 +33,7 @@ from {{ cookiecutter.package_name }}.mrtr_runtime.server import (
 from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     MemoryClient,
     RpcError,
-    call_tool_with_inputs,
-    default_input_handler,
+    ToolCallResult,
 )
 
 Json = dict[str, Any]
@@ -43,6 +43,7 @@ PACKAGE = "{{ cookiecutter.package_name }}"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "multi-round-handlers.md"
 RESULTS_DOC = DOC.with_name("results-and-completions.md")
 DOCS = (DOC, RESULTS_DOC)
+README = DOC.parents[1] / "README.md"
 KEY_HEX = "c4e6a8b0d2f41357a9c1e3f5b7d90246c8e0a2f4b6d81357e9c1a3f5b7d90246"
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 HEADER = re.compile(rf"# src/{PACKAGE}/tools/([a-z_][a-z0-9_]*)\.py")
@@ -124,8 +125,9 @@ def accept(**content: Any) -> Json:
     return {"action": "accept", "content": content}
 
 
-def text_of(result: Mapping[str, Any]) -> str:
-    (block,) = result["content"]
+def text_of(result: Mapping[str, Any] | ToolCallResult) -> str:
+    """The single text block of a wire result or of call_tool's."""
+    (block,) = result.content if isinstance(result, ToolCallResult) else result["content"]
     text: str = block["text"]
     return text
 
@@ -143,18 +145,38 @@ class Answers:
         return next(answer for needle, answer in self.rules if needle in message)
 
 
-async def run(
-    client: MemoryClient, tool: str, arguments: Json, **handlers: Any
-) -> tuple[Json, list[list[str]]]:
-    """call_tool_with_inputs, also returning the keys asked in each round."""
-    rounds: list[list[str]] = []
-    inner = default_input_handler(**handlers)
+# -- the README's first tool and its test -----------------------------------------------------
 
-    async def handler(requests: Mapping[str, Mapping[str, object]]) -> Mapping[str, object]:
-        rounds.append(sorted(requests))
-        return await inner(requests)
 
-    return await call_tool_with_inputs(client, tool, arguments, handler), rounds
+def readme_block(marker: str) -> str:
+    """The README's one python block that contains `marker`."""
+    found = [block for block in BLOCK.findall(README.read_text("utf-8")) if marker in block]
+    assert len(found) == 1, f"the README has {len(found)} python blocks with {marker!r}"
+    block: str = found[0]
+    return block
+
+
+@pytest.mark.anyio
+async def test_the_readmes_first_tool_passes_its_test_as_printed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The tool, as a module of a tools package with a fresh registry (what tools/ is).
+    registry = Registry()
+    package = types.ModuleType(f"{PACKAGE}._readme")
+    package.__path__ = []
+    package.registry = registry  # type: ignore[attr-defined]
+    module = types.ModuleType(f"{package.__name__}.greet")
+    module.__package__ = package.__name__
+    for loaded in (package, module):
+        monkeypatch.setitem(sys.modules, loaded.__name__, loaded)
+    # The README is part of this project (not outside input), and running it is the point.
+    tool = compile(readme_block("async def greet("), "README.md:greet.py", "exec")
+    exec(tool, module.__dict__)  # noqa: S102
+    # The test, as printed; its build_server is the project's with that tool in it.
+    test: dict[str, Any] = {}
+    exec(compile(readme_block("def test_greet_says_hello("), "README.md:test", "exec"), test)  # noqa: S102
+    test["build_server"] = lambda: serve(registry)
+    await test["test_greet_says_hello"]()
 
 
 # -- the page itself --------------------------------------------------------------------------
@@ -222,13 +244,9 @@ async def test_remove_file_keeps_the_file_on_decline_cancel_or_no(
     server = serve(load_snippet("remove_file"))
     target = tmp_path / "keep.txt"
     target.write_text("x")
-    result, rounds = await run(
-        MemoryClient(server, capabilities=ALL),
-        "remove_file",
-        {"path": str(target)},
-        elicitation=Answers(("", answer)),
-    )
-    assert rounds == [["confirm"]]
+    client = MemoryClient(server, capabilities=ALL, elicitation=Answers(("", answer)))
+    result = await client.call_tool("remove_file", {"path": str(target)})
+    assert result.asked == (("confirm",),)
     assert text_of(result) == f"Kept {target}."
     assert target.exists()
 
@@ -307,14 +325,10 @@ async def test_draft_issue_asks_the_second_question_the_first_answer_calls_for(
     answers = Answers(
         ("about?", accept(title="JSON output", kind=kind)), ("'JSON output'", details)
     )
-    result, rounds = await run(
-        MemoryClient(server, capabilities=ALL),
-        "draft_issue",
-        {"project": "demo"},
-        elicitation=answers,
-    )
+    client = MemoryClient(server, capabilities=ALL, elicitation=answers)
+    result = await client.call_tool("draft_issue", {"project": "demo"})
     # Each round asks (and so the client sends) only its new key; round 2 quotes round 1.
-    assert rounds == [["basics"], [second_key]]
+    assert result.asked == (("basics",), (second_key,))
     assert answers.messages[0] == "What is the new issue for demo about?"
     assert "'JSON output'" in answers.messages[1]
     assert text_of(result) == f"# [{kind}] JSON output\n\n{body}\n"
@@ -343,14 +357,10 @@ async def test_draft_issue_treats_decline_and_cancel_as_answers(
 ) -> None:
     server = serve(load_snippet("draft_issue"))
     answers = Answers(("about?", first), ("", second or {}))
-    result, rounds = await run(
-        MemoryClient(server, capabilities=ALL),
-        "draft_issue",
-        {"project": "demo"},
-        elicitation=answers,
-    )
+    client = MemoryClient(server, capabilities=ALL, elicitation=answers)
+    result = await client.call_tool("draft_issue", {"project": "demo"})
     assert text_of(result) == expected
-    assert len(rounds) == (1 if second is None else 2)
+    assert result.rounds == (1 if second is None else 2)
 
 
 @pytest.mark.anyio
@@ -403,14 +413,14 @@ async def test_name_branch_lets_the_user_choose_when_the_host_has_forms(
 ) -> None:
     server = serve(load_snippet("name_branch"))
     answers = Answers(("", accept(name="Fix: login loop!")))
-    result, rounds = await run(
-        MemoryClient(server, capabilities={"elicitation": {}, "sampling": {}}),
-        "name_branch",
-        {"description": "Stop the login redirect loop"},
+    client = MemoryClient(
+        server,
+        capabilities={"elicitation": {}, "sampling": {}},
         elicitation=answers,
         sampling=model_says,
     )
-    assert rounds == [["user"]]  # forms win over sampling when both are declared
+    result = await client.call_tool("name_branch", {"description": "Stop the login redirect loop"})
+    assert result.asked == (("user",),)  # forms win over sampling when both are declared
     assert answers.messages == ["Branch name for: Stop the login redirect loop"]
     assert text_of(result) == "Branch: fix-login-loop (chosen by the user)"
 
@@ -427,7 +437,8 @@ async def test_name_branch_asks_the_hosts_model_without_forms(
     assert request["method"] == "sampling/createMessage"
     assert request["params"]["maxTokens"] == 20
     assert "Add JSON output" in request["params"]["messages"][0]["content"]["text"]
-    result, _ = await run(client, "name_branch", params["arguments"], sampling=model_says)
+    asking = MemoryClient(client.server, capabilities=client.capabilities, sampling=model_says)
+    result = await asking.call_tool("name_branch", params["arguments"])
     assert text_of(result) == "Branch: feat-json-output (suggested by the host's model)"
 
 
@@ -450,12 +461,8 @@ async def test_name_branch_falls_back_when_the_user_chooses_nothing(
     load_snippet: Callable[[str], Registry], answer: Json
 ) -> None:
     server = serve(load_snippet("name_branch"))
-    result, _ = await run(
-        MemoryClient(server, capabilities=ALL),
-        "name_branch",
-        {"description": "Add JSON output"},
-        elicitation=Answers(("", answer)),
-    )
+    client = MemoryClient(server, capabilities=ALL, elicitation=Answers(("", answer)))
+    result = await client.call_tool("name_branch", {"description": "Add JSON output"})
     assert text_of(result) == (
         "Branch: add-json-output (made from the description; the user chose none)"
     )
@@ -613,11 +620,13 @@ async def test_publish_notes_publishes_nothing_on_a_no(
 ) -> None:
     source = tmp_path / "notes.md"
     source.write_text("x\n", encoding="utf-8")
-    client = MemoryClient(serve(load_snippet("publish_notes")), capabilities=FORMS_ONLY)
-    result, rounds = await run(
-        client, "publish_notes", {"path": str(source)}, elicitation=Answers(("", answer))
+    client = MemoryClient(
+        serve(load_snippet("publish_notes")),
+        capabilities=FORMS_ONLY,
+        elicitation=Answers(("", answer)),
     )
-    assert rounds == [["confirm"]]
+    result = await client.call_tool("publish_notes", {"path": str(source)})
+    assert result.asked == (("confirm",),)
     assert text_of(result) == "Nothing was published."
     assert not (tmp_path / "notes.md.published").exists()
 

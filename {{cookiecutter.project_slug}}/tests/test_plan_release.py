@@ -19,13 +19,10 @@ from {{ cookiecutter.package_name }}.app import build_server
 from {{ cookiecutter.package_name }}.mrtr_runtime.server import Server
 from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
     Declined,
-    InputHandler,
     MemoryClient,
     RpcError,
+    ToolCallResult,
     answers,
-    call_tool_with_inputs,
-    default_input_handler,
-    request_with_inputs,
 )
 from {{ cookiecutter.package_name }}.tools._release_notes import (
     Version,
@@ -95,21 +92,12 @@ class Person:
         return queue.pop(0) if len(queue) > 1 else queue[0]
 
 
-def recording(handler: InputHandler, rounds: list[list[str]]) -> InputHandler:
-    async def handle(requests: Mapping[str, Mapping[str, object]]) -> Mapping[str, object]:
-        rounds.append(sorted(requests))
-        return await handler(requests)
-
-    return handle
-
-
 async def plan(
-    client: MemoryClient, person: Person | None = None, arguments: Json | None = None
-) -> tuple[Json, list[list[str]]]:
-    rounds: list[list[str]] = []
-    handler = recording(default_input_handler(elicitation=person or Person()), rounds)
-    result = await call_tool_with_inputs(client, "plan_release", arguments or ARGS, handler)
-    return result, rounds
+    server: Server, person: Person | None = None, arguments: Json | None = None
+) -> ToolCallResult:
+    """plan_release through every round, for a host that declares everything."""
+    client = MemoryClient(server, capabilities=ALL, elicitation=person or Person())
+    return await client.call_tool("plan_release", arguments or ARGS)
 
 
 def call(arguments: Json | None = None, **retry: Any) -> Json:
@@ -220,12 +208,13 @@ async def test_three_rounds_each_send_only_their_new_key(server: Server) -> None
 
 
 @pytest.mark.anyio
-async def test_call_tool_with_inputs_runs_the_three_rounds_in_order(server: Server) -> None:
+async def test_call_tool_runs_the_three_rounds_in_order(server: Server) -> None:
     person = Person()
-    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
-    assert result["structuredContent"]["status"] == "confirmed"
-    assert [keys[0].split("-")[0] for keys in rounds] == ["release", "highlights", "confirm"]
-    assert all(len(keys) == 1 for keys in rounds)
+    result = await plan(server, person)
+    assert result.structured["status"] == "confirmed"
+    assert [keys[0].split("-")[0] for keys in result.asked] == ["release", "highlights", "confirm"]
+    assert all(len(keys) == 1 for keys in result.asked)
+    assert result.rounds == 3
     assert person.asked == ["version", "highlights", "confirmed"]
 
 
@@ -234,9 +223,9 @@ async def test_a_major_release_asks_for_upgrade_notes_beside_the_highlights(
     server: Server,
 ) -> None:
     person = Person(version=accept(version="2.0.0", kind="major"))
-    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
-    assert rounds[1] == ["highlights", "migration"]
-    plan_ = ReleasePlan.model_validate(result["structuredContent"])
+    result = await plan(server, person)
+    assert result.asked[1] == ("highlights", "migration")
+    plan_ = ReleasePlan.model_validate(result.structured)
     assert (plan_.status, plan_.version, plan_.kind) == ("confirmed", "2.0.0", "major")
     assert plan_.migration == "The --format flag is gone; use --json."
     assert "### Upgrading\nThe --format flag is gone; use --json." in plan_.notes_markdown
@@ -255,31 +244,29 @@ async def test_decline_or_cancel_at_any_step_ends_with_an_ordinary_result(
     server: Server, field: str, step: str, action: str, status: str
 ) -> None:
     person = Person(**{field: {"action": action}})
-    result, _ = await plan(MemoryClient(server, capabilities=ALL), person)
-    assert "isError" not in result
-    plan_ = ReleasePlan.model_validate(result["structuredContent"])
+    result = await plan(server, person)
+    assert not result.is_error
+    plan_ = ReleasePlan.model_validate(result.structured)
     assert (plan_.status, plan_.stopped_at) == (status, step)
     assert plan_.checklist == []
     assert person.asked[-1] == field  # nothing was asked after the refusal
-    assert "do not tag or publish" in result["content"][0]["text"]
+    assert "do not tag or publish" in result.text
 
 
 @pytest.mark.anyio
 async def test_declining_the_upgrade_notes_stops_a_major_release(server: Server) -> None:
     person = Person(version=accept(version="2.0.0", kind="major"), migration={"action": "decline"})
-    result, _ = await plan(MemoryClient(server, capabilities=ALL), person)
-    plan_ = ReleasePlan.model_validate(result["structuredContent"])
+    result = await plan(server, person)
+    plan_ = ReleasePlan.model_validate(result.structured)
     assert (plan_.status, plan_.stopped_at, plan_.version) == ("declined", "highlights", "2.0.0")
 
 
 @pytest.mark.anyio
 async def test_answering_no_to_the_plan_is_a_decline(server: Server) -> None:
-    result, _ = await plan(
-        MemoryClient(server, capabilities=ALL), Person(confirmed=accept(confirmed=False))
-    )
-    plan_ = ReleasePlan.model_validate(result["structuredContent"])
+    result = await plan(server, Person(confirmed=accept(confirmed=False)))
+    plan_ = ReleasePlan.model_validate(result.structured)
     assert (plan_.status, plan_.stopped_at) == ("declined", "confirmation")
-    assert "the user declined the final confirmation" in result["content"][0]["text"]
+    assert "the user declined the final confirmation" in result.text
 
 
 # -- invalid answers are asked again, with the reason ------------------------------------------
@@ -301,11 +288,11 @@ async def test_an_invalid_version_is_asked_again_with_the_reason(
     person = Person(
         version=[accept(version=version, kind=kind), accept(version="v1.5.0", kind="minor")]
     )
-    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
-    assert rounds[:2] == [["release"], ["release"]]
+    result = await plan(server, person)
+    assert result.asked[:2] == (("release",), ("release",))
     assert person.messages[1].startswith(reason)
     assert person.messages[1].endswith(person.messages[0])  # the question itself is unchanged
-    plan_ = ReleasePlan.model_validate(result["structuredContent"])
+    plan_ = ReleasePlan.model_validate(result.structured)
     assert (plan_.status, plan_.version) == ("confirmed", "1.5.0")  # "v" dropped
 
 
@@ -314,33 +301,33 @@ async def test_the_kind_is_not_checked_before_1_0(server: Server) -> None:
     # semver §4: in 0.y.z anything may change, so a break in a minor bump is legitimate.
     arguments = {**ARGS, "previous_version": "0.3.1"}
     person = Person(version=accept(version="0.4.0", kind="major"))
-    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person, arguments)
-    assert rounds[0] == ["release"]
-    assert rounds[1] == ["highlights", "migration"]
-    assert result["structuredContent"]["status"] == "confirmed"
+    result = await plan(server, person, arguments)
+    assert result.asked[0] == ("release",)
+    assert result.asked[1] == ("highlights", "migration")
+    assert result.structured["status"] == "confirmed"
 
 
 @pytest.mark.anyio
 async def test_empty_highlights_are_asked_again(server: Server) -> None:
     person = Person(highlights=[accept(highlights=" ; - ;"), accept(highlights="Real news")])
-    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
-    assert rounds[1:3] == [["highlights"], ["highlights"]]
+    result = await plan(server, person)
+    assert result.asked[1:3] == (("highlights",), ("highlights",))
     assert person.messages[2].startswith("No highlight was given.")
-    assert result["structuredContent"]["highlights"] == ["Real news"]
+    assert result.structured["highlights"] == ["Real news"]
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("field", ["version", "confirmed"])
 async def test_an_accept_without_content_is_asked_again(server: Server, field: str) -> None:
     person = Person(**{field: [{"action": "accept"}, Person.DEFAULTS[field]]})
-    result, rounds = await plan(MemoryClient(server, capabilities=ALL), person)
+    result = await plan(server, person)
     asked_twice = person.asked.index(field) + 1
     assert person.asked[asked_twice] == field
     assert person.messages[asked_twice].startswith(
         "That answer was not valid (the form came back accepted but empty). "
     )
-    assert rounds[asked_twice] == rounds[asked_twice - 1]  # the same key, asked again
-    assert result["structuredContent"]["status"] == "confirmed"
+    assert result.asked[asked_twice] == result.asked[asked_twice - 1]  # the same key, asked again
+    assert result.structured["status"] == "confirmed"
 
 
 @pytest.mark.anyio
@@ -434,11 +421,9 @@ async def test_an_empty_model_answer_falls_back_to_the_changes(server: Server) -
     async def says_nothing(params: Mapping[str, object]) -> Json:
         return {"role": "assistant", "content": {"type": "text", "text": "  \n"}, "model": "m"}
 
-    client = MemoryClient(server, capabilities=SAMPLING_ONLY)
-    result = await call_tool_with_inputs(
-        client, "plan_release", ARGS, default_input_handler(sampling=says_nothing)
-    )
-    plan_ = ReleasePlan.model_validate(result["structuredContent"])
+    client = MemoryClient(server, capabilities=SAMPLING_ONLY, sampling=says_nothing)
+    result = await client.call_tool("plan_release", ARGS)
+    plan_ = ReleasePlan.model_validate(result.structured)
     assert plan_.highlights == ["add --json output", "exit 2 on a bad flag"]
     assert "The host's model gave no usable highlights." in plan_.assumptions
 
@@ -529,9 +514,9 @@ async def test_a_model_drafted_round_stays_drafted_when_the_retry_declares_forms
 async def test_invalid_arguments_are_a_tool_error_the_model_can_fix(
     server: Server, arguments: Json, problem: str
 ) -> None:
-    result = await MemoryClient(server, capabilities=ALL).request("tools/call", call(arguments))
-    assert result["isError"] is True
-    assert problem in result["content"][0]["text"]
+    result = await MemoryClient(server, capabilities=ALL).call_tool("plan_release", arguments)
+    assert result.is_error
+    assert problem in result.text
 
 
 # -- idempotence ------------------------------------------------------------------------------
@@ -570,7 +555,7 @@ async def test_the_same_final_request_twice_gives_the_same_result(server: Server
 async def test_the_same_arguments_and_answers_give_the_same_plan_on_every_path(
     server: Server,
 ) -> None:
-    results = [await plan(MemoryClient(server, capabilities=ALL), Person()) for _ in range(2)]
+    results = [await plan(server, Person()) for _ in range(2)]
     assert results[0] == results[1]
     no_input = [
         await MemoryClient(server, capabilities={}).request("tools/call", call()) for _ in range(2)
@@ -646,11 +631,8 @@ async def test_the_prompt_asks_for_its_readers_before_it_is_written(server: Serv
     assert first["resultType"] == "input_required"
     assert list(first["inputRequests"]) == ["context"]
     person = Person()
-    result = await request_with_inputs(
-        client,
-        "prompts/get",
-        prompt_params(highlights="JSON output"),
-        default_input_handler(elicitation=person),
+    result = await MemoryClient(server, capabilities=FORMS_ONLY, elicitation=person).get_prompt(
+        "release_announcement", {"project": "demo", "version": "1.5.0", "highlights": "JSON output"}
     )
     text = prompt_text(result)
     assert "Write the announcement of demo 1.5.0." in text
@@ -679,11 +661,9 @@ async def test_the_prompt_without_forms_uses_stated_defaults(
 @pytest.mark.anyio
 async def test_a_declined_prompt_form_uses_stated_defaults(server: Server) -> None:
     person = Person(audience={"action": "decline"})
-    result = await request_with_inputs(
-        MemoryClient(server, capabilities=ALL),
-        "prompts/get",
-        prompt_params(),
-        default_input_handler(elicitation=person),
+    client = MemoryClient(server, capabilities=ALL, elicitation=person)
+    result = await client.get_prompt(
+        "release_announcement", {"project": "demo", "version": "1.5.0"}
     )
     assert "these are the defaults" in prompt_text(result)
 
@@ -767,4 +747,5 @@ async def test_a_release_declined_at_the_first_question_is_not_planned() -> None
     result = await client.call_tool(
         "plan_release", {"project": "demo", "previous_version": "1.4.2"}
     )
-    assert result["structuredContent"]["status"] == "declined"
+    assert result.structured["status"] == "declined"
+    assert result.asked == (("release",),)

@@ -21,10 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
-    ClientSession,
-    RpcError,
-)
+from {{ cookiecutter.package_name }}.mrtr_runtime.testing import ClientSession, RpcError
 
 pytestmark = pytest.mark.anyio
 
@@ -70,8 +67,8 @@ async def test_a_modern_client_discovers_lists_and_finishes_a_multi_round_call(
             assert_clean(session)
     assert "2026-07-28" in discover["supportedVersions"]
     assert "plan_release" in {tool["name"] for tool in tools["tools"]}
-    assert result["resultType"] == "complete"
-    plan = result["structuredContent"]
+    assert result.rounds == 3  # the release, its highlights, the confirmation
+    plan = result.structured
     assert (plan["status"], plan["version"], plan["tag"]) == ("confirmed", "1.5.0", "v1.5.0")
 
 

@@ -43,10 +43,6 @@ engine = importlib.import_module(f"{PACKAGE}.tools._cloudformation")
 tool = importlib.import_module(f"{PACKAGE}.tools.deploy_to_aws")
 RequestCancelled, ToolError = runtime.RequestCancelled, runtime.ToolError
 MemoryClient, RpcError = testing.MemoryClient, testing.RpcError
-call_tool_with_inputs, default_input_handler = (
-    testing.call_tool_with_inputs,
-    testing.default_input_handler,
-)
 
 BOUND = 10  # seconds; every test that waits on a task or a thread is bounded
 REGION = "us-east-1"
@@ -124,10 +120,14 @@ def answering(*, confirm: Json | None = None, arn: str = ROLE) -> Elicit:
     return elicit
 
 
-async def deploy(client: MemoryClient, elicit: Elicit | None = None, **arguments: Any) -> Json:
+async def deploy(client: MemoryClient, elicit: Elicit | None = None, **arguments: Any) -> Any:
+    """deploy_to_aws through every round on `client`'s server, answered by `elicit`: the
+    runtime's ToolCallResult (.text, .structured, .is_error)."""
     arguments.setdefault("stack", STACK)
-    handler = default_input_handler(elicitation=elicit or answering())
-    return await call_tool_with_inputs(client, "deploy_to_aws", arguments, handler)
+    asking = MemoryClient(
+        client.server, capabilities=client.capabilities, elicitation=elicit or answering()
+    )
+    return await asking.call_tool("deploy_to_aws", arguments)
 
 
 def cfn() -> Any:
@@ -147,8 +147,12 @@ def no_stacks() -> bool:
     return not cfn().list_stacks()["StackSummaries"]
 
 
-def text_of(result: Json) -> str:
-    return "".join(block["text"] for block in result["content"])
+def text_of(result: Any) -> str:
+    """The text of a wire result (a dict) or of call_tool's result."""
+    if isinstance(result, dict):
+        return "".join(block["text"] for block in result["content"])
+    text: str = result.text
+    return text
 
 
 YES: Json = {
@@ -217,8 +221,8 @@ async def test_the_stack_is_deployed_with_the_assumed_roles_credentials(
 
     result = await deploy(client, answering(arn=other))
 
-    assert result["structuredContent"]["action"] == "created"
-    assert ":111122223333:stack/" in result["structuredContent"]["stack_id"]
+    assert result.structured["action"] == "created"
+    assert ":111122223333:stack/" in result.structured["stack_id"]
     # moto switches accounts with the role: the caller's own account has no such stack.
     assert cfn().list_stacks()["StackSummaries"] == []
 
@@ -229,8 +233,8 @@ async def test_a_changed_parameter_updates_the_stack(client: MemoryClient) -> No
 
     result = await deploy(client, parameters={"Environment": "prod"})
 
-    assert result["structuredContent"]["action"] == "updated"
-    assert result["structuredContent"]["status"] == "UPDATE_COMPLETE"
+    assert result.structured["action"] == "updated"
+    assert result.structured["status"] == "UPDATE_COMPLETE"
     assert text_of(result).startswith(f"Updated stack '{STACK}'")
     stack = cfn().describe_stacks(StackName=STACK)["Stacks"][0]
     assert {item["ParameterKey"]: item["ParameterValue"] for item in stack["Parameters"]} == {
@@ -246,11 +250,11 @@ async def test_the_same_arguments_again_deploy_nothing(client: MemoryClient) -> 
 
     again = await deploy(client, parameters={"Environment": "staging"})
 
-    assert again.get("isError") is not True
-    assert again["structuredContent"]["action"] == "unchanged"
+    assert not again.is_error
+    assert again.structured["action"] == "unchanged"
     assert "already up to date" in text_of(again)
-    assert again["structuredContent"]["stack_id"] == first["structuredContent"]["stack_id"]
-    assert again["structuredContent"]["change_set"] == first["structuredContent"]["change_set"]
+    assert again.structured["stack_id"] == first.structured["stack_id"]
+    assert again.structured["change_set"] == first.structured["change_set"]
     assert stack_events() == events
 
 
@@ -260,8 +264,8 @@ async def test_spelling_out_a_default_is_the_same_deploy(client: MemoryClient) -
 
     again = await deploy(client, parameters={"Environment": "dev"})
 
-    assert again["structuredContent"]["action"] == "unchanged"
-    assert again["structuredContent"]["change_set"] == first["structuredContent"]["change_set"]
+    assert again.structured["action"] == "unchanged"
+    assert again.structured["change_set"] == first.structured["change_set"]
 
 
 @pytest.mark.anyio
@@ -319,7 +323,7 @@ async def test_other_requests_are_served_while_a_deploy_runs(
         return real_run_deploy(*args, **kwargs)
 
     monkeypatch.setattr(tool, "run_deploy", slow_run_deploy)
-    results: list[Json] = []
+    results: list[Any] = []
 
     async def run() -> None:
         results.append(await deploy(client))
@@ -333,7 +337,7 @@ async def test_other_requests_are_served_while_a_deploy_runs(
             release.set()
 
     assert any(entry["name"] == "deploy_to_aws" for entry in listed["tools"])
-    assert results[0]["structuredContent"]["action"] == "created"
+    assert results[0].structured["action"] == "created"
 
 
 # -- the plan's digest and the role ARN ------------------------------------------------------------
@@ -416,7 +420,7 @@ async def test_access_denied_is_an_error_result_with_the_aws_code_and_message(
 
     result = await deploy(client)
 
-    assert result["isError"] is True
+    assert result.is_error
     assert text_of(result) == f"AWS AssumeRole failed: AccessDenied: {denied}"
     assert "CreateChangeSet" not in seen
 
@@ -429,7 +433,7 @@ async def test_throttling_is_an_error_result_and_leaves_nothing_behind(
 
     result = await deploy(client)
 
-    assert result["isError"] is True
+    assert result.is_error
     assert text_of(result) == "AWS CreateChangeSet failed: Throttling: Rate exceeded"
     assert cfn().list_stacks()["StackSummaries"] == []
 
@@ -448,7 +452,7 @@ async def test_a_template_cloudformation_rejects_is_an_error_result(
 
     result = await deploy(client, template="broken.yaml")
 
-    assert result["isError"] is True
+    assert result.is_error
     assert text_of(result).startswith(
         "AWS ExecuteChangeSet failed: ValidationError: Template error"
     )
@@ -470,7 +474,7 @@ async def test_arguments_the_deploy_cannot_use_are_error_results(
 ) -> None:
     result = await deploy(client, **arguments)
 
-    assert result["isError"] is True
+    assert result.is_error
     assert message in text_of(result)
     assert cfn().list_stacks()["StackSummaries"] == []
 
@@ -487,9 +491,9 @@ async def test_a_template_parameter_without_default_must_be_given(
     missing = await deploy(client, template="strict.yaml")
     given = await deploy(client, template="strict.yaml", parameters={"Environment": "prod"})
 
-    assert missing["isError"] is True
+    assert missing.is_error
     assert "Environment have no default; pass them in `parameters`" in text_of(missing)
-    assert given["structuredContent"]["action"] == "created"
+    assert given.structured["action"] == "created"
 
 
 @pytest.mark.anyio
@@ -499,8 +503,8 @@ async def test_a_failed_create_left_in_rollback_complete_is_replaced(client: Mem
 
     result = await deploy(client)
 
-    assert result["structuredContent"]["action"] == "created"
-    assert result["structuredContent"]["stack_id"] != first["structuredContent"]["stack_id"]
+    assert result.structured["action"] == "created"
+    assert result.structured["stack_id"] != first.structured["stack_id"]
 
 
 @pytest.mark.anyio
@@ -520,7 +524,7 @@ async def test_a_stack_that_cannot_take_a_deploy_is_an_error_result(
 
     result = await deploy(client, parameters={"Environment": "prod"})
 
-    assert result["isError"] is True
+    assert result.is_error
     assert message in text_of(result)
     assert stack_events() == events
 
@@ -1000,9 +1004,9 @@ async def test_credentials_in_the_endpoint_url_never_reach_the_result(
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://deployer:hunter2secret@127.0.0.1:9/")
     client = MemoryClient(new_server(), capabilities=FORMS)
     result = await deploy(client)
-    assert result["isError"] is True
+    assert result.is_error
     assert "[redacted]@127.0.0.1" in text_of(result)
-    assert "hunter2secret" not in json.dumps(result)
+    assert "hunter2secret" not in json.dumps([result.content, result.structured])
 
 
 # -- the point of no return: marked right before each call that changes the stack -------------

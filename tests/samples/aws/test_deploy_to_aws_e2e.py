@@ -2,7 +2,8 @@
 
 The server gets moto's address only through AWS_ENDPOINT_URL, which boto3 reads by itself, so
 the code under test is exactly what runs against AWS. The client is the project's own
-ClientSession with call_tool_with_inputs, answering elicitations the way a host's form would.
+ClientSession, whose call_tool drives every round, answering elicitations the way a host's form
+would.
 
 Part of the template's samples suite: it runs with a baked project's python against its
 package (``MRTR_PACKAGE``).
@@ -37,11 +38,6 @@ from moto.server import ThreadedMotoServer
 PACKAGE = os.environ["MRTR_PACKAGE"]
 testing = importlib.import_module(f"{PACKAGE}.mrtr_runtime.testing")
 ClientSession = testing.ClientSession
-call_tool_with_inputs, default_input_handler, request_with_inputs = (
-    testing.call_tool_with_inputs,
-    testing.default_input_handler,
-    testing.request_with_inputs,
-)
 
 BOUND = 60  # seconds for the whole conversation, server start-up included
 REGION = "eu-west-1"
@@ -138,62 +134,51 @@ async def test_two_rounds_through_the_real_server_deploy_the_stack_into_moto(
             return {"action": "accept", "content": {"confirmed": True}}
         return {"action": "accept", "content": {"arn": ROLE}}
 
-    rounds: list[list[str]] = []
-    answer = default_input_handler(elicitation=elicit)
-
-    async def input_handler(requests: Any) -> Any:
-        rounds.append(sorted(requests))
-        return await answer(requests)
-
     arguments: Json = {"stack": STACK, "parameters": {"Environment": "staging"}}
     command = [sys.executable, "-m", PACKAGE]
     with anyio.fail_after(BOUND):
         async with ClientSession.spawn(command, env=server_env, elicitation=elicit) as session:
-            created: Json = await call_tool_with_inputs(
-                session, "deploy_to_aws", arguments, input_handler
-            )
+            created = await session.call_tool("deploy_to_aws", arguments)
             after_create = await anyio.to_thread.run_sync(what_was_deployed, endpoint)
-            again: Json = await call_tool_with_inputs(
-                session, "deploy_to_aws", arguments, input_handler
-            )
-            updated: Json = await request_with_inputs(
-                session,
-                "tools/call",
-                {
-                    "name": "deploy_to_aws",
-                    "arguments": {"stack": STACK, "parameters": {"Environment": "prod"}},
-                    "_meta": {"progressToken": "e2e"},
-                },
-                input_handler,
+            again = await session.call_tool("deploy_to_aws", arguments)
+            updated = await session.call_tool(
+                "deploy_to_aws",
+                {"stack": STACK, "parameters": {"Environment": "prod"}},
+                meta={"progressToken": "e2e"},
             )
             after_update = await anyio.to_thread.run_sync(what_was_deployed, endpoint)
             notifications: list[Json] = list(session.notifications)
 
-    assert created.get("isError") is not True, (created, session.stderr_text())
-    assert rounds == [["confirm", "role-arn"]] * 3  # one input round per call: two tools/call each
+    assert not created.is_error, (created, session.stderr_text())
+    # One input round per call (two tools/call each), asking both questions at once.
+    assert [call.asked for call in (created, again, updated)] == [(("confirm", "role-arn"),)] * 3
     assert asked[:2] == [
         "Deploy stack 'e2e-api' to AWS production?",
         "Provide the IAM role ARN to assume:",
     ]
-    assert created["structuredContent"]["action"] == "created"
-    assert created["structuredContent"]["region"] == REGION
+    assert created.structured["action"] == "created"
+    assert created.structured["region"] == REGION
     assert after_create == {
-        "stack_id": created["structuredContent"]["stack_id"],
+        "stack_id": created.structured["stack_id"],
         "status": "CREATE_COMPLETE",
         "parameters": {"Environment": "staging", "MessageRetentionSeconds": "345600"},
         "types": {"Queue": "AWS::SQS::Queue", "QueueUrlParameter": "AWS::SSM::Parameter"},
         "ssm_value_is_queue_url": True,
         "queue_tags": {"environment": "staging"},
     }
-    assert again["structuredContent"]["action"] == "unchanged"
-    assert updated["structuredContent"]["action"] == "updated"
+    assert again.structured["action"] == "unchanged"
+    assert updated.structured["action"] == "updated"
     assert after_update["status"] == "UPDATE_COMPLETE"
     assert after_update["parameters"]["Environment"] == "prod"
-    progress = [
-        note["params"] for note in notifications if note["method"] == "notifications/progress"
+    # The deploy reports its progress; the call's result holds what reached the client for it.
+    assert updated.progress
+    mine = [
+        note["params"]
+        for note in notifications
+        if note["method"] == "notifications/progress" and note["params"]["progressToken"] == "e2e"
     ]
-    assert progress
-    assert {entry["progressToken"] for entry in progress} == {"e2e"}
+    seen = [(note["progress"], note.get("total"), note.get("message")) for note in mine]
+    assert seen == list(updated.progress)
 
 
 class SlowAws:

@@ -238,10 +238,6 @@ def server_env(endpoint: str, tmp_path: Path) -> dict[str, str]:
     }
 
 
-def text_of(result: dict[str, Any]) -> str:
-    return "".join(block.get("text", "") for block in result["content"])
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["truncated", "garbled", "echoing"])
 @pytest.mark.parametrize("flow", FLOWS)
@@ -257,13 +253,13 @@ async def test_no_credential_gets_out_whichever_aws_call_misbehaves(
         ) as session:
             fake.reset(flow)
             clean = await session.call_tool("deploy_to_aws", {"stack": STACK})
-            assert clean.get("isError") is not True, text_of(clean)
+            assert not clean.is_error, clean.text
             calls = list(fake.calls)
             assert FLOWS[flow] <= set(calls)
             for number, action in enumerate(calls):
                 fake.reset(flow, mode, number)
                 failed = await session.call_tool("deploy_to_aws", {"stack": STACK})
-                assert failed["isError"] is True, (action, text_of(failed))
+                assert failed.is_error, (action, failed.text)
                 assert fake.calls[-1] == action  # the deploy stopped at the call that misbehaved
                 outputs.append(repr(failed))
     # After the session: the server has exited and its stderr is read to the end.
@@ -292,12 +288,12 @@ async def test_credentials_an_endpoint_echoes_bare_never_get_out(
             result = await session.call_tool(
                 "deploy_to_aws", {"stack": STACK}, meta={"progressToken": "deploy"}
             )
-    assert result.get("isError") is not True, text_of(result)
+    assert not result.is_error, result.text
     assert "DescribeStackEvents" in fake.calls
     everything = "\n".join(
-        [text_of(result), repr(result), repr(session.notifications), session.stderr_text()]
+        [result.text, repr(result), repr(session.notifications), session.stderr_text()]
     )
-    assert "[redacted]" in repr(result["structuredContent"])  # the echo came through, redacted
+    assert "[redacted]" in repr(result.structured)  # the echo came through, redacted
     assert "Api (AWS::Lambda::Function)" in repr(session.notifications)
     for piece in PIECES:
         assert piece not in everything, "an echoed credential reached the output"

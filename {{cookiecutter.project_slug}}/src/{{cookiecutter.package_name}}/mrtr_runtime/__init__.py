@@ -26,6 +26,7 @@ from ._context import Context, RequestCancelled
 from ._inputs import InputRequest, choice_titles, elicit_form, elicit_url, list_roots, sample
 from ._redact import redact_secrets, treat_as_secret
 from ._registry import Registry, ToolAnnotations
+from ._removed import FACE_NAMES
 from ._results import InputRequired, ToolError, ToolResult
 
 if TYPE_CHECKING:
@@ -46,16 +47,23 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name == "content":  # `mrtr_runtime.content.text(...)` after a plain `import mrtr_runtime`
-        value = importlib.import_module(".content", __name__)
-    else:
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which would otherwise take every name as found here (Any):
+    # the lazy names are imported for them above, and a removed one must stay an error.
+    def __getattr__(name: str) -> Any:
+        # `content`: `mrtr_runtime.content.text(...)` after a plain `import mrtr_runtime`.
+        if name == "content":
+            value = importlib.import_module(".content", __name__)
+        else:
+            module = _LAZY.get(name)
+            if module is None:
+                # A name the face lost (_removed.py) says what replaced it; the tools' loader
+                # puts the sentence back where `from ... import name` drops it.
+                missing = f"module {__name__!r} has no attribute {name!r}"
+                raise AttributeError(FACE_NAMES.get(name, missing))
+            value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
 
 
 __all__ = (

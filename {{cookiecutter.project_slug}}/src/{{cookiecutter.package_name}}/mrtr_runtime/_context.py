@@ -18,6 +18,7 @@ from ._capabilities import ClientCapabilities
 from ._inputs import InputRequest
 from ._jsonrpc import INVALID_PARAMS, RpcError, clip, json_size
 from ._redact import redact_secrets
+from ._removed import READ_ANSWERS, Removed
 from ._results import InputRequired
 from ._wire import ELICIT, INPUT_METHODS, LOG_LEVELS
 
@@ -246,6 +247,11 @@ class Context:
         "request_state",
         "state",
     )
+
+    if not TYPE_CHECKING:  # gone in 0.5.0; hidden from mypy, which reports the old names
+        input_response = Removed(READ_ANSWERS)
+        input_responses = Removed(READ_ANSWERS)
+        has_input_responses = Removed(READ_ANSWERS)
 
     def __init__(
         self,

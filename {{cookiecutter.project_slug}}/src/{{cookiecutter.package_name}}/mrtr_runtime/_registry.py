@@ -27,6 +27,7 @@ from typing import (
 import anyio.to_thread
 
 from ._context import Context
+from ._removed import import_hint
 from ._results import InputRequired
 
 if TYPE_CHECKING:
@@ -151,6 +152,48 @@ def _context_param(
     return name
 
 
+def _type_hints(handler: Callable[..., Any]) -> dict[str, Any]:
+    """The handler's annotations, resolved now, so that a name they miss fails at declaration.
+
+    Under `from __future__ import annotations` every annotation is a string, resolved here
+    in the handler's module: a model defined below its tool is not defined yet.
+    """
+    try:
+        return get_type_hints(handler, include_extras=True)
+    except NameError as error:
+        missing = f"{error.name!r}" if error.name else "a name"
+        raise TypeError(
+            f"{handler.__qualname__}: its annotations use {missing}, which is not defined "
+            f"where the handler is declared; define it above {handler.__qualname__} "
+            f"({error})"
+        ) from error
+
+
+def _check_parameter_kinds(
+    handler: Callable[..., Any], parameters: Mapping[str, inspect.Parameter]
+) -> None:
+    # Arguments come as one JSON object and are passed by keyword: `*args` / `**kwargs` would
+    # become required fields named "args" / "kwargs", and a positional-only parameter could
+    # never be passed, so the tool could never be called.
+    for name, param in parameters.items():
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            raise TypeError(
+                f"{handler.__qualname__}: *{name} cannot take arguments, which come by name; "
+                "declare each one as a parameter"
+            )
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            raise TypeError(
+                f"{handler.__qualname__}: **{name} cannot take arguments, which are the "
+                "declared parameters (the input schema); declare each one, or take a pydantic "
+                "model as the only parameter"
+            )
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise TypeError(
+                f"{handler.__qualname__}: parameter {name!r} is positional-only, but "
+                "arguments are passed by name; remove the `/`"
+            )
+
+
 def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
     # pydantic is imported with the first tool, not with the runtime: a server answers its
     # first request before it loads its tools (see Registry.defer_package).
@@ -158,8 +201,9 @@ def _inspect(handler: Callable[..., Any], model_name: str) -> _Signature:
 
     if not callable(handler):
         raise TypeError(f"a handler must be a function, not {type(handler).__name__}")
-    hints = get_type_hints(handler, include_extras=True)
+    hints = _type_hints(handler)
     parameters = inspect.signature(handler).parameters
+    _check_parameter_kinds(handler, parameters)
     context_param = _context_param(handler, parameters, hints)
     fields = {name: param for name, param in parameters.items() if name != context_param}
     is_async = inspect.iscoroutinefunction(handler)
@@ -210,6 +254,37 @@ def _output_model(returns: Any) -> type[BaseModel] | None:
     if isinstance(member, type) and issubclass(member, BaseModel):
         return member
     return None
+
+
+def _output_schema_model(
+    handler: Callable[..., Any], returns: Any, explicit: type[BaseModel] | None
+) -> type[BaseModel] | None:
+    """The tool's output model: its return annotation's, or `output_model=` where that says more.
+
+    `output_model=` is for what the annotation cannot say (a ToolResult, a union of models). One
+    that contradicts a model the annotation names would publish a schema the tool's own results
+    break, every call: refused where it is written.
+    """
+    annotated = _output_model(returns)
+    if explicit is None or annotated is None or _holds(explicit, annotated):
+        return explicit if explicit is not None else annotated
+    raise TypeError(
+        f"{handler.__qualname__}: returns {annotated.__name__} but declares "
+        f"output_model={explicit.__name__}; drop output_model= (the annotation is the output "
+        f"schema) or return {explicit.__name__}"
+    )
+
+
+def _holds(model: type[BaseModel], member: type[BaseModel]) -> bool:
+    """Whether every `member` is an instance of `model`: the same model, a base of it, or a
+    RootModel of a union one of whose members holds it."""
+    if issubclass(member, model):
+        return True
+    if not getattr(model, "__pydantic_root_model__", False):
+        return False
+    root = model.model_fields["root"]
+    options = get_args(root.annotation) if _is_union(root.annotation) else (root.annotation,)
+    return any(isinstance(option, type) and issubclass(member, option) for option in options)
 
 
 def _is_union(annotation: Any) -> bool:
@@ -376,7 +451,7 @@ class Registry:
         `@registry.tool` and `@registry.tool()` are the same. A return annotation that names a
         pydantic model (`-> Report`, or `-> Report | InputRequired`) is the tool's output
         schema; `output_model=` says it where the annotation cannot (a ToolResult with a
-        summary, a union of models) and wins over it.
+        summary, a union of models). Both, naming unrelated models, is a TypeError.
 
         `accept_unasked` names input keys whose answers the tool takes even when no round of
         this call asked for them (a client may send them with its first call). Every other
@@ -403,7 +478,7 @@ class Registry:
                 wire["description"] = text
             if annotations is not None:
                 wire["annotations"] = annotations.to_wire()
-            output = output_model if output_model is not None else _output_model(signature.returns)
+            output = _output_schema_model(handler, signature.returns, output_model)
             self.tools[tool_name] = ToolDef(tool_name, handler, signature, output, wire, unasked)
             self._changed("tools")
             return handler
@@ -607,7 +682,17 @@ class Registry:
                 if not info.name.startswith("_")
             )
             for name in names:
-                importlib.import_module(f"{package}.{name}")
+                try:
+                    importlib.import_module(f"{package}.{name}")
+                except ImportError as error:
+                    # `from ..mrtr_runtime import text_block` loses the face's own sentence
+                    # (Python says only "cannot import name"): say what replaced the name.
+                    hint = import_hint(error, __package__ or "")
+                    if hint is None:
+                        raise
+                    raise ImportError(
+                        f"{package}.{name}: {error}; {hint}", name=error.name, path=error.path
+                    ) from error
         finally:
             self._loading -= 1
 

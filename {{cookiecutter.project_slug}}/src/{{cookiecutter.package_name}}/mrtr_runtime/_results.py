@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._inputs import InputRequest
+from ._removed import Removed
 
 if TYPE_CHECKING:
     from ._content import ContentBlock
@@ -35,6 +36,12 @@ class ToolResult:
     content: Sequence[Mapping[str, Any]] = ()
     structured: Any = None
     is_error: bool = False
+
+    if not TYPE_CHECKING:  # gone in 0.5.0; hidden from mypy, which reports the old names
+        text = Removed("ToolResult.text(t) is ToolResult.of(t)")
+        summarized = Removed(
+            "ToolResult.summarized(s, model) is ToolResult.of(s, structured=model)"
+        )
 
     @classmethod
     def of(

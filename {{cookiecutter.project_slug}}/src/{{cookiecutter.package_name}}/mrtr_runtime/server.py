@@ -8,29 +8,16 @@ import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._config import (
-    PREVIOUS_KEYS_FILE_NAME,
-    Rotation,
-    Settings,
-    SigningConfigError,
-    WeakSigningKey,
-    codec_from_environment,
-    codec_from_settings,
-    default_previous_keys_file,
-    per_user_key_path,
-    rotate_key_file,
-    write_key_file,
-)
+from ._config import SigningConfigError, WeakSigningKey, codec_from_environment
 from ._project import Project
 from ._router import Server
 from ._stdio import configure_logging, serve_stdio
-from ._tokens import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
 from ._wire import LEGACY_VERSIONS, MODERN_VERSIONS
 
 if TYPE_CHECKING:
-    from .http import HttpApp, HttpSettings, serve_http
+    from .http import HttpSettings, serve_http
 
-_LAZY = {"HttpApp": ".http", "HttpSettings": ".http", "serve_http": ".http"}
+_LAZY = {"HttpSettings": ".http", "serve_http": ".http"}
 
 
 def run_command_line(project: Project, argv: Sequence[str] | None = None) -> int:
@@ -53,27 +40,16 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = (
-    "DEFAULT_TTL_SECONDS",
     "LEGACY_VERSIONS",
-    "MAX_TTL_SECONDS",
     "MODERN_VERSIONS",
-    "PREVIOUS_KEYS_FILE_NAME",
-    "HttpApp",
     "HttpSettings",
     "Project",
-    "Rotation",
     "Server",
-    "Settings",
     "SigningConfigError",
     "WeakSigningKey",
     "codec_from_environment",
-    "codec_from_settings",
     "configure_logging",
-    "default_previous_keys_file",
-    "per_user_key_path",
-    "rotate_key_file",
     "run_command_line",
     "serve_http",
     "serve_stdio",
-    "write_key_file",
 )

@@ -31,6 +31,7 @@ import http.client
 import json
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -314,19 +315,32 @@ def discover_problem(status: int, content_type: str, body: bytes) -> str | None:
     return None
 
 
-def health_check(project: Project, url: str) -> int:
-    parts = urlsplit(url)
+def _endpoint(url: str) -> tuple[str, str, int | None, str] | None:
+    """(scheme, host, port, path) of an http(s) URL; None for anything else, a bad port too."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError:
+        return None
     if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return parts.scheme, parts.hostname, port, parts.path or "/"
+
+
+def health_check(project: Project, url: str) -> int:
+    endpoint = _endpoint(url)
+    if endpoint is None:
         # The URL can carry a password (userinfo) or a presigned token in its query.
         sys.stderr.write(
             redact_secrets(f"{project.name}: unhealthy: not an http(s) URL: {url!r}") + "\n"
         )
         return 1
+    scheme, host, port, path = endpoint
     body, headers = discover_request(project)
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    connection = kind(parts.hostname, parts.port, timeout=HEALTH_TIMEOUT_SECONDS)
+    kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    connection = kind(host, port, timeout=HEALTH_TIMEOUT_SECONDS)
     try:
-        connection.request("POST", parts.path or "/", body, headers)
+        connection.request("POST", path, body, headers)
         response = connection.getresponse()
         answer = response.read(HEALTH_MAX_ANSWER_BYTES)
         problem = discover_problem(response.status, response.getheader("Content-Type", ""), answer)
@@ -533,6 +547,27 @@ def _default_key_path(project: Project) -> Path | None:
     return project.default_key_file() or project.user_key_file()
 
 
+def _key_path_problem(target: Path, *, explicit: bool) -> str | None:
+    """Why a key cannot be written at ``target``, or None.
+
+    Only a regular file is ever replaced: ``--force`` on a device, a FIFO, a directory or a
+    link would replace the thing itself (as root, ``/dev/null``). A ``--path`` names a file in
+    a directory that exists; only the default per-user directory is created (mode 0700).
+    """
+    try:
+        mode = target.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as error:
+        return error.strerror or str(error)
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+        return f"it is {kind}; a key is only ever written to, or replaces, a regular file"
+    if explicit and mode is None and not target.parent.is_dir():
+        return f"{target.parent} is not an existing directory"
+    return None
+
+
 def keygen(project: Project, *, force: bool, rotate: bool, path: Path | None) -> int:
     target = path or _default_key_path(project)
     if target is None:
@@ -542,6 +577,10 @@ def keygen(project: Project, *, force: bool, rotate: bool, path: Path | None) ->
         )
         return 1
     target = target.expanduser().absolute()
+    problem = _key_path_problem(target, explicit=path is not None)
+    if problem is not None:
+        sys.stderr.write(f"{project.name}: cannot write {target}: {problem}\n")
+        return 1
     exists = os.path.lexists(target)
     if exists and not (force or rotate):
         sys.stderr.write(
@@ -551,18 +590,21 @@ def keygen(project: Project, *, force: bool, rotate: bool, path: Path | None) ->
         )
         return 1
     rotation: Rotation | None = None
-    if rotate:
-        try:
+    try:
+        if rotate:
             # Always beside the key file: the server reads that one whatever else it is given.
             rotation = rotate_key_file(target)
-        except SigningConfigError as error:
-            sys.stderr.write(
-                f"{project.name}: cannot rotate: {error} (or 'keygen --force' drops the old key)\n"
-            )
-            return 1
-        key = rotation.current
-    else:
-        key = write_key_file(target, overwrite=force)
+            key = rotation.current
+        else:
+            key = write_key_file(target, overwrite=force)
+    except SigningConfigError as error:
+        sys.stderr.write(
+            f"{project.name}: cannot rotate: {error} (or 'keygen --force' drops the old key)\n"
+        )
+        return 1
+    except OSError as error:
+        sys.stderr.write(f"{project.name}: cannot write {target}: {error.strerror or error}\n")
+        return 1
     sys.stdout.write(f"{target}\n")
     sys.stderr.write(f"Wrote a new signing key (id {key.key_id}, mode 0600) to {target}.\n")
     if rotation is not None and rotation.retired is not None:

@@ -1,20 +1,24 @@
 """Clients that drive a server in tests and scripts: in process, or a real one over stdio.
 
-A tool test needs a server and a client::
+A tool test needs a server, a client and the answers a person would give::
 
     from my_server.app import build_server
-    from my_server.mrtr_runtime.testing import MemoryClient, answers
+    from my_server.mrtr_runtime.testing import Declined, MemoryClient, answers
 
     async def test_a_no_stops_the_tool():
-        say_no = answers({"confirm": {"confirmed": False}, "target": {"name": "prod"}})
-        client = MemoryClient(build_server(), elicitation=say_no)
+        client = MemoryClient(build_server(), elicitation=answers({"confirm": Declined()}))
         result = await client.call_tool("my_tool", {"item": "x"})
+        assert result.structured == {"status": "declined"}
 
 `MemoryClient(server, ...)` and `ClientSession.spawn(command, ...)` take the same callbacks
 (``elicitation=``, ``sampling=``, ``roots=``) and offer the same ``call_tool`` /
-``get_prompt`` / ``read_resource``, which drive every input round; ``request`` sends one raw
-request. `answers` turns a mapping of input keys to answers into a callback; it must answer
-every question a round asks, and fails loudly on a key it does not know.
+``get_prompt`` / ``read_resource``, which drive every input round. ``call_tool`` returns a
+`ToolCallResult` (``.text``, ``.structured``, ``.is_error``, ``.content``, ``.progress``,
+``.rounds``, ``.asked``); ``get_prompt`` / ``read_resource`` return the wire's result dict;
+``request`` sends one raw request and returns its result dict. `answers` turns a mapping of
+input keys to answers into a callback; it must answer every question a round asks, and fails
+loudly on a key it does not know. A JSON-RPC error raises `RpcError`; a server that keeps
+asking raises `TooManyRounds`, quoting what the server said when it asked again.
 
 Both keep every notification the server sent, in order, in ``notifications`` (log messages,
 progress, list changes; `ClientSession` can also hand each to ``notification_handler``).
@@ -24,38 +28,20 @@ length of an ``async with`` block.
 
 from __future__ import annotations
 
-from .._answers import Accepted, Cancelled, Declined
+from .._answers import Cancelled, Declined
 from .._jsonrpc import RpcError
-from ._client import ClientSession, SessionClosed
-from ._memory import MemoryClient, Subscription
-from ._rounds import (
-    InputHandler,
-    InvalidServerResponse,
-    Requester,
-    TooManyRounds,
-    UnexpectedInput,
-    answers,
-    call_tool_with_inputs,
-    default_input_handler,
-    request_with_inputs,
-)
+from ._client import ClientSession
+from ._memory import MemoryClient
+from ._result import ToolCallResult
+from ._rounds import TooManyRounds, answers
 
 __all__ = (
-    "Accepted",
     "Cancelled",
     "ClientSession",
     "Declined",
-    "InputHandler",
-    "InvalidServerResponse",
     "MemoryClient",
-    "Requester",
     "RpcError",
-    "SessionClosed",
-    "Subscription",
     "TooManyRounds",
-    "UnexpectedInput",
+    "ToolCallResult",
     "answers",
-    "call_tool_with_inputs",
-    "default_input_handler",
-    "request_with_inputs",
 )

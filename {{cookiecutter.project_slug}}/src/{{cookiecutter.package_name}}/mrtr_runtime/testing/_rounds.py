@@ -17,12 +17,14 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from itertools import count
 from typing import Any, Protocol, cast
 
 import anyio
 
 from .._jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, clip
 from .._wire import ELICIT, LIST_ROOTS, SAMPLE
+from ._result import Progress, ToolCallResult
 
 __all__ = (
     "DEFAULT_MAX_ROUNDS",
@@ -32,6 +34,7 @@ __all__ = (
     "InputHandler",
     "InvalidServerResponse",
     "Requester",
+    "Rounds",
     "RoundsClient",
     "TooManyRounds",
     "UnexpectedInput",
@@ -41,6 +44,7 @@ __all__ = (
     "default_input_handler",
     "derive_capabilities",
     "request_with_inputs",
+    "run_rounds",
 )
 
 logger = logging.getLogger(__name__)
@@ -58,19 +62,49 @@ InputHandler = Callable[[Mapping[str, Mapping[str, Any]]], Awaitable[Mapping[str
 
 
 class TooManyRounds(Exception):
-    """The server still asked for input after ``max_rounds`` retries."""
+    """The server still asked for input after ``max_rounds`` retries.
 
-    def __init__(self, method: str, max_rounds: int, pending_keys: Sequence[str]) -> None:
-        # Never the requestState token or any answer: only the method, cap and keys.
+    ``asked_again`` maps each pending key the server asked again with other words than at
+    first to its newest message: how this runtime (and any server that re-asks with a
+    reason) says why it refused the answer, e.g. ``"That answer was not valid (...)"``.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        max_rounds: int,
+        pending_keys: Sequence[str],
+        asked_again: Mapping[str, str] | None = None,
+    ) -> None:
+        # Never the requestState token or any answer: the method, cap, keys and the server's
+        # own words, which it showed the user.
         keys = ", ".join(repr(key) for key in pending_keys) or "none (state only)"
+        again = dict(asked_again or {})
+        if again:
+            said = "; ".join(f"for {key!r}, saying {_quote(again[key])}" for key in sorted(again))
+            why = (
+                f" The server asked again {said}. A server asks again when it refuses an "
+                "answer: check the answer given for that key."
+            )
+        else:
+            why = " A server that keeps asking and never settles is usually a server bug."
         super().__init__(
             f"{method}: the server still required input after {max_rounds} retries "
-            f"({max_rounds + 1} calls); pending input keys: {keys}. "
-            "A server that keeps asking and never settles is usually a server bug."
+            f"({max_rounds + 1} calls); pending input keys: {keys}.{why}"
         )
         self.method = method
         self.max_rounds = max_rounds
         self.pending_keys = tuple(pending_keys)
+        self.asked_again = again
+
+
+_REASON_CHARS = 500  # the server's newest words for a key, as TooManyRounds quotes them
+
+
+def _quote(text: str) -> str:
+    if len(text) > _REASON_CHARS:
+        text = f"{text[:_REASON_CHARS]}...({len(text)} characters)"
+    return repr(text)
 
 
 class InvalidServerResponse(Exception):
@@ -344,6 +378,20 @@ def _input_requests(result: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return requests
 
 
+@dataclass(frozen=True, slots=True)
+class Rounds:
+    """How a call ended: its final result and the input keys each retry answered, sorted."""
+
+    result: dict[str, Any]
+    asked: tuple[tuple[str, ...], ...]
+
+
+def _message(request: Mapping[str, Any]) -> str | None:
+    params = request.get("params")
+    message = params.get("message") if isinstance(params, Mapping) else None
+    return message if isinstance(message, str) else None
+
+
 async def request_with_inputs(
     requester: Requester,
     method: str,
@@ -360,17 +408,31 @@ async def request_with_inputs(
     TooManyRounds. A state-only result is retried after a short backoff without asking.
     ``inputResponses``/``requestState`` given in ``params`` seed the first call only.
     """
+    rounds = await run_rounds(requester, method, params, input_handler, max_rounds=max_rounds)
+    return rounds.result
+
+
+async def run_rounds(
+    requester: Requester,
+    method: str,
+    params: Mapping[str, Any],
+    input_handler: InputHandler | None,
+    *,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+) -> Rounds:
+    """`request_with_inputs`, also telling which keys each round asked."""
     if max_rounds < 0:
         raise ValueError("max_rounds must be >= 0")
     base = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
     result = await requester.request(method, params)
-    rounds = 0
+    asked: list[tuple[str, ...]] = []
+    first_words: dict[str, str | None] = {}  # each key's message when it was first asked
     backoff = _STATE_ONLY_BACKOFF_START
     while True:
         result_type = result.get("resultType")
         # Legacy (2025-11-25) results carry no resultType; they are always complete.
         if result_type is None or result_type == "complete":
-            return result
+            return Rounds(result, tuple(asked))
         if result_type != "input_required":
             # basic/index: "A resultType of any value unrecognized by the client MUST be
             # considered invalid."
@@ -379,31 +441,43 @@ async def request_with_inputs(
         state = result.get("requestState")
         if state is not None and not isinstance(state, str):
             raise InvalidServerResponse(f"{method}: requestState is not a string")
-        if rounds >= max_rounds:
-            raise TooManyRounds(method, max_rounds, sorted(requests))
+        words = {key: _message(request) for key, request in requests.items()}
+        if len(asked) >= max_rounds:
+            # A key asked again in other words: the server's reason (this runtime re-asks a
+            # refused answer with "That answer was not valid (...)" before its question).
+            again = {
+                key: said
+                for key, said in words.items()
+                if said is not None and key in first_words and first_words[key] != said
+            }
+            raise TooManyRounds(method, max_rounds, sorted(requests), again)
+        for key, said in words.items():
+            first_words.setdefault(key, said)
         retry = dict(base)
         if requests:
             if input_handler is None:
-                asked = ", ".join(
+                listed = ", ".join(
                     f"{key!r} ({requests[key]['method']})" for key in sorted(requests)
                 )
                 raise RpcError(
                     INVALID_REQUEST,
-                    f"{method}: the server asked for input ({asked}) but no input_handler "
+                    f"{method}: the server asked for input ({listed}) but no input_handler "
                     "was given",
                 )
             logger.debug(
-                "%s round %d: answering %s", method, rounds + 1, ", ".join(sorted(requests))
+                "%s round %d: answering %s", method, len(asked) + 1, ", ".join(sorted(requests))
             )
             retry["inputResponses"] = dict(await input_handler(requests))  # this round's only
             backoff = _STATE_ONLY_BACKOFF_START
         else:
-            logger.debug("%s round %d: state only, retrying in %.2fs", method, rounds + 1, backoff)
+            logger.debug(
+                "%s round %d: state only, retrying in %.2fs", method, len(asked) + 1, backoff
+            )
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, _STATE_ONLY_BACKOFF_CAP)
         if state is not None:
             retry["requestState"] = state  # opaque: echoed exactly as received
-        rounds += 1
+        asked.append(tuple(sorted(requests)))
         result = await requester.request(method, retry)
 
 
@@ -436,7 +510,9 @@ class RoundsClient:
     """
 
     callbacks: Callbacks
+    notifications: list[dict[str, Any]]
     _callback_failures: list[Exception]
+    _progress_tokens = count(1)  # shared by every client: a token is never reused in a process
 
     async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
@@ -453,13 +529,30 @@ class RoundsClient:
         *,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         meta: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """``tools/call`` through every round; the final CallToolResult (``isError`` results
-        are returned, not raised). ``meta`` adds to ``params._meta`` (e.g. a progressToken)."""
+    ) -> ToolCallResult:
+        """``tools/call`` through every round; the final result, typed (``isError`` results
+        are returned, not raised; a JSON-RPC error raises RpcError).
+
+        Every request of the call carries a ``progressToken`` (``meta`` may name its own), so
+        the result's ``progress`` holds what the tool reported (basic/utilities/progress: the
+        token is unique among active requests; the rounds of one call run one at a time).
+        ``meta`` adds to ``params._meta``.
+        """
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
-        return await self._drive("tools/call", params, max_rounds, meta)
+        wanted = dict(meta or {})
+        token = wanted.setdefault("progressToken", f"call-{next(self._progress_tokens)}")
+        seen = len(self.notifications)
+        rounds = await self._drive("tools/call", params, max_rounds, wanted)
+        progress = [
+            _progress(note["params"])
+            for note in self.notifications[seen:]
+            if note.get("method") == "notifications/progress"
+            and isinstance(note.get("params"), Mapping)
+            and note["params"].get("progressToken") == token
+        ]
+        return ToolCallResult.from_wire(rounds.result, progress=progress, asked=rounds.asked)
 
     async def get_prompt(
         self,
@@ -473,7 +566,7 @@ class RoundsClient:
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
-        return await self._drive("prompts/get", params, max_rounds, meta)
+        return (await self._drive("prompts/get", params, max_rounds, meta)).result
 
     async def read_resource(
         self,
@@ -483,7 +576,7 @@ class RoundsClient:
         meta: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """``resources/read`` through every round; the final ReadResourceResult."""
-        return await self._drive("resources/read", {"uri": uri}, max_rounds, meta)
+        return (await self._drive("resources/read", {"uri": uri}, max_rounds, meta)).result
 
     def _call_meta(self, meta: Mapping[str, Any]) -> dict[str, Any]:
         """The ``_meta`` a call sends for the caller's ``meta`` (clients may add theirs)."""
@@ -498,20 +591,31 @@ class RoundsClient:
         params: dict[str, Any],
         max_rounds: int,
         meta: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
+    ) -> Rounds:
         if meta is not None:
             params["_meta"] = self._call_meta(meta)
         seen = len(self._callback_failures)
         try:
-            result = await request_with_inputs(
+            rounds = await run_rounds(
                 self, method, params, self.input_handler, max_rounds=max_rounds
             )
         except Exception as error:
             self._raise_new_failure(seen, error)
             raise
         self._raise_new_failure(seen, None)
-        return result
+        return rounds
 
     def _raise_new_failure(self, seen: int, cause: Exception | None) -> None:
         if len(self._callback_failures) > seen:
             raise self._callback_failures[seen] from cause
+
+
+def _progress(params: Mapping[str, Any]) -> Progress:
+    """A progress notification's numbers and message (the server's encoder made it JSON)."""
+    total = params.get("total")
+    message = params.get("message")
+    return Progress(
+        params.get("progress", 0),
+        total if isinstance(total, int | float) else None,
+        message if isinstance(message, str) else None,
+    )
