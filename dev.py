@@ -4,6 +4,7 @@
     python3 dev.py demo                      bake the defaults into build/demo/ and run the server
     python3 dev.py test [PYTEST ARGS...]     run every test of the template (what CI runs)
     python3 dev.py bake [--no-aws] OUT [key=value ...]   bake the template into OUT
+    python3 dev.py runtime-hash [--replace] [--at REV]   record the runtime's hash for its version
 
 `demo` and `bake` need only build/demo/.venv/, a small venv with cookiecutter (the version
 requirements-dev.txt pins) and, once `demo` has baked, the demo project with its runtime
@@ -20,12 +21,13 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -37,6 +39,12 @@ DEMO_OUT = ROOT / "build" / "demo"
 BAKE_VENV = DEMO_OUT / ".venv"
 STAMP = ".dev-py-stamp"
 DEMO_STAMP = ".dev-py-demo-stamp"
+#: The vendored runtime, as the template holds it (copied into every bake byte for byte).
+RUNTIME = "{{cookiecutter.project_slug}}/src/{{cookiecutter.package_name}}/mrtr_runtime"
+#: {version: runtime_hash} of every version the template has had; tests/test_runtime_version.py
+#: fails when the runtime hashes differently from the entry of its `__version__`.
+RUNTIME_VERSIONS = ROOT / "tests" / "runtime_versions.json"
+RUNTIME_VERSION_LINE = re.compile(r'^__version__ = "([0-9]+\.[0-9]+\.[0-9]+)"$', re.MULTILINE)
 WINDOWS = os.name == "nt"
 MIN_PYTHON = (3, 11)
 #: pytest's "no tests were collected" exit status.
@@ -289,6 +297,80 @@ def command_test(pytest_args: Sequence[str]) -> int:
     return code
 
 
+def runtime_hash(files: Mapping[str, bytes]) -> str:
+    """SHA-256 over the runtime's modules: each relative path (sorted) and its bytes, framed.
+
+    A path and a length precede each file's bytes, so moving code between files, renaming a
+    file or adding an empty one changes the hash as surely as editing a line does.
+    """
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        data = files[path]
+        digest.update(f"{path}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def runtime_files(root: Path = ROOT) -> dict[str, bytes]:
+    """The runtime's modules in a checkout of the template, by path relative to the runtime."""
+    runtime = root / RUNTIME
+    return {
+        path.relative_to(runtime).as_posix(): path.read_bytes()
+        for path in runtime.rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+
+
+def runtime_files_at(revision: str) -> dict[str, bytes]:
+    """The runtime's modules at a git revision of this repository."""
+    listing = subprocess.run(
+        ["git", "ls-tree", "-r", "-z", "--name-only", revision, "--", f"{RUNTIME}/"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    files: dict[str, bytes] = {}
+    for path in filter(None, listing.split("\0")):
+        if path.endswith(".py"):
+            shown_file = ["git", "show", f"{revision}:{path}"]
+            data = subprocess.run(shown_file, cwd=ROOT, capture_output=True, check=True).stdout
+            files[path.removeprefix(f"{RUNTIME}/")] = data
+    return files
+
+
+def runtime_version(files: Mapping[str, bytes]) -> str:
+    found = RUNTIME_VERSION_LINE.search(files["__init__.py"].decode())
+    if not found:
+        raise SystemExit('dev.py: mrtr_runtime/__init__.py has no __version__ = "X.Y.Z" line')
+    return found[1]
+
+
+def recorded_runtime_versions() -> dict[str, str]:
+    if not RUNTIME_VERSIONS.exists():
+        return {}
+    recorded: dict[str, str] = json.loads(RUNTIME_VERSIONS.read_text(encoding="utf-8"))
+    return recorded
+
+
+def command_runtime_hash(args: argparse.Namespace) -> int:
+    files = runtime_files() if args.at is None else runtime_files_at(args.at)
+    version, digest = runtime_version(files), runtime_hash(files)
+    recorded = recorded_runtime_versions()
+    if recorded.get(version, digest) != digest and not args.replace:
+        say(
+            f"runtime {version} is recorded with another hash ({recorded[version]}). If {version} "
+            "is released, the runtime needs a new version: bump __version__ in mrtr_runtime/"
+            "__init__.py (the docstring and the line) and add its CHANGELOG.md heading. If "
+            f"{version} is not released yet, record the new hash: dev.py runtime-hash --replace"
+        )
+        return 1
+    recorded[version] = digest
+    ordered = dict(sorted(recorded.items(), key=lambda item: tuple(map(int, item[0].split(".")))))
+    RUNTIME_VERSIONS.write_text(json.dumps(ordered, indent=2) + "\n", encoding="utf-8")
+    say(f"runtime {version}: {digest} (recorded in {shown(RUNTIME_VERSIONS)})")
+    return 0
+
+
 def command_bake(args: argparse.Namespace) -> int:
     bake(Path(args.output).absolute(), aws=not args.no_aws, extra=args.extra)
     return 0
@@ -309,6 +391,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     bake_parser.add_argument("output", metavar="OUT")
     bake_parser.add_argument("extra", nargs="*", metavar="key=value", help="more answers")
     bake_parser.set_defaults(handler=command_bake)
+    hash_parser = commands.add_parser(
+        "runtime-hash", help="record the runtime's hash for its __version__ (tests check it)"
+    )
+    hash_parser.add_argument(
+        "--replace", action="store_true", help="change the hash of an unreleased version"
+    )
+    hash_parser.add_argument("--at", metavar="REV", help="the runtime at a git revision")
+    hash_parser.set_defaults(handler=command_runtime_hash)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["test"]:
         return command_test(argv[1:])

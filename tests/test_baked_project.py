@@ -2,7 +2,7 @@
 runtime's suite.
 
 For each option combination (AWS example on/off) one bake gets its own ``.venv`` with
-``pip install -e .[dev(,aws)]`` (the README's quick start, pip cache shared), and then runs what its
+``pip install -e .[dev(,aws)]`` (the README's "Run it", pip cache shared), and then runs what its
 README promises: ``ruff check``, ``ruff format --check``, ``mypy`` and ``pytest``. Then the
 template's runtime suite (``tests/runtime``: protocol, tokens, fuzz, bad input, stdio end to end,
 legacy bridge, clients) runs with that venv's python against the baked package

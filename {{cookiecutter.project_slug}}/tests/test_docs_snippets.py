@@ -14,12 +14,13 @@ throwaway package whose `registry` is fresh, then the tests drive the tool throu
 from __future__ import annotations
 
 import base64
+import importlib
 import re
 import sys
 import types
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pytest
 
@@ -28,6 +29,7 @@ from {{ cookiecutter.package_name }}.mrtr_runtime import (
 )
 from {{ cookiecutter.package_name }}.mrtr_runtime.server import (
     Server,
+    SigningConfigError,
     codec_from_environment,
 )
 from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
@@ -42,11 +44,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 PACKAGE = "{{ cookiecutter.package_name }}"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "multi-round-handlers.md"
 RESULTS_DOC = DOC.with_name("results-and-completions.md")
-DOCS = (DOC, RESULTS_DOC)
 README = DOC.parents[1] / "README.md"
+DOCS = (DOC, RESULTS_DOC, README)
 KEY_HEX = "c4e6a8b0d2f41357a9c1e3f5b7d90246c8e0a2f4b6d81357e9c1a3f5b7d90246"
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 HEADER = re.compile(rf"# src/{PACKAGE}/tools/([a-z_][a-z0-9_]*)\.py")
+#: The README's tests of its own tools, run by test_the_readme_tests_pass_on_the_readme_tools.
+TEST_HEADER = re.compile(r"# tests/(test_[a-z0-9_]+)\.py")
 FORMS_ONLY: Json = {"elicitation": {"form": {}}}
 #: What a full-featured host declares.
 ALL: Json = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
@@ -65,6 +69,8 @@ def snippets(doc: Path = DOC) -> dict[str, str]:
     found: dict[str, str] = {}
     for block in BLOCK.findall(doc.read_text(encoding="utf-8")):
         first_line = block.partition("\n")[0]
+        if doc == README and TEST_HEADER.fullmatch(first_line):
+            continue
         header = HEADER.fullmatch(first_line)
         assert header, (
             f"a python block must start with '# src/{PACKAGE}/tools/<name>.py': {first_line!r}"
@@ -145,40 +151,6 @@ class Answers:
         return next(answer for needle, answer in self.rules if needle in message)
 
 
-# -- the README's first tool and its test -----------------------------------------------------
-
-
-def readme_block(marker: str) -> str:
-    """The README's one python block that contains `marker`."""
-    found = [block for block in BLOCK.findall(README.read_text("utf-8")) if marker in block]
-    assert len(found) == 1, f"the README has {len(found)} python blocks with {marker!r}"
-    block: str = found[0]
-    return block
-
-
-@pytest.mark.anyio
-async def test_the_readmes_first_tool_passes_its_test_as_printed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The tool, as a module of a tools package with a fresh registry (what tools/ is).
-    registry = Registry()
-    package = types.ModuleType(f"{PACKAGE}._readme")
-    package.__path__ = []
-    package.registry = registry  # type: ignore[attr-defined]
-    module = types.ModuleType(f"{package.__name__}.greet")
-    module.__package__ = package.__name__
-    for loaded in (package, module):
-        monkeypatch.setitem(sys.modules, loaded.__name__, loaded)
-    # The README is part of this project (not outside input), and running it is the point.
-    tool = compile(readme_block("async def greet("), "README.md:greet.py", "exec")
-    exec(tool, module.__dict__)  # noqa: S102
-    # The test, as printed; its build_server is the project's with that tool in it.
-    test: dict[str, Any] = {}
-    exec(compile(readme_block("def test_greet_says_hello("), "README.md:test", "exec"), test)  # noqa: S102
-    test["build_server"] = lambda: serve(registry)
-    await test["test_greet_says_hello"]()
-
-
 # -- the page itself --------------------------------------------------------------------------
 
 
@@ -199,6 +171,24 @@ def test_the_page_states_the_snippet_convention_and_has_the_five_skeletons() -> 
     ]
     assert "ElicitResult" not in text  # answers are read with form_answer and a match
     assert "cookiecutter." not in text  # every template placeholder was rendered
+
+
+def test_the_page_states_the_token_lifetime_the_runtime_uses() -> None:
+    text = " ".join(DOC.read_text(encoding="utf-8").split())
+    ((default, most),) = re.findall(
+        r"valid until it expires \((\d+) s, .*?`MRTR_STATE_TTL_SECONDS`, at most (\d+) s\)", text
+    )
+    assert not re.search(r"\bhours?\b|\bdays?\b", text)
+
+    def codec(**ttl: str) -> int:
+        environ = {"MRTR_SIGNING_KEY": KEY_HEX, **ttl}
+        ttl_seconds: int = codec_from_environment(environ, default_key_file=None).ttl_seconds
+        return ttl_seconds
+
+    assert codec() == int(default)
+    assert codec(MRTR_STATE_TTL_SECONDS=most) == int(most)
+    with pytest.raises(SigningConfigError):
+        codec(MRTR_STATE_TTL_SECONDS=str(int(most) + 1))
 
 
 # -- (a) remove_file: one round, then the effect ---------------------------------------------
@@ -631,14 +621,52 @@ async def test_publish_notes_publishes_nothing_on_a_no(
     assert not (tmp_path / "notes.md.published").exists()
 
 
+# -- README.md: its first screen's tool and test ----------------------------------------------
+
+
+def readme_tests() -> dict[str, str]:
+    """The README's test modules, by name."""
+    found: dict[str, str] = {}
+    for block in BLOCK.findall(README.read_text(encoding="utf-8")):
+        header = TEST_HEADER.fullmatch(block.partition("\n")[0])
+        if header:
+            found[header[1]] = block
+    return found
+
+
+@pytest.mark.anyio
+@exercises("greet")
+async def test_the_readme_tests_pass_on_the_readme_tools(
+    load_snippet: Callable[[str], Registry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README's test imports the project's build_server: here it serves the README's tool.
+    registry = load_snippet("greet")
+    app = importlib.import_module(f"{PACKAGE}.app")
+    monkeypatch.setattr(app, "build_server", lambda: serve(registry))
+    tests = readme_tests()
+    assert list(tests) == ["test_greet"]
+    namespace: dict[str, Any] = {"__name__": "readme_test_greet"}
+    # The page is part of this project (not outside input), and running it is the point.
+    exec(compile(tests["test_greet"], "README.md:test_greet.py", "exec"), namespace)  # noqa: S102
+    cases = [case for name, case in namespace.items() if name.startswith("test_")]
+    assert len(cases) == 1
+    await cases[0]()
+    assert len(tests["test_greet"].split("async def ", 1)[1].strip().splitlines()) <= 5
+
+
 # -- docs/results-and-completions.md -----------------------------------------------------------
 
 
-def test_the_results_page_states_the_convention_and_has_its_three_modules() -> None:
+def test_the_results_page_states_the_convention_and_has_its_modules() -> None:
     text = RESULTS_DOC.read_text(encoding="utf-8")
     assert "`from . import registry`" in text
     assert "tests/test_docs_snippets.py" in text
-    assert list(snippets(RESULTS_DOC)) == ["show_picture", "code_review", "order_laptop"]
+    assert list(snippets(RESULTS_DOC)) == [
+        "show_picture",
+        "code_review",
+        "order_laptop",
+        "count_words",
+    ]
     assert "cookiecutter." not in text
 
 
@@ -825,3 +853,49 @@ async def test_order_laptop_asks_with_titled_choices_and_takes_a_valid_order(
         ),
     )
     assert text_of(declined) == "Nothing was ordered."
+
+
+@pytest.fixture
+def word_files(tmp_path: Path) -> list[str]:
+    (tmp_path / "a.txt").write_text("one two three\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("four five\n", encoding="utf-8")
+    return [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+
+
+@pytest.mark.anyio
+@exercises("count_words")
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_count_words_reports_each_file_to_a_caller_with_a_progress_token(
+    load_snippet: Callable[[str], Registry],
+    word_files: list[str],
+    era: Literal["modern", "legacy"],
+) -> None:
+    # call_tool sends a progressToken with every call and collects what came for it.
+    client = MemoryClient(serve(load_snippet("count_words")), capabilities={}, era=era)
+    result = await client.call_tool("count_words", {"paths": word_files})
+    first, second = word_files
+    assert result.text == f"{first}: 3 words\n{second}: 2 words"
+    assert result.progress == ((1, 2, f"Counted {first}"), (2, 2, f"Counted {second}"))
+
+
+@pytest.mark.anyio
+async def test_count_words_sends_no_progress_to_a_caller_without_a_token(
+    load_snippet: Callable[[str], Registry], word_files: list[str]
+) -> None:
+    client = MemoryClient(serve(load_snippet("count_words")), capabilities={})
+    call = {"name": "count_words", "arguments": {"paths": word_files}}
+    result = await client.request("tools/call", call)
+    assert text_of(result).endswith(": 2 words")
+    assert client.notifications == []
+
+
+@pytest.mark.anyio
+async def test_count_words_stops_at_a_file_it_cannot_read(
+    load_snippet: Callable[[str], Registry], word_files: list[str], tmp_path: Path
+) -> None:
+    client = MemoryClient(serve(load_snippet("count_words")), capabilities={})
+    missing = str(tmp_path / "missing.txt")
+    result = await client.call_tool("count_words", {"paths": [word_files[0], missing]})
+    assert result.is_error
+    assert result.text == f"Cannot read {missing}: No such file or directory."
+    assert [report.progress for report in result.progress] == [1]

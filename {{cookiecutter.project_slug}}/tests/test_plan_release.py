@@ -742,7 +742,7 @@ def test_highlights_split_on_semicolons_and_lines_without_bullets() -> None:
 
 @pytest.mark.anyio
 async def test_a_release_declined_at_the_first_question_is_not_planned() -> None:
-    # The README's "Testing a tool" example, as it is printed there.
+    # The pattern the README's "Testing a tool that asks" points to, whole.
     client = MemoryClient(build_server(), elicitation=answers({"release": Declined()}))
     result = await client.call_tool(
         "plan_release", {"project": "demo", "previous_version": "1.4.2"}

@@ -21,7 +21,10 @@ from typing import Any
 import anyio
 import pytest
 
-from {{ cookiecutter.package_name }}.mrtr_runtime.testing import ClientSession, RpcError
+from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
+    ClientSession,
+    RpcError,
+)
 
 pytestmark = pytest.mark.anyio
 
