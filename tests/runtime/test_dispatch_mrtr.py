@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mrtr_runtime import Context, InputRequired, Registry, SamplingResult, sample
 from mrtr_runtime._capabilities import ClientCapabilities
 from mrtr_runtime._tokens import digest_arguments
 from mrtr_runtime.server import Server
@@ -419,6 +420,36 @@ async def test_a_malformed_answer_to_a_question_not_asked_is_ignored_too(
         {"colour": accept(colour="red"), "name": {"action": "shrug"}},
     )
     assert list(third["inputRequests"]) == ["size"]
+
+
+async def test_a_sampling_answer_is_validated_once_into_the_model_the_handler_reads() -> None:
+    # Dispatch checks the answer before the handler runs (into SamplingResult, strictly), and
+    # the handler's read hands out that very instance instead of validating it again.
+    registry = Registry()
+    same: list[bool] = []
+
+    @registry.tool()
+    async def ask_model(*, ctx: Context) -> str | InputRequired:
+        answer = ctx.input_response_as("model", SamplingResult)
+        if answer is None:
+            return ctx.request_input({"model": sample("Say hi.", max_tokens=5)})
+        same.append(answer is ctx.input_response_as("model", SamplingResult))
+        return answer.text
+
+    server = Server(name="support-server", version="1", registry=registry, signing=make_codec())
+    client = MemoryClient(server, capabilities=ALL_CAPABILITIES)
+    first = await client.request("tools/call", {"name": "ask_model"})
+    reply = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+    final = await client.request(
+        "tools/call",
+        {
+            "name": "ask_model",
+            "requestState": first["requestState"],
+            "inputResponses": {"model": reply},
+        },
+    )
+    assert text_of(final) == "hi"
+    assert same == [True]
 
 
 # -- malformed inputResponses ------------------------------------------------------------------

@@ -125,6 +125,18 @@ async def test_different_answers_to_the_same_round_are_different_runs() -> None:
     }
 
 
+async def test_the_same_answers_in_another_member_order_are_the_same_run() -> None:
+    # The key names the answers by their canonical JSON, the text their size was measured on.
+    runs: list[str] = []
+    gate = anyio.Event()
+    client = MemoryClient(confirming_server(runs, gate), capabilities=ALL_CAPABILITIES)
+    token = await first_round(client)
+    reordered = confirming(token, {"content": {"confirmed": True}, "action": "accept"})
+    results = await run_together(client, gate, [confirming(token), reordered])
+    assert runs == ["web"]
+    assert {result["content"][0]["text"] for result in results} == {"deployed web, run 1"}
+
+
 async def test_the_same_round_again_after_the_first_finished_runs_again() -> None:
     # Single-flight, not a cache: the rule is about rounds running at the same time.
     runs: list[str] = []

@@ -6,9 +6,8 @@ its request. Handlers validate answers into these with `ctx.input_response_as(ke
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,11 +22,9 @@ __all__ = (
     "RootsResult",
     "SamplingResult",
     "answer_model",
-    "elicit_result_of",
 )
 
 ContentT = TypeVar("ContentT")
-FormT = TypeVar("FormT", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +44,6 @@ class Cancelled:
     """The user dismissed the question without answering (action "cancel")."""
 
 
-_PARAMETRISED: dict[tuple[type[BaseModel], Any], Any] = {}
-
-
 class ElicitResult(BaseModel, Generic[ContentT]):
     """The answer to an elicitation: `action` plus, on accept, the form's `content`.
 
@@ -61,17 +55,6 @@ class ElicitResult(BaseModel, Generic[ContentT]):
 
     action: Literal["accept", "decline", "cancel"]
     content: ContentT | None = None
-
-    def __class_getitem__(cls, params: Any) -> Any:
-        # `ElicitResult[Form]` is written in handlers that run on every round; pydantic's own
-        # parametrisation cache costs microseconds per lookup, a dict lookup does not.
-        try:
-            return _PARAMETRISED[cls, params]
-        except KeyError:
-            made = _PARAMETRISED[cls, params] = super().__class_getitem__(params)
-            return made
-        except TypeError:  # unhashable parameters: let pydantic handle (or refuse) them
-            return super().__class_getitem__(params)
 
     @property
     def accepted(self) -> bool:
@@ -107,14 +90,9 @@ class RootsResult(BaseModel):
     roots: list[Root]
 
 
-def elicit_result_of(form: type[FormT]) -> type[ElicitResult[FormT]]:
-    """`ElicitResult[form]` for a form class held in a variable (a type checker cannot
-    subscript a generic with a variable; pydantic's parametrisation is the same at runtime)."""
-    return cast("type[ElicitResult[FormT]]", ElicitResult.__class_getitem__(form))
+#: The model each non-elicitation answer is validated into, once, when it arrives.
+_ANSWER_MODELS: dict[str, type[BaseModel]] = {SAMPLE: SamplingResult, LIST_ROOTS: RootsResult}
 
 
-@functools.cache
 def answer_model(method: str) -> type[BaseModel] | None:
-    # Built on first use: model validators cost start-up time that hosts wait on.
-    models: dict[str, type[BaseModel]] = {SAMPLE: SamplingResult, LIST_ROOTS: RootsResult}
-    return models.get(method)
+    return _ANSWER_MODELS.get(method)

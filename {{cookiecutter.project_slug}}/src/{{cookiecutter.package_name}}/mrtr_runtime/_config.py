@@ -32,6 +32,9 @@ or open to other users. Where there are no POSIX owners (Windows) only the file 
 Key material never appears in messages, logs or reprs; only the public key id (8 hex characters,
 also visible in every token) does. Nothing here writes to stdout: stdout is the wire.
 
+Every ``MRTR_*`` variable is read here, once, by ``Settings.from_environment``; the server and
+its transports are handed the result (``Server(settings=...)``) and never read the environment.
+
 The keys themselves, and everything pure about them, are ``_tokens``.
 """
 
@@ -39,14 +42,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import secrets
 import stat
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Final
 
 from ._tokens import (
     _KEYGEN_HINT,
@@ -63,13 +68,16 @@ from ._tokens import (
 )
 
 __all__ = (
+    "CLIENT_REQUEST_TIMEOUT_SECONDS",
     "MAX_PREVIOUS_KEYS",
     "PREVIOUS_KEYS_FILE_ENV",
     "PREVIOUS_KEYS_FILE_NAME",
     "Rotation",
+    "Settings",
     "SigningConfigError",
     "WeakSigningKey",
     "codec_from_environment",
+    "codec_from_settings",
     "default_previous_keys_file",
     "load_or_create_key_file",
     "per_user_key_path",
@@ -95,6 +103,156 @@ _PREVIOUS_KEYS_HEADER = (
     "# A key here is useless once MRTR_STATE_TTL_SECONDS (at most 3600 s) have passed since\n"
     "# it was retired; after that this file may be deleted.\n"
 )
+
+
+#: Default bound on a server-to-client request (legacy elicitation/create, sampling, roots):
+#: a person may take a while to fill in a form, but a host that never answers must not hold
+#: the tool call forever. MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS overrides it.
+CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 600.0
+
+_TTL_VARIABLE: Final = "MRTR_STATE_TTL_SECONDS"
+_TIMEOUT_VARIABLE: Final = "MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS"
+_MAX_CONNECTIONS_VARIABLE: Final = "MRTR_HTTP_MAX_CONNECTIONS"
+_HTTP_TOKEN_VARIABLE: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every ``MRTR_*`` variable the runtime reads, read once and passed down.
+
+    A value that makes no sense is never silently taken: it is named in ``problems``
+    (variable -> why), and the part that needs it decides what that means. The signing setup
+    (``codec_from_settings``) and the HTTP entry refuse to start (the CLI exits 2); the stdio
+    transport warns on stderr and uses the default (``MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS``),
+    as it always has for ``MRTR_LOG_LEVEL``. Secrets never appear in a repr.
+    """
+
+    #: ``MRTR_LOG_LEVEL``: a logging level name (default INFO; an unknown name is INFO).
+    log_level: str = "INFO"
+    #: ``MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS``: a positive number of seconds.
+    client_request_timeout: float = CLIENT_REQUEST_TIMEOUT_SECONDS
+    #: ``MRTR_SIGNING_KEY``: hex, as set ("" when unset or blank).
+    signing_key: str = field(default="", repr=False)
+    #: ``MRTR_SIGNING_KEY_FILE``, ``~`` expanded.
+    signing_key_file: Path | None = None
+    #: ``MRTR_PREVIOUS_SIGNING_KEYS``: comma-separated hex, as set.
+    previous_signing_keys: str = field(default="", repr=False)
+    #: ``MRTR_PREVIOUS_SIGNING_KEYS_FILE``, ``~`` expanded.
+    previous_signing_keys_file: Path | None = None
+    #: ``MRTR_STATE_TTL_SECONDS``: how long a requestState token lives.
+    state_ttl_seconds: int = DEFAULT_TTL_SECONDS
+    #: ``MRTR_HTTP_TOKEN``, stripped; None when unset.
+    http_token: str | None = field(default=None, repr=False)
+    #: ``MRTR_HTTP_TOKENS_FILE``: a file of ``principal:token`` lines; None when unset.
+    http_tokens_file: str | None = None
+    #: ``MRTR_HTTP_ALLOWED_ORIGINS`` and ``MRTR_HTTP_ALLOWED_HOSTS``: comma-separated lists.
+    http_allowed_origins: tuple[str, ...] = ()
+    http_allowed_hosts: tuple[str, ...] = ()
+    #: ``MRTR_HTTP_MAX_CONNECTIONS``: a whole number from 1; None for the transport's default.
+    http_max_connections: int | None = None
+    #: Variables whose value was refused, and why (in the order read).
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> Settings:
+        """The settings ``environ`` gives; never raises (see ``problems``)."""
+        problems: dict[str, str] = {}
+
+        def text(name: str) -> str:
+            return environ.get(name, "").strip()
+
+        def listed(name: str) -> tuple[str, ...]:
+            return tuple(item.strip() for item in environ.get(name, "").split(",") if item.strip())
+
+        def path(name: str) -> Path | None:
+            # An empty variable counts as unset: host config snippets often carry "" placeholders.
+            value = text(name)
+            return Path(value).expanduser() if value else None
+
+        level = text("MRTR_LOG_LEVEL").upper() or "INFO"
+        ttl = _ttl_of(text(_TTL_VARIABLE), problems)
+        if text(_REMOVED_PLAINTEXT_FLAG) not in ("", "0"):
+            # Read only to say it no longer does anything: unsigned tokens were removed.
+            problems[_REMOVED_PLAINTEXT_FLAG] = (
+                f"{_REMOVED_PLAINTEXT_FLAG} is ignored: requestState tokens are always signed "
+                "(the unsigned mode was removed)"
+            )
+        token = environ.get(_HTTP_TOKEN_VARIABLE)
+        if token is not None and not token.strip():
+            # Set but blank is a mistake, not a wish for no authentication.
+            problems[_HTTP_TOKEN_VARIABLE] = (
+                f"{_HTTP_TOKEN_VARIABLE} is set but empty; unset it, or give it a secret"
+            )
+        elif token is not None and not token.strip().isascii():
+            problems[_HTTP_TOKEN_VARIABLE] = (
+                f"{_HTTP_TOKEN_VARIABLE} must be ASCII (it travels in an HTTP header)"
+            )
+        return cls(
+            log_level=level if level in logging.getLevelNamesMapping() else "INFO",
+            client_request_timeout=_timeout_of(environ.get(_TIMEOUT_VARIABLE), problems),
+            signing_key=text("MRTR_SIGNING_KEY"),
+            signing_key_file=path("MRTR_SIGNING_KEY_FILE"),
+            previous_signing_keys=environ.get("MRTR_PREVIOUS_SIGNING_KEYS", ""),
+            previous_signing_keys_file=path(PREVIOUS_KEYS_FILE_ENV),
+            state_ttl_seconds=ttl,
+            http_token=token.strip() if token is not None else None,
+            http_tokens_file=environ.get("MRTR_HTTP_TOKENS_FILE"),
+            http_allowed_origins=listed("MRTR_HTTP_ALLOWED_ORIGINS"),
+            http_allowed_hosts=listed("MRTR_HTTP_ALLOWED_HOSTS"),
+            http_max_connections=_max_connections_of(
+                environ.get(_MAX_CONNECTIONS_VARIABLE), problems
+            ),
+            problems=problems,
+        )
+
+    def refuse(self, *variables: str, error: type[Exception] = ValueError) -> None:
+        """Raise `error` with the reason of the first of `variables` whose value was refused:
+        how the part that cannot run without them stops (the HTTP entry: the MRTR_HTTP_*)."""
+        for name in variables or tuple(self.problems):
+            if name in self.problems:
+                raise error(self.problems[name])
+
+
+def _ttl_of(text: str, problems: dict[str, str]) -> int:
+    if not text:
+        return DEFAULT_TTL_SECONDS
+    if text.isascii() and text.isdigit() and len(text) <= 10 and 0 < int(text) <= MAX_TTL_SECONDS:
+        return int(text)
+    # 2026-07-28 basic/patterns/mrtr asks for a short TTL: a token can be replayed, answers
+    # and all, until it expires, and an expired one only costs the user a re-ask.
+    problems[_TTL_VARIABLE] = (
+        f"{_TTL_VARIABLE} must be a whole number of seconds from 1 to {MAX_TTL_SECONDS} "
+        f"(default {DEFAULT_TTL_SECONDS}); a requestState token can be replayed until it expires"
+    )
+    return DEFAULT_TTL_SECONDS
+
+
+def _timeout_of(raw: str | None, problems: dict[str, str]) -> float:
+    if raw is None or not raw.strip():
+        return CLIENT_REQUEST_TIMEOUT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if math.isfinite(seconds) and seconds > 0:
+        return seconds
+    problems[_TIMEOUT_VARIABLE] = (
+        f"{_TIMEOUT_VARIABLE}={raw!r} is not a positive number of seconds; "
+        f"using {CLIENT_REQUEST_TIMEOUT_SECONDS:g}"
+    )
+    return CLIENT_REQUEST_TIMEOUT_SECONDS
+
+
+def _max_connections_of(raw: str | None, problems: dict[str, str]) -> int | None:
+    if raw is None or not raw.strip():
+        return None
+    value = raw.strip()
+    if value.isascii() and value.isdigit() and int(value) >= 1:
+        return int(value)
+    problems[_MAX_CONNECTIONS_VARIABLE] = (
+        f"{_MAX_CONNECTIONS_VARIABLE} must be a whole number from 1, not {raw[:40]!r}"
+    )
+    return None
 
 
 def write_key_file(path: Path, *, overwrite: bool = False) -> SigningKey:
@@ -354,22 +512,37 @@ def codec_from_environment(
     audience: str = "",
     clock: Callable[[], float] = time.time,
 ) -> RequestStateCodec:
-    """The codec the environment asks for, its tokens bound to ``audience`` (the server's name).
+    """``codec_from_settings(Settings.from_environment(environ), ...)``."""
+    return codec_from_settings(
+        Settings.from_environment(environ),
+        default_key_file=default_key_file,
+        per_user_key_file=per_user_key_file,
+        audience=audience,
+        clock=clock,
+    )
+
+
+def codec_from_settings(
+    settings: Settings,
+    *,
+    default_key_file: Path | None,
+    per_user_key_file: Path | None = None,
+    audience: str = "",
+    clock: Callable[[], float] = time.time,
+) -> RequestStateCodec:
+    """The codec the settings ask for, its tokens bound to ``audience`` (the server's name).
 
     ``per_user_key_file`` (see ``per_user_key_path``) is created when no other key is configured.
     Raises ``SigningConfigError`` (or its subclass ``WeakSigningKey``) with a one-line message fit
     for stderr; the CLI exits 2 on it.
     """
-
-    ttl = _ttl_from(environ)
-    if environ.get(_REMOVED_PLAINTEXT_FLAG, "").strip() not in ("", "0"):
+    settings.refuse(_TTL_VARIABLE, error=SigningConfigError)
+    if problem := settings.problems.get(_REMOVED_PLAINTEXT_FLAG):
         # Ignored rather than refused: what it asked for (tokens any client can forge) is
         # exactly what a server must never do, and ignoring it only makes the server safer.
-        logger.warning(
-            "%s is ignored: requestState tokens are always signed (the unsigned mode was removed)",
-            _REMOVED_PLAINTEXT_FLAG,
-        )
-    current, key_file = _configured_key(environ, default_key_file)
+        logger.warning("%s", problem)
+    ttl = settings.state_ttl_seconds
+    current, key_file = _configured_key(settings, default_key_file)
     source = str(key_file) if key_file is not None else "MRTR_SIGNING_KEY"
     not_created = ""
     if current is None and per_user_key_file is not None:
@@ -395,7 +568,7 @@ def codec_from_environment(
             ", ".join(configured),
             not_created,
         )
-    ring = KeyRing(current, _previous_keys(environ, current, key_file))
+    ring = KeyRing(current, _previous_keys(settings, current, key_file))
     logger.info(
         "requestState signing key id %s from %s (%d previous); ttl %ds",
         ring.current.key_id,
@@ -407,16 +580,13 @@ def codec_from_environment(
 
 
 def _configured_key(
-    environ: Mapping[str, str], default_key_file: Path | None
+    settings: Settings, default_key_file: Path | None
 ) -> tuple[SigningKey | None, Path | None]:
     """The current key, and the file it came from (None for the inline variable)."""
-    # An empty variable counts as unset: host config snippets often carry "KEY": "" placeholders.
-    inline = environ.get("MRTR_SIGNING_KEY", "")
-    if inline.strip():
-        return parse_signing_key(inline, source="MRTR_SIGNING_KEY"), None
-    named = environ.get("MRTR_SIGNING_KEY_FILE", "").strip()
-    if named:
-        path = Path(named).expanduser()
+    if settings.signing_key:
+        return parse_signing_key(settings.signing_key, source="MRTR_SIGNING_KEY"), None
+    path = settings.signing_key_file
+    if path is not None:
         return _read_key_file(path, "MRTR_SIGNING_KEY_FILE"), path
     # lexists: a dangling symlink in the project's place is refused, not taken for no key at all.
     if default_key_file is not None and os.path.lexists(default_key_file):
@@ -425,17 +595,18 @@ def _configured_key(
 
 
 def _previous_keys(
-    environ: Mapping[str, str], current: SigningKey, key_file: Path | None
+    settings: Settings, current: SigningKey, key_file: Path | None
 ) -> tuple[SigningKey, ...]:
     found: list[SigningKey] = []
-    entries = environ.get("MRTR_PREVIOUS_SIGNING_KEYS", "").split(",")
+    entries = settings.previous_signing_keys.split(",")
     for number, entry in enumerate(entries, start=1):
         if entry.strip():  # tolerate "a, b," and stray spaces
             source = f"MRTR_PREVIOUS_SIGNING_KEYS entry {number}"
             found.append(parse_signing_key(entry, source=source))
-    named = environ.get(PREVIOUS_KEYS_FILE_ENV, "").strip()
-    if named:
-        found += _read_previous_keys_file(Path(named).expanduser(), PREVIOUS_KEYS_FILE_ENV)
+    if settings.previous_signing_keys_file is not None:
+        found += _read_previous_keys_file(
+            settings.previous_signing_keys_file, PREVIOUS_KEYS_FILE_ENV
+        )
     # Read even when the variable names another file: that is where `keygen --rotate` puts the
     # old key, and a rotation must never be silently ignored because of how the host was set up.
     if key_file is not None:
@@ -447,27 +618,6 @@ def _previous_keys(
         if key.key_id != current.key_id:
             keys.setdefault(key.key_id, key)
     return tuple(keys.values())
-
-
-def _ttl_from(environ: Mapping[str, str]) -> int:
-
-    text = environ.get("MRTR_STATE_TTL_SECONDS", "").strip()
-    if not text:
-        return DEFAULT_TTL_SECONDS
-    if (
-        not text.isascii()
-        or not text.isdigit()
-        or len(text) > 10
-        or not 0 < int(text) <= MAX_TTL_SECONDS
-    ):
-        # 2026-07-28 basic/patterns/mrtr asks for a short TTL: a token can be replayed, answers
-        # and all, until it expires, and an expired one only costs the user a re-ask.
-        raise SigningConfigError(
-            f"MRTR_STATE_TTL_SECONDS must be a whole number of seconds from 1 to "
-            f"{MAX_TTL_SECONDS} (default {DEFAULT_TTL_SECONDS}); a requestState token can be "
-            "replayed until it expires"
-        )
-    return int(text)
 
 
 def _read_key_file(path: Path, label: str) -> SigningKey:

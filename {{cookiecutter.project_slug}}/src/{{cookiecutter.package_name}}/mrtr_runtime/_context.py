@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -16,22 +16,31 @@ if TYPE_CHECKING:
 
 from ._capabilities import ClientCapabilities
 from ._inputs import InputRequest
+from ._jsonrpc import INVALID_PARAMS, RpcError, clip, json_size
 from ._redact import redact_secrets
 from ._removed import READ_ANSWERS, Removed
 from ._results import InputRequired
 from ._wire import ELICIT, INPUT_METHODS, LOG_LEVELS
 
 __all__ = (
+    "MAX_LISTED_PROBLEMS",
     "MAX_LOG_MESSAGES",
     "MAX_STATE_BYTES",
     "MAYBE_CARRIED_OUT",
     "SHUTDOWN_GRACE_SECONDS",
+    "AnswerMisfit",
     "Cancellation",
     "Context",
     "InvalidInputResponse",
     "LoggingLevel",
     "Notifier",
+    "Peer",
     "RequestCancelled",
+    "RequestScope",
+    "describe_problems",
+    "describe_validation_error",
+    "elicit_shape_error",
+    "validate_answer",
 )
 
 ModelT = TypeVar("ModelT", bound="BaseModel")
@@ -106,12 +115,20 @@ class Cancellation:
             return True
 
 
-class InvalidInputResponse(Exception):
-    """An answer that does not fit what the handler asked for; the client gets -32602."""
+class InvalidInputResponse(RpcError):
+    """An answer that does not fit what the handler asked for; the client gets -32602.
+
+    An RpcError like every other error that reaches the wire: dispatch lets it through as is.
+    A tool may raise it with any text, so the text is redacted here, as a ToolError's is.
+    """
 
     def __init__(self, key: str, detail: str) -> None:
-        super().__init__(f"Invalid inputResponses[{key!r}]: {detail}")
+        message = f"Invalid inputResponses[{key!r}]: {detail}"
+        super().__init__(INVALID_PARAMS, redact_secrets(message))
         self.key = key
+
+    def __str__(self) -> str:
+        return self.message
 
 
 #: server/utilities/logging: servers SHOULD rate limit log messages. One request sends at most
@@ -126,8 +143,8 @@ MAX_STATE_BYTES: Final = 4096
 
 def _check_state(state: object) -> None:
     try:
-        size = len(json.dumps(state, separators=(",", ":"), allow_nan=False))
-    except (TypeError, ValueError, RecursionError) as error:
+        size = json_size(state)
+    except ValueError as error:
         raise ValueError(f"request_input state must be plain JSON: {error}") from None
     if size > MAX_STATE_BYTES:
         raise ValueError(
@@ -136,17 +153,74 @@ def _check_state(state: object) -> None:
         )
 
 
-def _as_json(raw: Any) -> str:
-    # JSON in, JSON Schema's rules out: strict JSON-mode validation takes enum values and
-    # date strings as JSON carries them, and refuses every string-to-bool/number coercion.
-    return json.dumps(raw, separators=(",", ":"), allow_nan=False)
+#: Problems listed in one validation message; the rest are counted. What is validated is the
+#: client's, so neither the number of its mistakes nor its key names may set the size of what
+#: the server sends back.
+MAX_LISTED_PROBLEMS: Final = 10
 
 
-def _describe(error: ValidationError, *, skip: int = 0) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"][skip:]) or "value"
-    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"{where}: {first['msg']}{more}"
+def describe_problems(problems: Sequence[Mapping[str, Any]], *, skip: int = 0) -> str:
+    """The one description of what a validation refused (pydantic's `errors()`), for
+    arguments and answers alike: one `where: what` per problem (at most MAX_LISTED_PROBLEMS),
+    the way a person (or a model) can act on it. `skip` drops that many leading parts of each
+    location (a form's fields inside an answer's `content`)."""
+    lines = []
+    for problem in problems[:MAX_LISTED_PROBLEMS]:
+        where = ".".join(clip(str(part)) for part in problem["loc"][skip:]) or "value"
+        lines.append(f"{where}: {problem['msg']}")
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        lines.append(f"and {len(problems) - MAX_LISTED_PROBLEMS} more problems")
+    return "; ".join(lines)
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """`describe_problems` of a pydantic ValidationError."""
+    return describe_problems(error.errors())
+
+
+class AnswerMisfit(ValueError):
+    """An answer `validate_answer` refused; `problems` as pydantic lists them."""
+
+    def __init__(self, problems: Sequence[Mapping[str, Any]]) -> None:
+        super().__init__(describe_problems(problems))
+        self.problems = problems
+
+
+def validate_answer(model: type[ModelT], raw: object) -> ModelT:
+    """`raw` (an answer as JSON carries it) validated into `model`, strictly, as JSON Schema
+    reads it: `"yes"` or `1` is not a boolean, `"3"` is not a number (client/elicitation:
+    servers SHOULD validate received data against the requested schema). The one validation
+    of an answer, wherever it happens; raises AnswerMisfit."""
+    # The one place answers meet pydantic, imported here: the first answer a server sends
+    # must not wait for it (it loads with the tools, before any handler runs).
+    from pydantic import ValidationError
+
+    try:
+        # Strict validation of the parsed value accepts a subset of what strict JSON
+        # validation accepts (it refuses an enum's value given as a string), so the common
+        # case skips re-encoding the answer; only a refusal is judged again, as JSON.
+        return model.model_validate(raw, strict=True)
+    except ValidationError:
+        pass
+    try:
+        return model.model_validate_json(json.dumps(raw, allow_nan=False), strict=True)
+    except ValidationError as error:
+        raise AnswerMisfit(error.errors()) from None
+
+
+def elicit_shape_error(answer: object) -> str | None:
+    """Why `answer` is not an ElicitResult (client/elicitation), or None when it is one.
+
+    Checked by hand: dispatch runs it on every answer before the handler sees any, and
+    `form_answer` reads the same fields, so the form model validates only the content.
+    """
+    if not isinstance(answer, dict):
+        return "answer: must be an object"
+    if answer.get("action") not in ("accept", "decline", "cancel"):
+        return "action: must be 'accept', 'decline' or 'cancel'"
+    if answer.get("content") is not None and not isinstance(answer["content"], dict):
+        return "content: must be an object"
+    return None
 
 
 class Context:
@@ -163,6 +237,7 @@ class Context:
         "_log_floor",
         "_logs_sent",
         "_notify",
+        "_parsed",
         "_rejected",
         "client_capabilities",
         "era",
@@ -191,8 +266,11 @@ class Context:
         cancellation: Cancellation | None = None,
         state: object = None,
         log_level: LoggingLevel | None = None,
+        parsed: Mapping[str, BaseModel] | None = None,
     ) -> None:
         self._answers = answers
+        #: Answers dispatch already validated into their model (sampling, roots), by key.
+        self._parsed: Mapping[str, BaseModel] = parsed or {}
         # Always one, so that a point of no return marked without a transport is still kept.
         self._cancellation = cancellation if cancellation is not None else Cancellation()
         #: Answers whose form content did not fit, by key: why, to say so when asking again.
@@ -226,27 +304,20 @@ class Context:
         `action`, an answer of the wrong shape) raises `InvalidInputResponse`: the client gets
         JSON-RPC -32602 and the handler never acts on it.
         """
+        parsed = self._parsed.get(key)
+        if parsed is not None and type(parsed) is model:
+            # Validated into this very model by dispatch when the answer arrived.
+            return parsed
         raw = self._answers.get(key)
         if raw is None:
             return None
-        # Here, not at the top: the first answer a server sends must not wait for pydantic.
-        from pydantic import ValidationError
-
         try:
-            # Strict validation of the parsed answer accepts a subset of what strict JSON
-            # validation accepts (it refuses an enum's value given as a string), so the common
-            # case skips re-encoding the answer; only a refusal is judged again, as JSON.
-            return model.model_validate(raw, strict=True)
-        except ValidationError:
-            pass
-        try:
-            return model.model_validate_json(_as_json(raw), strict=True)
-        except ValidationError as error:
-            problems = error.errors()
-            if all(problem["loc"][:1] == ("content",) for problem in problems):
-                self._rejected[key] = _describe(error, skip=1)
+            return validate_answer(model, raw)
+        except AnswerMisfit as misfit:
+            if all(problem["loc"][:1] == ("content",) for problem in misfit.problems):
+                self._rejected[key] = describe_problems(misfit.problems, skip=1)
                 return None
-            raise InvalidInputResponse(key, _describe(error)) from None
+            raise InvalidInputResponse(key, str(misfit)) from None
 
     def form_answer(
         self, key: str, form: type[FormT]
@@ -258,20 +329,29 @@ class Context:
         user declines or cancels"); None means there is no answer to use yet: ask (again).
         Content that does not fit the form reads as None, as with `input_response_as`.
         """
-        from ._answers import Accepted, Cancelled, Declined, elicit_result_of
-
-        # One strict validation of the whole answer, form included: this runs every round.
-        answer = self.input_response_as(key, elicit_result_of(form))
-        if answer is None:
+        raw = self._answers.get(key)
+        if raw is None:
             return None
-        if answer.action == "decline":
+        from ._answers import Accepted, Cancelled, Declined  # with the tools, like pydantic
+
+        # The envelope by hand (dispatch checked it too, before the handler ran; a Context
+        # made by hand gets the same rule), then one strict validation of the content alone.
+        problem = elicit_shape_error(raw)
+        if problem is not None:
+            raise InvalidInputResponse(key, problem)
+        if raw["action"] == "decline":
             return Declined()
-        if answer.action == "cancel":
+        if raw["action"] == "cancel":
             return Cancelled()
-        if answer.content is None:
+        content = raw.get("content")
+        if content is None:
             self._rejected[key] = "the form came back accepted but empty"
             return None
-        return Accepted(answer.content)
+        try:
+            return Accepted(validate_answer(form, content))
+        except AnswerMisfit as misfit:
+            self._rejected[key] = str(misfit)
+            return None
 
     def can_request(self, request: InputRequest) -> bool:
         """Whether the client declared what `request` needs, so a handler can pick another way."""
@@ -413,3 +493,52 @@ def _redacted_json(data: object, text: str) -> object:
         return json.loads(redacted)
     except ValueError:  # a redaction that spanned JSON syntax: the whole value as one string
         return redacted
+
+
+class Peer(Protocol):
+    """What the transport lets the core send back to the client."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Legacy era only: a server-to-client request; raises `RpcError`."""
+        ...
+
+
+@dataclass(slots=True)
+class RequestScope:
+    """One request as the router admitted it: its era, version and capabilities, its progress
+    token and log level, the transport's cancellation flag and principal, and the peer that
+    reaches the client. Every round of the request gets its Context from here."""
+
+    era: Era
+    version: str
+    capabilities: ClientCapabilities
+    progress_token: str | int | None
+    log_level: LoggingLevel | None
+    peer: Peer
+    cancellation: Cancellation | None = None
+    #: Who the transport says is asking (an authenticated HTTP client); None on stdio.
+    principal: str | None = None
+
+    def context(
+        self,
+        answers: Mapping[str, Any],
+        request_state: str | None = None,
+        state: object = None,
+        parsed: Mapping[str, BaseModel] | None = None,
+    ) -> Context:
+        """The Context of one round: the answers so far, the token it came with, the state."""
+        return Context(
+            answers=answers,
+            request_state=request_state,
+            client_capabilities=self.capabilities,
+            protocol_version=self.version,
+            era=self.era,
+            progress_token=self.progress_token,
+            notify=self.peer.notify,
+            cancellation=self.cancellation,
+            state=state,
+            log_level=self.log_level,
+            parsed=parsed,
+        )

@@ -11,23 +11,30 @@ identical confirming rounds arriving together run the handler once.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import anyio
 
 from ._capabilities import ClientCapabilities
-from ._context import Context, InvalidInputResponse
+from ._context import (
+    AnswerMisfit,
+    Context,
+    RequestScope,
+    elicit_shape_error,
+    validate_answer,
+)
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
+    JSONObject,
     RpcError,
+    canonical_json,
     clip,
 )
-from ._redact import redact_secrets
 from ._results import InputRequired
 from ._tokens import (
     Binding,
@@ -38,13 +45,17 @@ from ._tokens import (
 )
 from ._wire import ELICIT
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 __all__ = (
     "MAX_INPUT_RESPONSE_BYTES",
     "MAX_INPUT_RESPONSE_KEYS",
+    "BadAnswer",
     "Call",
     "RoundFlights",
     "RoundInput",
-    "answer_shape_error",
+    "check_answer",
     "merge_missing",
     "read_input_responses",
     "run_round",
@@ -56,10 +67,6 @@ __all__ = (
 MAX_INPUT_RESPONSE_KEYS: Final = 64
 MAX_INPUT_RESPONSE_BYTES: Final = 32 * 1024
 
-#: Makes the handler's Context from the answers so far, the requestState the round came with,
-#: and the handler's own state from the last round.
-MakeContext = Callable[[Mapping[str, Any], str | None, object], Context]
-
 
 @dataclass(frozen=True, slots=True)
 class RoundInput:
@@ -68,38 +75,67 @@ class RoundInput:
     `responses` is `inputResponses` checked for shape and size ({} when absent);
     `request_state` is the `requestState` exactly as sent, checked only by the codec, and
     `has_state` says whether the key was there at all (a `null` is still a token to refuse).
+    `retried`: either key was sent (server/utilities/caching: such results MUST NOT be cached).
+    `canonical` is `responses` as canonical JSON, made once to measure them ("" when absent):
+    it also names them in a confirming round's single-flight key.
     """
 
     responses: Mapping[str, Any]
+    canonical: str
     request_state: object
     has_state: bool
+    retried: bool
 
     @classmethod
     def parse(cls, params: Mapping[str, Any]) -> RoundInput:
+        has_state = "requestState" in params
+        responses, canonical = read_input_responses(params)
         return cls(
-            read_input_responses(params), params.get("requestState"), "requestState" in params
+            responses,
+            canonical,
+            params.get("requestState"),
+            has_state,
+            has_state or "inputResponses" in params,
         )
 
-    @property
-    def is_retry(self) -> bool:
-        # server/utilities/caching: results of retries carrying either MUST NOT be cached.
-        return self.has_state or bool(self.responses)
 
-
-@dataclass(frozen=True)
 class Call:
-    """One call of a method that may ask for input: tools/call, prompts/get or resources/read."""
+    """One call of a method that may ask for input: tools/call, prompts/get or resources/read.
 
-    method: str
-    #: The tool or prompt name, or the resource URI: what a requestState is bound to.
-    target: str
-    arguments: Mapping[str, Any]
-    #: Runs the handler once with a context; returns whatever the handler returned.
-    run: Callable[[Context], Awaitable[Any]]
-    #: Turns the handler's final return value into the method's result object.
-    finish: Callable[[Any], dict[str, Any]]
-    #: Input keys the handler takes answers for even when no round asked (its own opt-in).
-    accept_unasked: frozenset[str] = frozenset()
+    `_methods` makes one per request (ToolCall, PromptCall, ResourceCall); dispatch runs its
+    handler once per round (`run`), turns the final return value into the method's result
+    (`finish`), and, on the 2025-11-25 bridge, says how the method reports input it could
+    not get (`refuse`).
+    """
+
+    __slots__ = ("accept_unasked", "arguments", "target")
+
+    method: ClassVar[str]
+
+    def __init__(
+        self,
+        target: str,
+        arguments: Mapping[str, Any],
+        accept_unasked: frozenset[str] = frozenset(),
+    ) -> None:
+        #: The tool or prompt name, or the resource URI: what a requestState is bound to.
+        self.target = target
+        self.arguments = arguments
+        #: Input keys the handler takes answers for even when no round asked (its own opt-in).
+        self.accept_unasked = accept_unasked
+
+    async def run(self, context: Context) -> Any:
+        """Run the handler once with `context`; whatever it returned."""
+        raise NotImplementedError
+
+    def finish(self, outcome: Any) -> JSONObject:
+        """The method's result for the handler's final return value."""
+        raise NotImplementedError
+
+    def refuse(self, message: str) -> JSONObject:
+        """A failure to get the input the handler asked for, as this method reports it: an
+        error response (tools give an isError result instead, which the model can read)."""
+        raise RpcError(INVALID_REQUEST, message)
 
     def binding(self, principal: str | None = None) -> Binding:
         try:
@@ -108,10 +144,24 @@ class Call:
             raise RpcError(INVALID_PARAMS, "Invalid arguments: too deeply nested") from None
         return Binding(self.method, self.target, digest, digest_principal(principal))
 
+    def unasked_answers(self, offered: Mapping[str, Any]) -> dict[str, Any]:
+        """The answers taken with no verified round behind them: only the opted-in keys.
+
+        mrtr "Error Handling": the server SHOULD ignore information it did not ask for. An
+        answer to a question the server never asked proves nothing about what the user saw, so
+        it must never stand in for a confirmation (or let a client without the capability skip
+        the question); only keys the handler named in `accept_unasked` are exempt.
+        """
+        if not self.accept_unasked:
+            return {}
+        return {key: answer for key, answer in offered.items() if key in self.accept_unasked}
+
 
 @dataclass(slots=True)
 class _Flight:
-    done: anyio.Event = field(default_factory=anyio.Event)
+    #: Made by the first identical round that comes to wait (an anyio.Event costs 3.7 us, and
+    #: most confirming rounds run alone); set when the run ends.
+    done: anyio.Event | None = None
     result: dict[str, Any] | None = None
     error: RpcError | None = None
 
@@ -137,6 +187,10 @@ class RoundFlights:
     ) -> dict[str, Any]:
         flight = self._running.get(key)
         if flight is not None:
+            # One event loop runs every round, so nothing can finish the flight between the
+            # lookup above and the wait below.
+            if flight.done is None:
+                flight.done = anyio.Event()
             await flight.done.wait()
             if flight.result is not None:
                 return dict(flight.result)  # the transports add to a result's top level
@@ -160,28 +214,31 @@ class RoundFlights:
             raise
         finally:
             del self._running[key]
-            flight.done.set()
+            if flight.done is not None:
+                flight.done.set()
 
 
-def _flight_key(token: str, answers: Mapping[str, Any], binding: Binding) -> bytes:
-    """What a confirming round runs: the verified token, the answers kept, the binding."""
-    canonical = json.dumps(answers, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _flight_key(token: str, offered: str, binding: Binding) -> bytes:
+    """What a confirming round runs: the verified token (which holds the answers kept), the
+    answers offered with it (their canonical JSON), and the binding. Identical requests have
+    identical keys however their members are ordered; a request that adds answers nobody
+    asked is another request, as it is on the wire."""
     digest = hashlib.sha256()
-    for part in (token, binding.method, binding.target, binding.arguments_digest):
+    for part in (token, binding.method, binding.target, binding.arguments_digest, offered):
         digest.update(len(part).to_bytes(8, "big") + part.encode("utf-8", "surrogatepass"))
-    digest.update(binding.principal_digest.encode("ascii") + b"\x00")
-    digest.update(canonical.encode("utf-8", "surrogatepass"))
+    digest.update(binding.principal_digest.encode("ascii"))
     return digest.digest()
 
 
-def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
-    """`params.inputResponses` checked for shape and size; {} when the client sent none.
+def read_input_responses(params: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """`params.inputResponses` checked for shape and size, with its canonical JSON; ({}, "")
+    when the client sent none.
 
     mrtr "Error Handling": servers SHOULD validate that inputResponses is a valid
     InputResponses object and answer protocol errors with a JSON-RPC error.
     """
     if "inputResponses" not in params:
-        return {}
+        return {}, ""
     responses = params["inputResponses"]
     if not isinstance(responses, dict):
         raise RpcError(INVALID_PARAMS, "Invalid inputResponses: must be an object")
@@ -196,28 +253,15 @@ def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
                 f"Invalid inputResponses[{clip(key)!r}]: each answer must be an object",
             )
     try:
-        size = len(json.dumps(responses, separators=(",", ":"), allow_nan=False))
-    except (ValueError, RecursionError):
+        canonical = canonical_json(responses)
+    except ValueError:
         raise RpcError(INVALID_PARAMS, "Invalid inputResponses: not finite JSON") from None
-    if size > MAX_INPUT_RESPONSE_BYTES:
+    if len(canonical) > MAX_INPUT_RESPONSE_BYTES:
         raise RpcError(
             INVALID_PARAMS,
             f"Invalid inputResponses: larger than {MAX_INPUT_RESPONSE_BYTES} bytes",
         )
-    return responses
-
-
-def unasked_answers(call: Call, offered: Mapping[str, Any]) -> dict[str, Any]:
-    """The answers a call takes with no verified round behind them: only its opted-in keys.
-
-    mrtr "Error Handling": the server SHOULD ignore information it did not ask for. An answer
-    to a question the server never asked proves nothing about what the user saw, so it must
-    never stand in for a confirmation (or let a client without the capability skip the
-    question); only keys the handler named in `accept_unasked` are exempt.
-    """
-    if not call.accept_unasked:
-        return {}
-    return {key: answer for key, answer in offered.items() if key in call.accept_unasked}
+    return responses, canonical
 
 
 def merge_missing(capabilities: ClientCapabilities, outcome: InputRequired) -> dict[str, Any]:
@@ -246,89 +290,78 @@ def missing_capability_error(missing: Mapping[str, Any]) -> RpcError:
 async def run_round(
     call: Call,
     received: RoundInput,
+    scope: RequestScope,
     *,
     codec: RequestStateCodec,
-    capabilities: ClientCapabilities,
-    make_context: MakeContext,
-    principal: str | None = None,
     flights: RoundFlights | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Serve one 2026-07-28 round of `call`; raises RpcError for a JSON-RPC error.
 
     An answer counts only if a verified requestState records that this server asked for its
     key (with the method it was asked with), or if the handler opted in to it; everything
-    else the client sends is ignored, never shown to the handler and never signed.
-    `principal` is who the transport says is asking (None when nobody is known): tokens are
-    minted for it and refused from anyone else. With `flights`, identical confirming rounds
-    running at once share one run.
+    else the client sends is ignored, never shown to the handler and never signed. Tokens
+    are minted for `scope.principal` (who the transport says is asking) and refused from
+    anyone else. With `flights`, identical confirming rounds running at once share one run.
     """
     offered = received.responses
-    presented = received.request_state
-    binding: Binding | None = None
-    carried: object = None
     if not received.has_state:
-        answers = unasked_answers(call, offered)
-    else:
-        binding = call.binding(principal)
-        # mrtr: "servers MUST treat requestState as an attacker-controlled input" and "MUST
-        # reject state that fails verification" -- before the handler sees anything.
+        answers = call.unasked_answers(offered)
+        return await _finish_round(call, scope, scope.context(answers), answers, None, codec)
+    binding = call.binding(scope.principal)
+    presented = received.request_state
+    # mrtr: "servers MUST treat requestState as an attacker-controlled input" and "MUST
+    # reject state that fails verification" -- before the handler sees anything.
+    try:
+        state = codec.verify(presented, binding)
+    except InvalidRequestState as error:
+        if error.reason != "expired":
+            raise RpcError(INVALID_PARAMS, f"Invalid requestState: {error.reason}") from None
+        # Authentic and bound to this very call, only stale: its answers are too old to act
+        # on, so the questions start over with a fresh token instead of failing.
+        return await _finish_round(call, scope, scope.context({}), {}, binding, codec)
+    token = presented if isinstance(presented, str) else None  # verify accepts only a str
+    answers = dict(state.answers)
+    parsed: dict[str, BaseModel] = {}
+    for key, answer in offered.items():
+        method = state.asked.get(key)
+        if method is None:
+            continue  # not asked in the round this token closes: ignored
         try:
-            state = codec.verify(presented, binding)
-        except InvalidRequestState as error:
-            if error.reason != "expired":
-                raise RpcError(INVALID_PARAMS, f"Invalid requestState: {error.reason}") from None
-            # Authentic and bound to this very call, only stale: its answers are too old to
-            # act on, so the questions start over with a fresh token instead of failing.
-            answers = {}
-            presented = None
-        else:
-            answers = dict(state.answers)
-            carried = state.state
-            for key, answer in offered.items():
-                method = state.asked.get(key)
-                if method is None:
-                    continue  # not asked in the round this token closes: ignored
-                if problem := answer_shape_error(method, answer):
-                    raise RpcError(
-                        INVALID_PARAMS, f"Invalid inputResponses[{clip(key)!r}]: {problem}"
-                    )
-                answers[key] = answer
-            if flights is not None and isinstance(presented, str):
-                verified, token = binding, presented
-
-                async def work() -> dict[str, Any]:
-                    context = make_context(answers, token, carried)
-                    return await _finish_round(
-                        call, context, answers, verified, principal, codec, capabilities
-                    )
-
-                return await flights.run(_flight_key(token, answers, verified), work)
-    context = make_context(answers, presented if isinstance(presented, str) else None, carried)
-    return await _finish_round(call, context, answers, binding, principal, codec, capabilities)
+            model = check_answer(method, answer)
+        except BadAnswer as error:
+            raise RpcError(
+                INVALID_PARAMS, f"Invalid inputResponses[{clip(key)!r}]: {error}"
+            ) from None
+        if model is not None:
+            parsed[key] = model
+        answers[key] = answer
+    context = scope.context(answers, token, state.state, parsed)
+    if flights is None or token is None:
+        return await _finish_round(call, scope, context, answers, binding, codec)
+    return await flights.run(
+        _flight_key(token, received.canonical, binding),
+        lambda: _finish_round(call, scope, context, answers, binding, codec),
+    )
 
 
 async def _finish_round(
     call: Call,
+    scope: RequestScope,
     context: Context,
     answers: dict[str, Any],
     binding: Binding | None,
-    principal: str | None,
     codec: RequestStateCodec,
-    capabilities: ClientCapabilities,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Run the handler, then finish the call or mint the next round's token.
 
     `binding` is the verified round's; a first round's is computed only when a token is
-    minted, so a call that asks nothing never digests its arguments.
+    minted, so a call that asks nothing never digests its arguments. An InvalidInputResponse
+    the handler raises is an RpcError, and leaves as one.
     """
-    try:
-        outcome = await call.run(context)
-    except InvalidInputResponse as error:
-        # A tool can raise it with any text: it leaves like a ToolError's, redacted.
-        raise RpcError(INVALID_PARAMS, redact_secrets(str(error))) from None
+    outcome = await call.run(context)
     if not isinstance(outcome, InputRequired):
         return call.finish(outcome)
-    missing = merge_missing(capabilities, outcome)
+    missing = merge_missing(scope.capabilities, outcome)
     if missing:
         raise missing_capability_error(missing)
     # The token records only this round's questions: the next retry may answer those and
@@ -336,13 +369,13 @@ async def _finish_round(
     asked = {key: request.method for key, request in outcome.requests.items()}
     kept = {key: answer for key, answer in answers.items() if key not in asked}
     try:
-        minted = codec.mint(binding or call.binding(principal), kept, asked, outcome.state)
+        minted = codec.mint(binding or call.binding(scope.principal), kept, asked, outcome.state)
     except InvalidRequestState as error:
         # Every round passed its own cap, but together the answers outgrow a token.
         raise RpcError(INVALID_PARAMS, f"Invalid inputResponses: {error.reason}") from None
     except (TypeError, ValueError, RecursionError):
         raise RpcError(INVALID_PARAMS, "Invalid inputResponses: not JSON") from None
-    result: dict[str, Any] = {"resultType": "input_required", "requestState": minted}
+    result: JSONObject = {"resultType": "input_required", "requestState": minted}
     if outcome.requests:
         result["inputRequests"] = {
             key: request.to_wire() for key, request in outcome.requests.items()
@@ -350,20 +383,24 @@ async def _finish_round(
     return result
 
 
-def answer_shape_error(method: str, answer: object) -> str | None:
-    """Why `answer` is not a result of `method`, or None when it has the right shape.
+class BadAnswer(ValueError):
+    """An answer that is not a result of the method it answers; the text says why."""
+
+
+def check_answer(method: str, answer: object) -> BaseModel | None:
+    """`answer` checked as a result of `method`, once, before any handler sees it; raises
+    BadAnswer. Returns the answer validated into the model a handler reads it with
+    (`SamplingResult`, `RootsResult`), which the handler's Context hands out without
+    validating again; None for an elicitation, whose envelope is checked by hand and whose
+    content only the handler's form can judge.
 
     mrtr "Error Handling": servers SHOULD validate that the information inside
     `inputResponses` can be correctly parsed.
     """
     if method == ELICIT:
-        # The common case, checked by hand: this runs on every retry, before the handler.
-        if not isinstance(answer, dict):
-            return "answer: must be an object"
-        if answer.get("action") not in ("accept", "decline", "cancel"):
-            return "action: must be 'accept', 'decline' or 'cancel'"
-        if answer.get("content") is not None and not isinstance(answer["content"], dict):
-            return "content: must be an object"
+        problem = elicit_shape_error(answer)
+        if problem is not None:
+            raise BadAnswer(problem)
         return None
     # Sampling and roots answers are rare; their models come with the tools (and pydantic).
     from ._answers import answer_model
@@ -372,9 +409,6 @@ def answer_shape_error(method: str, answer: object) -> str | None:
     if model is None:
         return None
     try:
-        model.model_validate(answer)
-    except ValueError as error:
-        first = error.errors()[0] if hasattr(error, "errors") else {"loc": (), "msg": str(error)}
-        where = ".".join(str(part) for part in first["loc"]) or "answer"
-        return f"{where}: {first['msg']}"
-    return None
+        return validate_answer(model, answer)
+    except AnswerMisfit as misfit:
+        raise BadAnswer(str(misfit)) from None

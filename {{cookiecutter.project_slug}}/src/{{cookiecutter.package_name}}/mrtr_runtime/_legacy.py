@@ -9,37 +9,23 @@ then calls the handler again with the answers -- the loop a modern client would 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
 
-from ._capabilities import ClientCapabilities
-from ._context import InvalidInputResponse
-from ._dispatch import (
-    Call,
-    MakeContext,
-    RoundInput,
-    answer_shape_error,
-    merge_missing,
-    unasked_answers,
-)
-from ._jsonrpc import INVALID_PARAMS, RpcError, clip
-from ._redact import redact_secrets
+from ._context import RequestScope
+from ._dispatch import BadAnswer, Call, RoundInput, check_answer, merge_missing
+from ._jsonrpc import JSONObject, RpcError, clip
 from ._results import InputRequired
 from ._wire import ELICIT
 
-__all__ = ("MAX_LEGACY_ROUNDS", "Unanswerable", "run_legacy")
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = ("MAX_LEGACY_ROUNDS", "run_legacy")
 
 #: The same bound the client-side loop uses by default: a handler that keeps asking after 16
 #: rounds is looping, and the host's user should not answer forever.
 MAX_LEGACY_ROUNDS: Final = 16
-
-
-class AskClient(Protocol):
-    async def __call__(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
-
-
-#: How a method reports a failure it cannot turn into a result (tools give isError results).
-Unanswerable = Callable[[str], dict[str, Any]]
 
 
 def _capability_names(missing: Mapping[str, Any]) -> str:
@@ -53,35 +39,32 @@ def _capability_names(missing: Mapping[str, Any]) -> str:
 async def run_legacy(
     call: Call,
     received: RoundInput,
+    scope: RequestScope,
     *,
-    capabilities: ClientCapabilities,
-    make_context: MakeContext,
-    ask: AskClient | Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
-    unanswerable: Unanswerable,
     max_rounds: int = MAX_LEGACY_ROUNDS,
-) -> dict[str, Any]:
+) -> JSONObject:
+    """Serve `call` to a 2025-11-25 session, asking the client (`scope.peer`) for any input
+    the handler needs; what cannot be asked or answered is the call's `refuse`."""
     # Answers the client sent with the call were asked by nobody: the same rule as MRTR.
-    answers = unasked_answers(call, received.responses)
+    answers = call.unasked_answers(received.responses)
+    parsed: dict[str, BaseModel] = {}
     state: object = None  # the handler's own value, kept here between the bridge's rounds
     for round_number in range(max_rounds + 1):
-        try:
-            outcome = await call.run(make_context(answers, None, state))
-        except InvalidInputResponse as error:
-            # A tool can raise it with any text: it leaves like a ToolError's, redacted.
-            raise RpcError(INVALID_PARAMS, redact_secrets(str(error))) from None
+        outcome = await call.run(scope.context(answers, None, state, parsed))
         if not isinstance(outcome, InputRequired):
             return call.finish(outcome)
         if round_number == max_rounds:
             break  # an answer now could never be used
         state = outcome.state
-        missing = merge_missing(capabilities, outcome)
+        missing = merge_missing(scope.capabilities, outcome)
         if missing:
-            return unanswerable(
+            return call.refuse(
                 f"This host does not support {_capability_names(missing)}, which "
                 f"{call.target!r} needs to ask for input. Use a client that declares it."
             )
         for key in outcome.requests:
             answers.pop(key, None)  # asked again: the earlier answer no longer stands
+            parsed.pop(key, None)
         # In the handler's order, so the question it put first (a confirmation) comes first.
         for key, request in outcome.requests.items():
             request_params = dict(request.params)
@@ -89,22 +72,23 @@ async def run_legacy(
                 # 2025-11-25 URL-mode elicitation carries an elicitationId; 2026-07-28 dropped it.
                 request_params["elicitationId"] = uuid.uuid4().hex
             try:
-                answer = await ask(request.method, request_params)
+                answer = await scope.peer.request(request.method, request_params)
             except RpcError as error:
-                return unanswerable(
+                return call.refuse(
                     f"The client could not answer {request.method} ({error.code}): "
                     f"{clip(error.message)}"
                 )
-            problem = answer_shape_error(request.method, answer)
-            if problem:
-                return unanswerable(
-                    f"The client's answer to {request.method} is invalid: {problem}"
-                )
+            try:
+                model = check_answer(request.method, answer)
+            except BadAnswer as problem:
+                return call.refuse(f"The client's answer to {request.method} is invalid: {problem}")
             answers[key] = answer
+            if model is not None:
+                parsed[key] = model
             if request.method == ELICIT and answer.get("action") != "accept":
                 # A decline or cancel may make the rest moot ("Deploy?" -> no): the handler
                 # decides with what it has before the user is asked anything more.
                 break
-    return unanswerable(
+    return call.refuse(
         f"{call.target!r} asked for input more than {max_rounds} times without finishing"
     )

@@ -8,51 +8,32 @@ the wire, and hosts wait on start-up (see `Registry.defer_package`).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
 from ._content import blob_contents, text_block, text_contents
-from ._context import Context, InvalidInputResponse, RequestCancelled
+from ._context import Context, InvalidInputResponse, RequestCancelled, describe_validation_error
 from ._dispatch import Call
-from ._jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    JSONObject,
-    RpcError,
-    clip,
-)
+from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, RpcError, clip, json_size
 from ._redact import redact_secrets
-from ._registry import (
-    PromptDef,
-    Registry,
-    ResourceDef,
-    ToolDef,
-    describe_validation_error,
-    structured_text,
-)
+from ._registry import PromptDef, Registry, ResourceDef, ToolDef, structured_text
 from ._results import ToolError, ToolResult
 
-__all__ = ("prompt_call", "resource_call", "tool_call", "unanswerable")
+__all__ = ("PromptCall", "ResourceCall", "ToolCall", "call_of")
 
 _logger = logging.getLogger("mrtr_runtime")
 
 
-def unanswerable(method: str) -> Any:
-    def for_tools(message: str) -> JSONObject:
-        return ToolResult.error(message).to_wire()
-
-    def for_others(message: str) -> JSONObject:
-        raise RpcError(INVALID_REQUEST, message)
-
-    return for_tools if method == "tools/call" else for_others
-
-
-# -- tools --------------------------------------------------------------------------
+def call_of(registry: Registry, method: str, params: Mapping[str, Any]) -> Call:
+    """The Call `params` asks for: tools/call, prompts/get or resources/read."""
+    if method == "tools/call":
+        return ToolCall.parse(registry, params)
+    if method == "prompts/get":
+        return PromptCall.parse(registry, params)
+    return ResourceCall.parse(registry, params)
 
 
 def _name_and_arguments(method: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -67,23 +48,41 @@ def _name_and_arguments(method: str, params: Mapping[str, Any]) -> tuple[str, di
     return name, arguments
 
 
-def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
-    name, arguments = _name_and_arguments("tools/call", params)
-    tool = registry.tools.get(name)
-    if tool is None:
-        raise RpcError(INVALID_PARAMS, f"Unknown tool: {clip(name)}")
-    try:
-        parsed: BaseModel | None = tool.parse_arguments(arguments)
-        invalid = ""
-    except ValidationError as error:
-        parsed, invalid = None, describe_validation_error(error)
+# -- tools --------------------------------------------------------------------------
 
-    async def run(context: Context) -> Any:
-        if parsed is None:
-            # server/tools: input validation errors are tool results the model can act on.
-            return ToolResult.error(f"Invalid arguments for tool {name!r}: {invalid}")
+
+class ToolCall(Call):
+    """tools/call: arguments validated once, any failure of the tool an isError result."""
+
+    __slots__ = ("invalid", "parsed", "tool")
+    method: ClassVar[str] = "tools/call"
+
+    def __init__(
+        self, tool: ToolDef, arguments: Mapping[str, Any], parsed: BaseModel | None, invalid: str
+    ) -> None:
+        super().__init__(tool.name, arguments, tool.accept_unasked)
+        self.tool = tool
+        self.parsed = parsed
+        self.invalid = invalid
+
+    @classmethod
+    def parse(cls, registry: Registry, params: Mapping[str, Any]) -> ToolCall:
+        name, arguments = _name_and_arguments(cls.method, params)
+        tool = registry.tools.get(name)
+        if tool is None:
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {clip(name)}")
         try:
-            return await tool.call(parsed, context)
+            return cls(tool, arguments, tool.parse_arguments(arguments), "")
+        except ValidationError as error:
+            return cls(tool, arguments, None, describe_validation_error(error))
+
+    async def run(self, context: Context) -> Any:
+        name = self.target
+        if self.parsed is None:
+            # server/tools: input validation errors are tool results the model can act on.
+            return ToolResult.error(f"Invalid arguments for tool {name!r}: {self.invalid}")
+        try:
+            return await self.tool.call(self.parsed, context)
         except InvalidInputResponse:
             raise
         except ToolError as error:
@@ -100,67 +99,85 @@ def tool_call(registry: Registry, params: Mapping[str, Any]) -> Call:
                 f"Tool {name!r} failed with {type(error).__name__}; see the server log."
             )
 
-    return Call(
-        "tools/call",
-        name,
-        arguments,
-        run,
-        lambda outcome: _tool_result(tool, outcome),
-        tool.accept_unasked,
-    )
+    def finish(self, outcome: Any) -> JSONObject:
+        return _tool_result(self.tool, outcome)
+
+    def refuse(self, message: str) -> JSONObject:
+        # server/tools: a failure the model can read and act on, not a protocol error.
+        return ToolResult.error(message).to_wire()
 
 
 # -- prompts ------------------------------------------------------------------------
 
 
-def prompt_call(registry: Registry, params: Mapping[str, Any]) -> Call:
-    name, arguments = _name_and_arguments("prompts/get", params)
-    prompt = registry.prompts.get(name)
-    if prompt is None:
-        raise RpcError(INVALID_PARAMS, f"Unknown prompt: {clip(name)}")
-    try:
-        parsed = prompt.signature.model.model_validate(arguments)
-    except ValidationError as error:
-        raise RpcError(
-            INVALID_PARAMS,
-            f"Invalid arguments for prompt {name!r}: {describe_validation_error(error)}",
-        ) from None
+class PromptCall(Call):
+    """prompts/get: arguments that do not fit are -32602, a failing prompt -32603."""
 
-    async def run(context: Context) -> Any:
+    __slots__ = ("parsed", "prompt")
+    method: ClassVar[str] = "prompts/get"
+
+    def __init__(self, prompt: PromptDef, arguments: Mapping[str, Any], parsed: BaseModel) -> None:
+        super().__init__(prompt.name, arguments, prompt.accept_unasked)
+        self.prompt = prompt
+        self.parsed = parsed
+
+    @classmethod
+    def parse(cls, registry: Registry, params: Mapping[str, Any]) -> PromptCall:
+        name, arguments = _name_and_arguments(cls.method, params)
+        prompt = registry.prompts.get(name)
+        if prompt is None:
+            raise RpcError(INVALID_PARAMS, f"Unknown prompt: {clip(name)}")
         try:
-            return await prompt.call(parsed, context)
+            parsed = prompt.signature.model.model_validate(arguments)
+        except ValidationError as error:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"Invalid arguments for prompt {name!r}: {describe_validation_error(error)}",
+            ) from None
+        return cls(prompt, arguments, parsed)
+
+    async def run(self, context: Context) -> Any:
+        try:
+            return await self.prompt.call(self.parsed, context)
         except InvalidInputResponse:
             raise
         except Exception as error:
-            _logger.exception("prompt %r raised", name)
-            raise RpcError(INTERNAL_ERROR, f"Prompt {name!r} failed") from error
+            _logger.exception("prompt %r raised", self.target)
+            raise RpcError(INTERNAL_ERROR, f"Prompt {self.target!r} failed") from error
 
-    return Call(
-        "prompts/get",
-        name,
-        arguments,
-        run,
-        lambda outcome: _prompt_result(prompt, outcome),
-        prompt.accept_unasked,
-    )
+    def finish(self, outcome: Any) -> JSONObject:
+        return _prompt_result(self.prompt, outcome)
 
 
 # -- resources ----------------------------------------------------------------------
 
 
-def resource_call(registry: Registry, params: Mapping[str, Any]) -> Call:
-    uri = params.get("uri")
-    if not isinstance(uri, str):
-        raise RpcError(INVALID_PARAMS, "resources/read needs a string 'uri'")
-    found = registry.find_resource(uri)
-    if found is None:
-        # server/resources: resource not found is -32602 in 2026-07-28 (no longer -32002).
-        raise RpcError(INVALID_PARAMS, f"Resource not found: {clip(uri)}", {"uri": clip(uri)})
-    resource, variables = found
+class ResourceCall(Call):
+    """resources/read of a resource or a template's URI; its variables are the arguments."""
 
-    async def run(context: Context) -> Any:
+    __slots__ = ("resource", "variables")
+    method: ClassVar[str] = "resources/read"
+
+    def __init__(self, uri: str, resource: ResourceDef, variables: Mapping[str, str]) -> None:
+        super().__init__(uri, {})
+        self.resource = resource
+        self.variables = variables
+
+    @classmethod
+    def parse(cls, registry: Registry, params: Mapping[str, Any]) -> ResourceCall:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError(INVALID_PARAMS, "resources/read needs a string 'uri'")
+        found = registry.find_resource(uri)
+        if found is None:
+            # server/resources: resource not found is -32602 in 2026-07-28 (no longer -32002).
+            raise RpcError(INVALID_PARAMS, f"Resource not found: {clip(uri)}", {"uri": clip(uri)})
+        return cls(uri, *found)
+
+    async def run(self, context: Context) -> Any:
+        uri = self.target
         try:
-            return await resource.call(variables, context)
+            return await self.resource.call(self.variables, context)
         except InvalidInputResponse:
             raise
         except ValidationError as error:
@@ -172,9 +189,8 @@ def resource_call(registry: Registry, params: Mapping[str, Any]) -> Call:
             _logger.exception("resource %r raised", uri)
             raise RpcError(INTERNAL_ERROR, f"Reading {clip(uri)} failed") from error
 
-    return Call(
-        "resources/read", uri, {}, run, lambda outcome: _resource_result(resource, uri, outcome)
-    )
+    def finish(self, outcome: Any) -> JSONObject:
+        return _resource_result(self.resource, self.target, outcome)
 
 
 def _plain_text(result: ToolResult) -> bool:
@@ -186,50 +202,66 @@ def _plain_text(result: ToolResult) -> bool:
 
 def _json_safe(value: Any) -> bool:
     try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
+        json_size(value)
+    except ValueError:
         return False
     return True
 
 
 def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
-    # A result a tool built by hand may hold anything; the ones built here are JSON by
-    # construction, and the hot path should not encode every result twice to check.
-    handmade = isinstance(outcome, ToolResult)
     if isinstance(outcome, ToolResult):
-        result = outcome
-    elif isinstance(outcome, str):
-        result = ToolResult(content=(text_block(outcome),))
-    elif outcome is None:
-        result = ToolResult()
+        return _handmade_result(tool, outcome)
+    if isinstance(outcome, str):
+        return {"content": [{"type": "text", "text": outcome}]}
+    if outcome is None:
+        return {"content": []}
+    if isinstance(outcome, BaseModel):
+        # A model was validated when it was built: an instance of the declared output model
+        # needs no second look, only its JSON form (model -> JSON data -> text, once each).
+        structured: Any = outcome.model_dump(mode="json", by_alias=True)
+        conforms = type(outcome) is tool.output_model
     else:
-        structured = (
-            outcome.model_dump(mode="json", by_alias=True)
-            if isinstance(outcome, BaseModel)
-            else outcome
-        )
-        try:
-            text = structured_text(structured)
-        except (TypeError, ValueError, RecursionError):
-            _logger.error("tool %r returned a %s, not JSON", tool.name, type(outcome).__name__)
-            return _not_json(tool)
-        result = ToolResult(content=(text_block(text),), structured=structured)
-    if tool.output_model is not None and not result.is_error:
-        # server/tools: with an outputSchema, servers MUST provide conforming structured results.
-        try:
-            tool.output_model.model_validate(result.structured)
-        except ValidationError as error:
-            _logger.error(
-                "tool %r broke its outputSchema: %s", tool.name, describe_validation_error(error)
-            )
-            return ToolResult.error(
-                f"Tool {tool.name!r} returned output that breaks its outputSchema"
-            ).to_wire()
+        structured, conforms = outcome, False
+    try:
+        text = structured_text(structured)
+    except (TypeError, ValueError, RecursionError):
+        _logger.error("tool %r returned a %s, not JSON", tool.name, type(outcome).__name__)
+        return _not_json(tool)
+    if not conforms and not _fits_output_schema(tool, structured):
+        return _broke_output_schema(tool)
+    return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+
+
+def _handmade_result(tool: ToolDef, result: ToolResult) -> JSONObject:
+    # A result a tool built by hand may hold anything; the ones built above are JSON by
+    # construction, and the hot path should not encode every result twice to check.
+    if not result.is_error and not _fits_output_schema(tool, result.structured):
+        return _broke_output_schema(tool)
     wire = result.to_wire()
-    if handmade and not _plain_text(result) and not _json_safe(wire):
+    if not _plain_text(result) and not _json_safe(wire):
         _logger.error("tool %r returned a result that is not JSON", tool.name)
         return _not_json(tool)
     return wire
+
+
+def _fits_output_schema(tool: ToolDef, structured: Any) -> bool:
+    # server/tools: with an outputSchema, servers MUST provide conforming structured results.
+    if tool.output_model is None:
+        return True
+    try:
+        tool.output_model.model_validate(structured)
+    except ValidationError as error:
+        _logger.error(
+            "tool %r broke its outputSchema: %s", tool.name, describe_validation_error(error)
+        )
+        return False
+    return True
+
+
+def _broke_output_schema(tool: ToolDef) -> JSONObject:
+    return ToolResult.error(
+        f"Tool {tool.name!r} returned output that breaks its outputSchema"
+    ).to_wire()
 
 
 def _not_json(tool: ToolDef) -> JSONObject:

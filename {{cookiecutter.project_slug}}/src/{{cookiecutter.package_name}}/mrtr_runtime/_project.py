@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Final
 
-from ._config import PER_USER_KEY_FILE_NAME, codec_from_environment, per_user_key_path
+from ._config import PER_USER_KEY_FILE_NAME, Settings, codec_from_settings, per_user_key_path
 from ._registry import Registry
 from ._router import Server
 
@@ -91,7 +91,9 @@ class Project:
         """
         return per_user_key_path(self.name, os.environ if environ is None else environ)
 
-    def build_server(self, environ: Mapping[str, str] | None = None) -> Server:
+    def build_server(
+        self, environ: Mapping[str, str] | None = None, *, settings: Settings | None = None
+    ) -> Server:
         """The server, its tools loaded on first need (right after the first answer).
 
         Raises ``SigningConfigError`` (``WeakSigningKey`` for a bad key) with a message fit for
@@ -99,8 +101,11 @@ class Project:
         """
         self.registry.defer_package(self.tools.__name__)
         environ = os.environ if environ is None else environ
-        signing = codec_from_environment(
-            environ,
+        if settings is None:
+            # Every MRTR_* variable, read here once; the server hands it to its transports.
+            settings = Settings.from_environment(environ)
+        signing = codec_from_settings(
+            settings,
             default_key_file=self.default_key_file(),
             per_user_key_file=self.user_key_file(environ),
             # Tokens are bound to this server's identity: another server that shares the key (a
@@ -113,4 +118,5 @@ class Project:
             registry=self.registry,
             signing=signing,
             title=self.title,
+            settings=settings,
         )

@@ -27,12 +27,11 @@ from typing import (
 import anyio.to_thread
 
 from ._context import Context
-from ._jsonrpc import clip
 from ._removed import import_hint
 from ._results import InputRequired
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel, ValidationError
+    from pydantic import BaseModel
 
 __all__ = (
     "CompletionKey",
@@ -43,7 +42,6 @@ __all__ = (
     "ResourceTemplateDef",
     "ToolAnnotations",
     "ToolDef",
-    "describe_validation_error",
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,23 +54,6 @@ CompletionKey = tuple[str, str, str]
 
 # server/tools "Tool Names": SHOULD be 1-128 characters of A-Z, a-z, 0-9, _, - and .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
-
-
-#: Problems listed in one validation message; the rest are counted. Arguments are the client's,
-#: so neither their number nor their key names may set the size of what the server sends back.
-MAX_LISTED_PROBLEMS: Final = 10
-
-
-def describe_validation_error(error: ValidationError) -> str:
-    """One line per problem, the way a person (or a model) can act on it."""
-    problems = error.errors()
-    lines = []
-    for problem in problems[:MAX_LISTED_PROBLEMS]:
-        where = ".".join(clip(str(part)) for part in problem["loc"]) or "(arguments)"
-        lines.append(f"{where}: {problem['msg']}")
-    if len(problems) > MAX_LISTED_PROBLEMS:
-        lines.append(f"and {len(problems) - MAX_LISTED_PROBLEMS} more problems")
-    return "; ".join(lines)
 
 
 @dataclass(frozen=True)

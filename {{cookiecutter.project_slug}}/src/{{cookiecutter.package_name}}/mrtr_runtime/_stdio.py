@@ -21,18 +21,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import select
 import signal
 import stat
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from itertools import count
 from types import TracebackType
 from typing import Any, Final, Protocol
 
+from ._config import CLIENT_REQUEST_TIMEOUT_SECONDS, Settings
 from ._context import MAYBE_CARRIED_OUT, SHUTDOWN_GRACE_SECONDS, Cancellation
 from ._jsonrpc import (
     INTERNAL_ERROR,
@@ -63,7 +63,6 @@ __all__ = (
     "SHUTDOWN_GRACE_SECONDS",
     "WRITE_GRACE_SECONDS",
     "Connection",
-    "client_request_timeout",
     "configure_logging",
     "serve_stdio",
 )
@@ -88,10 +87,6 @@ MAX_UNREAD_OUTPUT_BYTES: Final = 32 * 1024 * 1024
 DRAIN_SECONDS: Final = SHUTDOWN_GRACE_SECONDS
 #: At shutdown, how long responses already written may take to reach the client.
 WRITE_GRACE_SECONDS: Final = 2.0
-#: Default bound on a server-to-client request (legacy elicitation/create, sampling, roots):
-#: a person may take a while to fill in a form, but a host that never answers must not hold
-#: the tool call forever. MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS overrides it.
-CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 600.0
 #: How much one read of stdin takes at most (asyncio's own pipe read size).
 _READ_SIZE: Final = 256 * 1024
 
@@ -599,46 +594,22 @@ def _log_unraisable(unraisable: sys.UnraisableHookArgs) -> None:
     )
 
 
-def configure_logging() -> None:
-    """Logs to stderr (never stdout), at MRTR_LOG_LEVEL (default INFO), secrets redacted.
+def configure_logging(settings: Settings | None = None) -> None:
+    """Logs to stderr (never stdout), at `settings.log_level` (MRTR_LOG_LEVEL, default INFO;
+    the environment's when no settings are given), secrets redacted.
 
     Exceptions nobody caught (in the main thread, in other threads, in finalizers) are written
     by hooks of the interpreter's that bypass logging; they are routed through it here, so
     their tracebacks are redacted like every other line.
     """
-    level = os.environ.get("MRTR_LOG_LEVEL", "INFO").upper()
+    if settings is None:
+        settings = Settings.from_environment(os.environ)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(
-        handlers=[handler],
-        level=level if level in logging.getLevelNamesMapping() else "INFO",
-    )
+    logging.basicConfig(handlers=[handler], level=settings.log_level)
     sys.excepthook = _log_uncaught
     threading.excepthook = _log_uncaught_in_thread
     sys.unraisablehook = _log_unraisable
-
-
-def client_request_timeout(environ: Mapping[str, str]) -> float:
-    """MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS: a positive number of seconds, else the default.
-
-    Like MRTR_LOG_LEVEL, a value that makes no sense does not stop the server; it is named in
-    a warning on stderr and the default applies.
-    """
-    raw = environ.get("MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS")
-    if raw is None or not raw.strip():
-        return CLIENT_REQUEST_TIMEOUT_SECONDS
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        _logger.warning(
-            "MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS=%r is not a positive number of seconds; using %g",
-            raw,
-            CLIENT_REQUEST_TIMEOUT_SECONDS,
-        )
-        return CLIENT_REQUEST_TIMEOUT_SECONDS
-    return seconds
 
 
 def _pollable(fd: int) -> bool:
@@ -852,8 +823,13 @@ def serve_stdio(server: Server) -> int:
 
     Returns the exit status: 0, or 1 when the tools could not be loaded.
     """
-    configure_logging()
-    timeout = client_request_timeout(os.environ)
+    settings = server.settings or Settings.from_environment(os.environ)
+    configure_logging(settings)
+    # Like MRTR_LOG_LEVEL, a timeout that makes no sense does not stop the server; it is
+    # named in a warning on stderr and the default applies.
+    if problem := settings.problems.get("MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS"):
+        _logger.warning("%s", problem)
+    timeout = settings.client_request_timeout
     if sys.stdin.isatty():
         _logger.info("waiting for JSON-RPC on stdin; an MCP host normally starts this server")
     wire_in, wire_out = _claim_stdio()

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 from .._config import (
     PREVIOUS_KEYS_FILE_NAME,
     Rotation,
+    Settings,
     SigningConfigError,
     rotate_key_file,
     write_key_file,
@@ -229,7 +230,7 @@ def serve_over_http(project: Project, host: str, port: int) -> int:
     if server is None:
         return 2
     try:
-        settings = HttpSettings.from_environment(os.environ, host=host, port=port)
+        settings = HttpSettings.from_settings(_settings_of(server), host=host, port=port)
     except ValueError as error:
         sys.stderr.write(f"{project.name}: cannot start: {error}\n")
         return 2
@@ -275,7 +276,7 @@ def discover_request(project: Project) -> tuple[bytes, dict[str, str]]:
         "MCP-Protocol-Version": HEALTH_VERSION,
         "Mcp-Method": "server/discover",
     }
-    token = os.environ.get("MRTR_HTTP_TOKEN", "").strip()
+    token = Settings.from_environment(os.environ).http_token
     if token:
         headers["Authorization"] = f"Bearer {token}"
     return json.dumps(body, separators=(",", ":")).encode("utf-8"), headers
@@ -353,11 +354,17 @@ def health_check(project: Project, url: str) -> int:
     return 0
 
 
+def _settings_of(server: Server) -> Settings:
+    return server.settings or Settings.from_environment(os.environ)
+
+
 def _server_or_none(project: Project) -> Server | None:
     """Logging configured and the server built, or None once the reason is on stderr."""
-    configure_logging()
+    # Every MRTR_* variable, read once: logging, the signing key and the transports share it.
+    settings = Settings.from_environment(os.environ)
+    configure_logging(settings)
     try:
-        return project.build_server()
+        return project.build_server(settings=settings)
     except SigningConfigError as error:
         # The message names the variable or file and how to fix it; it never quotes a key.
         sys.stderr.write(f"{project.name}: cannot start: {error}\n")
@@ -389,10 +396,15 @@ def write_bundle(project: Project, output_dir: Path | None) -> int:
     return 0
 
 
+def _named_key_file() -> Path | None:
+    """MRTR_SIGNING_KEY_FILE (``~`` expanded), as the settings read it; None when unset."""
+    return Settings.from_environment(os.environ).signing_key_file
+
+
 def _key_file_for_config(project: Project) -> str | None:
-    named = os.environ.get(KEY_FILE_ENV, "").strip()
-    if named:
-        return str(Path(named).expanduser().absolute())
+    named = _named_key_file()
+    if named is not None:
+        return str(named.absolute())
     default = project.default_key_file()
     if default is None:
         sys.stderr.write(
@@ -437,12 +449,12 @@ def _installed_launch(project: Project, uvx: str) -> hosts.Launch:
     state_home = os.environ.get(STATE_HOME_ENV, "").strip()
     if state_home:
         extra_env[STATE_HOME_ENV] = state_home
-    named = os.environ.get(KEY_FILE_ENV, "").strip()
+    named = _named_key_file()
     return hosts.uvx_launch(
         uvx,
         project.name,
         extras=project.uv_extras,
-        key_file_path=str(Path(named).expanduser().absolute()) if named else None,
+        key_file_path=str(named.absolute()) if named is not None else None,
         extra_env=extra_env,
     )
 
@@ -529,9 +541,9 @@ def _write_config(project: Project, host: str, launch: hosts.Launch, *, windows:
 
 
 def _default_key_path(project: Project) -> Path | None:
-    named = os.environ.get(KEY_FILE_ENV, "").strip()
-    if named:
-        return Path(named)
+    named = _named_key_file()
+    if named is not None:
+        return named
     return project.default_key_file() or project.user_key_file()
 
 

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._config import Settings
 from .._context import MAYBE_CARRIED_OUT, Cancellation
 from .._jsonrpc import (
     INTERNAL_ERROR,
@@ -259,28 +260,25 @@ class HttpSettings:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], *, host: str, port: int) -> HttpSettings:
+        """``from_settings(Settings.from_environment(environ), ...)``."""
+        return cls.from_settings(Settings.from_environment(environ), host=host, port=port)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, host: str, port: int) -> HttpSettings:
         """The access rules from `MRTR_HTTP_TOKEN`, `MRTR_HTTP_TOKENS_FILE` (a file of
         `principal:token` lines, owner-only), `MRTR_HTTP_ALLOWED_ORIGINS` and
         `MRTR_HTTP_ALLOWED_HOSTS` (comma-separated lists); the connection bound from
-        `MRTR_HTTP_MAX_CONNECTIONS` (a whole number from 1, default MAX_CONNECTIONS)."""
-
-        def listed(name: str) -> tuple[str, ...]:
-            return tuple(item.strip() for item in environ.get(name, "").split(",") if item.strip())
-
-        token = environ.get(ENV_TOKEN)
-        if token is not None and not token.strip():
-            # Set but blank is a mistake, not a wish for no authentication.
-            raise ValueError(f"{ENV_TOKEN} is set but empty; unset it, or give it a secret")
-        if token is not None and not token.strip().isascii():
-            raise ValueError(f"{ENV_TOKEN} must be ASCII (it travels in an HTTP header)")
+        `MRTR_HTTP_MAX_CONNECTIONS` (a whole number from 1, default MAX_CONNECTIONS), as
+        `settings` read them. A value they refused raises ValueError (the CLI exits 2)."""
+        settings.refuse(ENV_TOKEN, ENV_MAX_CONNECTIONS)
         return cls(
             host=host,
             port=port,
-            allowed_hosts=listed(ENV_ALLOWED_HOSTS),
-            allowed_origins=listed(ENV_ALLOWED_ORIGINS),
-            bearer_token=token.strip() if token is not None else None,
-            bearer_tokens=_read_tokens_file(environ.get(ENV_TOKENS_FILE)),
-            max_connections=_max_connections(environ.get(ENV_MAX_CONNECTIONS)),
+            allowed_hosts=settings.http_allowed_hosts,
+            allowed_origins=settings.http_allowed_origins,
+            bearer_token=settings.http_token,
+            bearer_tokens=_read_tokens_file(settings.http_tokens_file),
+            max_connections=settings.http_max_connections or MAX_CONNECTIONS,
         )
 
     def policy(self) -> AccessPolicy:
@@ -291,15 +289,6 @@ class HttpSettings:
             bearer_token=self.bearer_token,
             named_tokens=self.bearer_tokens,
         )
-
-
-def _max_connections(raw: str | None) -> int:
-    if raw is None or not raw.strip():
-        return MAX_CONNECTIONS
-    value = raw.strip()
-    if not (value.isascii() and value.isdigit()) or int(value) < 1:
-        raise ValueError(f"{ENV_MAX_CONNECTIONS} must be a whole number from 1, not {raw[:40]!r}")
-    return int(value)
 
 
 class ConnectionRefusal:
