@@ -67,7 +67,7 @@ async def main():
                 "plan_release", {"project": "demo", "previous_version": "1.4.2"}
             )
             stderr = session.stderr_text()
-    print(json.dumps({"tools": tools, "result": result, "stderr": stderr}))
+    print(json.dumps({"tools": tools, "structured": result.structured, "stderr": stderr}))
 
 
 anyio.run(main)
@@ -164,7 +164,7 @@ def test_the_bundle_passes_the_official_cli_and_serves_a_multi_round_call_as_a_h
     completed = run([project.python, client, spec], cwd=tmp_path, timeout=300)
     outcome = json.loads(completed.stdout)
     assert {tool["name"] for tool in outcome["tools"]["tools"]} == expected_tools
-    plan = outcome["result"]["structuredContent"]
+    plan = outcome["structured"]
     assert (plan["status"], plan["version"]) == ("confirmed", "1.5.0")
     assert "Traceback" not in outcome["stderr"], outcome["stderr"]
     # The bundle holds no key, so the server made this user's own, in the XDG state directory.

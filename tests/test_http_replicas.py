@@ -708,6 +708,6 @@ def test_what_the_image_copies_builds_the_wheel_it_installs(
         scripts = archive.read(entry_points).decode("utf-8")
         extras = re.findall(r"^Provides-Extra: (\S+)$", archive.read(metadata).decode(), re.M)
     entrypoint, _ = image_command(baked)
-    assert f"{entrypoint[0]} = {DEFAULT_PACKAGE}.cli:main" in scripts
+    assert f"{entrypoint[0]} = {DEFAULT_PACKAGE}.app:main" in scripts
     assert {"http", "aws"} <= set(extras)
     assert not [name for name in names if KEY_FILE in name or ".env" in name]

@@ -547,12 +547,12 @@ def _default_key_path(project: Project) -> Path | None:
     return project.default_key_file() or project.user_key_file()
 
 
-def _key_path_problem(target: Path, *, explicit: bool) -> str | None:
+def _key_path_problem(target: Path) -> str | None:
     """Why a key cannot be written at ``target``, or None.
 
     Only a regular file is ever replaced: ``--force`` on a device, a FIFO, a directory or a
-    link would replace the thing itself (as root, ``/dev/null``). A ``--path`` names a file in
-    a directory that exists; only the default per-user directory is created (mode 0700).
+    link would replace the thing itself (as root, ``/dev/null``). A missing directory is made
+    (mode 0700), as for the per-user key file.
     """
     try:
         mode = target.lstat().st_mode
@@ -563,8 +563,6 @@ def _key_path_problem(target: Path, *, explicit: bool) -> str | None:
     if mode is not None and not stat.S_ISREG(mode):
         kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
         return f"it is {kind}; a key is only ever written to, or replaces, a regular file"
-    if explicit and mode is None and not target.parent.is_dir():
-        return f"{target.parent} is not an existing directory"
     return None
 
 
@@ -577,7 +575,7 @@ def keygen(project: Project, *, force: bool, rotate: bool, path: Path | None) ->
         )
         return 1
     target = target.expanduser().absolute()
-    problem = _key_path_problem(target, explicit=path is not None)
+    problem = _key_path_problem(target)
     if problem is not None:
         sys.stderr.write(f"{project.name}: cannot write {target}: {problem}\n")
         return 1
