@@ -1,0 +1,229 @@
+"""What a task store keeps, and the few atomic operations every store offers.
+
+A task (the tasks extension, `io.modelcontextprotocol/tasks`) outlives the request that made it,
+and may outlive the process: a host that restarts the server polls the same task id, and a
+replica other than the one that created it may finish it. So everything a task needs to be
+resumed lives in its `TaskRecord`, and a store offers only operations that are atomic on their
+own: create once, load, compare-and-swap on the record's version, list the tasks that are
+ready to run. The task engine builds every transition (claim, lease renewal, answers, cancel,
+result) from those, so a memory, SQLite or Redis store behave alike and one contract suite
+tests them all.
+
+Nothing here does I/O; `MemoryTaskStore` is the store of one process (tests, and a server told
+to keep tasks in memory). The SQLite store is the default; Redis serves replicas.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Final, Literal, Protocol
+
+__all__ = (
+    "ACTIVE_STATUSES",
+    "TERMINAL_STATUSES",
+    "MemoryTaskStore",
+    "TaskRecord",
+    "TaskStatus",
+    "TaskStore",
+    "TaskStoreFull",
+    "new_task_id",
+)
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({"completed", "failed", "cancelled"})
+ACTIVE_STATUSES: Final[frozenset[str]] = frozenset({"working", "input_required"})
+
+
+def new_task_id() -> str:
+    """A task id: 192 random bits, URL-safe. Task "Security Considerations": ids MAY act as
+    bearer tokens, so they MUST be unguessable; the store still checks the owner on every use."""
+    return secrets.token_urlsafe(24)
+
+
+class TaskStoreFull(Exception):
+    """The store holds its bound of unexpired tasks; the text says the bound."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One task, whole: enough for any process holding the store to answer for it or resume it.
+
+    Times are seconds since the epoch (float). `version` grows by one with every stored change;
+    `TaskStore.swap` refuses a record whose predecessor is not the stored one.
+    """
+
+    task_id: str
+    #: Who may see and steer the task: a digest of the principal and the server's name, never
+    #: the principal itself.
+    owner: str
+    #: The method the task augments (only `tools/call` today) and the tool's name.
+    method: str
+    target: str
+    arguments: Mapping[str, Any]
+    #: The handler's answers by its own keys, and the state it signed into the last round.
+    answers: Mapping[str, Any]
+    state: Any
+    status: TaskStatus
+    created_at: float
+    updated_at: float
+    #: When the store may forget the task (created_at + ttl); None: kept until purged by hand.
+    expires_at: float | None
+    ttl_ms: int | None
+    poll_interval_ms: int
+    status_message: str | None = None
+    #: The outstanding requests by their wire key (unique over the task's life), and which
+    #: handler key and method each wire key asks for.
+    input_requests: Mapping[str, Any] = field(default_factory=dict)
+    asked: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    #: How many wire keys were ever issued: the next one is numbered from here.
+    keys_issued: int = 0
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+    cancel_requested: bool = False
+    #: Whether the handler ever passed its point of no return (`ctx.point_of_no_return()`).
+    committed: bool = False
+    #: The worker running it, and until when its claim holds; a lapsed lease may be taken over.
+    lease_owner: str | None = None
+    lease_expires: float = 0.0
+    #: How many times a worker started the handler (a takeover or a resume adds one).
+    attempts: int = 0
+    version: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def evolve(self, **changes: Any) -> TaskRecord:
+        """This record with `changes` and the next version: what `swap` stores."""
+        return replace(self, version=self.version + 1, **changes)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["asked"] = {key: list(pair) for key, pair in self.asked.items()}
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> TaskRecord:
+        data = json.loads(text)
+        data["asked"] = {key: (pair[0], pair[1]) for key, pair in data["asked"].items()}
+        return cls(**data)
+
+
+class TaskStore(Protocol):
+    """The atomic operations a task store offers; every one may be called from any replica.
+
+    Implementations: `MemoryTaskStore` (this process), SQLite (the default, one file shared by
+    the processes of one machine), Redis (replicas). All raise `TaskStoreFull` past their bound
+    on unexpired tasks, and never return a record whose `expires_at` has passed.
+    """
+
+    async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
+        """Store a new task and return it; with `once_key`, at most once per key: a second
+        create with the same key stores nothing and returns the task the first one made.
+        Returns only once a `load` of the id from any process would find it (durable)."""
+        ...
+
+    async def load(self, task_id: str) -> TaskRecord | None:
+        """The task, or None when it is unknown or expired."""
+        ...
+
+    async def swap(self, record: TaskRecord) -> bool:
+        """Store `record` if the stored one has version `record.version - 1`; whether it did."""
+        ...
+
+    async def runnable(self, now: float, limit: int) -> list[str]:
+        """Ids of at most `limit` tasks a worker may claim: status `working`, not terminal,
+        with no lease or a lease that lapsed before `now`."""
+        ...
+
+    async def purge(self, now: float) -> int:
+        """Forget the tasks (and once-keys) that expired before `now`; how many tasks."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class _MemoryEntry:
+    record: TaskRecord
+    once_key: str | None
+
+
+class MemoryTaskStore:
+    """A `TaskStore` in this process's memory: tasks end with the process. For tests, and for a
+    server told to keep no state on disk (`MRTR_TASK_STORE=memory:`)."""
+
+    def __init__(self, *, max_tasks: int = 10_000) -> None:
+        self.max_tasks = max_tasks
+        self._tasks: dict[str, _MemoryEntry] = {}
+        self._once: dict[str, str] = {}
+
+    def _live(self, task_id: str, now: float | None = None) -> TaskRecord | None:
+        entry = self._tasks.get(task_id)
+        if entry is None:
+            return None
+        expires = entry.record.expires_at
+        if expires is not None and now is not None and expires <= now:
+            return None
+        return entry.record
+
+    async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
+        if once_key is not None:
+            existing_id = self._once.get(once_key)
+            if existing_id is not None:
+                existing = self._tasks.get(existing_id)
+                if existing is not None:
+                    return existing.record
+        if len(self._tasks) >= self.max_tasks:
+            raise TaskStoreFull(f"the task store holds its bound of {self.max_tasks} tasks")
+        if record.task_id in self._tasks:
+            raise ValueError("task id already stored")
+        self._tasks[record.task_id] = _MemoryEntry(record, once_key)
+        if once_key is not None:
+            self._once[once_key] = record.task_id
+        return record
+
+    async def load(self, task_id: str) -> TaskRecord | None:
+        return self._live(task_id, time.time())
+
+    async def swap(self, record: TaskRecord) -> bool:
+        entry = self._tasks.get(record.task_id)
+        if entry is None or entry.record.version != record.version - 1:
+            return False
+        entry.record = record
+        return True
+
+    async def runnable(self, now: float, limit: int) -> list[str]:
+        ready: list[str] = []
+        for task_id, entry in self._tasks.items():
+            record = entry.record
+            if record.status != "working" or record.lease_expires > now:
+                continue
+            if record.expires_at is not None and record.expires_at <= now:
+                continue
+            ready.append(task_id)
+            if len(ready) >= limit:
+                break
+        return ready
+
+    async def purge(self, now: float) -> int:
+        gone = [
+            task_id
+            for task_id, entry in self._tasks.items()
+            if entry.record.expires_at is not None and entry.record.expires_at <= now
+        ]
+        for task_id in gone:
+            entry = self._tasks.pop(task_id)
+            if entry.once_key is not None:
+                self._once.pop(entry.once_key, None)
+        return len(gone)
+
+    async def close(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return len(self._tasks)
