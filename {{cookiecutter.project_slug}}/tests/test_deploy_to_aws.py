@@ -315,7 +315,8 @@ async def test_the_role_shown_is_the_role_the_deploy_assumes(client: MemoryClien
     # the yes is no answer to a question of that round, so the deploy uses the role shown.
     other = "arn:aws:iam::111122223333:role/Deployer"
     call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
-    second = await rounds(client, call, {"role-arn": {"action": "accept", "content": {"arn": other}}})
+    theirs: Json = {"role-arn": {"action": "accept", "content": {"arn": other}}}
+    second = await rounds(client, call, theirs)
     assert f"Role: {other}" in second["inputRequests"]["confirm"]["params"]["message"]
 
     retry = {
@@ -356,7 +357,9 @@ async def test_a_stack_changed_between_the_question_and_the_yes_is_confirmed_aga
     assert third["resultType"] == "input_required"
     assert list(third["inputRequests"]) == ["confirm"]
     lines = third["inputRequests"]["confirm"]["params"]["message"].splitlines()
-    assert lines[0] == "The stack changed after you confirmed (it did not exist); check the plan again."
+    assert lines[0] == (
+        "The stack changed after you confirmed (it did not exist); check the plan again."
+    )
     assert lines[1] == PLAN_LINES[0]
     assert lines[3].startswith(f"Stack now: {theirs}, last changed ")
     assert change_sets() == []  # nothing of ours ran

@@ -58,35 +58,24 @@ Elicit = Callable[[Json], Awaitable[Json]]
 
 FORMS: Json = {"elicitation": {"form": {}}}
 
-# Round 1: both questions at once, key for key and field for field.
-ROUND_ONE_REQUESTS: Json = {
-    "confirm": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Deploy stack 'prod-api' to AWS production?",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"confirmed": {"type": "boolean"}},
-                "required": ["confirmed"],
-            },
-        },
-    },
-    "role-arn": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Provide the IAM role ARN to assume:",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
-                "required": ["arn"],
-            },
+# The two questions: the role (round 1), then a yes to the resolved plan (round 2).
+ROLE_REQUEST: Json = {
+    "method": "elicitation/create",
+    "params": {
+        "message": "Which IAM role should the deploy assume? Give its ARN.",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
+            "required": ["arn"],
         },
     },
 }
 
 
-def new_server() -> Any:
-    return build_server({"MRTR_SIGNING_KEY": secrets.token_hex(32)})
+def new_server(key: str | None = None) -> Any:
+    # A task store of its own: what one server records, another does not see.
+    settings = {"MRTR_SIGNING_KEY": key or secrets.token_hex(32), "MRTR_TASK_STORE": "memory:"}
+    return build_server(settings)
 
 
 @pytest.fixture
@@ -155,18 +144,21 @@ def text_of(result: Any) -> str:
     return text
 
 
-YES: Json = {
-    "confirm": {"action": "accept", "content": {"confirmed": True}},
-    "role-arn": {"action": "accept", "content": {"arn": ROLE}},
-}
+YES: tuple[Json, Json] = (
+    {"role-arn": {"action": "accept", "content": {"arn": ROLE}}},
+    {"confirm": {"action": "accept", "content": {"confirmed": True}}},
+)
 
 
-async def two_rounds(client: MemoryClient, call: Json, answers: Json = YES) -> Json:
-    """Round 1, then round 2 with `answers` and the echoed requestState, by hand."""
-    first = await client.request("tools/call", call)
-    assert first["resultType"] == "input_required"
-    retry = {**call, "inputResponses": answers, "requestState": first["requestState"]}
-    return await client.request("tools/call", retry)
+async def two_rounds(client: MemoryClient, call: Json, answers: tuple[Json, ...] = YES) -> Json:
+    """The first call, then one retry per set of `answers` (the role, then the yes), by hand,
+    each echoing the last requestState: the call's last answer."""
+    result = await client.request("tools/call", call)
+    for given in answers:
+        assert result["resultType"] == "input_required", result
+        retry = {**call, "inputResponses": given, "requestState": result["requestState"]}
+        result = await client.request("tools/call", retry)
+    return result
 
 
 def progress_meta(client: MemoryClient, token: str | int) -> Json:
@@ -189,10 +181,10 @@ async def test_a_legacy_client_is_asked_with_real_elicitation_requests(aws: None
         "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
     )
 
-    assert [request["params"] for request in legacy.server_requests] == [
-        ROUND_ONE_REQUESTS["confirm"]["params"],
-        ROUND_ONE_REQUESTS["role-arn"]["params"],
-    ]
+    asked = [request["params"] for request in legacy.server_requests]
+    assert asked[0] == ROLE_REQUEST["params"]
+    assert asked[1]["message"].startswith(f"Deploy stack '{STACK}' to AWS account {ACCOUNT}")
+    assert len(asked) == 2
     assert result["structuredContent"]["action"] == "created"
 
 
@@ -269,24 +261,32 @@ async def test_spelling_out_a_default_is_the_same_deploy(client: MemoryClient) -
 
 
 @pytest.mark.anyio
-async def test_retrying_the_identical_second_round_does_not_deploy_twice(
+async def test_a_replayed_confirmation_on_a_server_without_its_record_asks_again(
     client: MemoryClient,
 ) -> None:
+    # The stateless half of "confirmed once": the yes is bound to the stack's observed version,
+    # so the confirming round, replayed byte for byte where no record of its run is shared (a
+    # server with the same key and a store of its own), finds the stack changed and asks again.
+    key = secrets.token_hex(32)
+    here = MemoryClient(new_server(key), capabilities=FORMS)
+    elsewhere = MemoryClient(new_server(key), capabilities=FORMS)
     call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
-    first = await client.request("tools/call", call)
-    retry: Json = {**call, "inputResponses": YES, "requestState": first["requestState"]}
+    second = await two_rounds(here, call, YES[:1])
+    retry: Json = {**call, "inputResponses": YES[1], "requestState": second["requestState"]}
 
-    done = await client.request("tools/call", retry)
+    done = await here.request("tools/call", retry)
     events = stack_events()
-    again = await client.request("tools/call", retry)  # same token, same answers
+    again = await elsewhere.request("tools/call", retry)  # same token, same answers
 
     assert done["structuredContent"]["action"] == "created"
-    assert again["resultType"] == "complete"
-    assert again.get("isError") is not True
-    assert again["structuredContent"]["action"] == "unchanged"
-    assert "already up to date" in text_of(again)
+    assert again["resultType"] == "input_required"
+    assert list(again["inputRequests"]) == ["confirm"]
+    first_line = again["inputRequests"]["confirm"]["params"]["message"].splitlines()[0]
+    assert first_line == (
+        "The stack changed after you confirmed (it did not exist); check the plan again."
+    )
     assert stack_events() == events
-    assert len(cfn().list_stacks()["StackSummaries"]) == 1
+    assert len(cfn().list_change_sets(StackName=STACK)["Summaries"]) == 1
 
 
 @pytest.mark.anyio
@@ -352,8 +352,16 @@ def test_the_digest_covers_everything_the_deploy_would_do() -> None:
         engine.StackPlan(STACK, TEMPLATE, {"Environment": "prod"}),
         engine.StackPlan(STACK, TEMPLATE, {"Environment": "dev"}, ("CAPABILITY_IAM",)),
     ]
-    assert tool.digest(plan) == tool.digest(same)
-    assert len({tool.digest(plan), *map(tool.digest, others)}) == 1 + len(others)
+    def digest(plan: Any, role_arn: str = ROLE, region: str = REGION) -> str:
+        return str(tool.digest(plan, role_arn=role_arn, region=region))
+
+    assert digest(plan) == digest(same)
+    variants = {
+        *map(digest, others),
+        digest(plan, role_arn=ROLE.replace(ACCOUNT, "111122223333")),
+        digest(plan, region="eu-west-1"),
+    }
+    assert len({digest(plan), *variants}) == 1 + len(others) + 2
 
 
 @pytest.mark.parametrize(
@@ -600,7 +608,8 @@ async def test_credentials_never_reach_results_progress_or_logs(
         "AWS CreateChangeSet failed: SignatureDoesNotMatch: x-amz-security-token:[redacted]"
     )
     everything = json.dumps([deployed, failed, client.notifications]) + caplog.text
-    assert len(issued) == 2
+    # Each confirmation reads the stack as the role, and so does the deploy: all redacted.
+    assert len(issued) >= 2
     for credentials in issued:
         assert repr(credentials) == "AwsCredentials(<redacted>)"
         for secret in credentials.secrets():
