@@ -78,6 +78,21 @@ def build(flags: Flags) -> Registry:
         flags.runs["delete_file"] += 1
         return f"deleted {filename}"
 
+    @registry.tool(task="optional", task_ttl_seconds=60)
+    async def short_lived(*, ctx: Context) -> str:
+        ctx.start_task()
+        return "brief"
+
+    @registry.tool(task="optional")
+    async def confirm_slow(seconds: float, *, ctx: Context) -> str | InputRequired:
+        """Asks first, then runs long as a task: counts its runs past the question."""
+        if ctx.form_answer("confirm", support.Confirm) is None:
+            return ctx.request_input({"confirm": elicit_form("Go?", support.Confirm)})
+        ctx.start_task()
+        flags.runs["confirm_slow"] += 1
+        await asyncio.sleep(seconds)
+        return f"went for {seconds}"
+
     @registry.tool(task="optional")
     async def two_questions(*, ctx: Context) -> str | InputRequired:
         """Starts the task first, then asks two questions at once (the task's own)."""
