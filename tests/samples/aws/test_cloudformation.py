@@ -260,33 +260,67 @@ async def test_spelling_out_a_default_is_the_same_deploy(client: MemoryClient) -
     assert again.structured["change_set"] == first.structured["change_set"]
 
 
+def executed_change_sets(name: str = STACK) -> int:
+    summaries = cfn().list_change_sets(StackName=name)["Summaries"]
+    return sum(item["ExecutionStatus"] == "EXECUTE_COMPLETE" for item in summaries)
+
+
+async def confirmation(client: MemoryClient, arguments: Json) -> Json:
+    """The confirming round of a deploy of `arguments` (to replay it), once it has run."""
+    call: Json = {"name": "deploy_to_aws", "arguments": arguments}
+    second = await two_rounds(client, call, YES[:1])
+    retry: Json = {**call, "inputResponses": YES[1], "requestState": second["requestState"]}
+    done = await client.request("tools/call", retry)
+    assert done["resultType"] == "complete", done
+    return retry
+
+
 @pytest.mark.anyio
-async def test_a_replayed_confirmation_on_a_server_without_its_record_asks_again(
-    client: MemoryClient,
+async def test_a_replayed_confirmation_on_a_server_without_its_record_deploys_nothing(
+    aws: None,
 ) -> None:
-    # The stateless half of "confirmed once": the yes is bound to the stack's observed version,
-    # so the confirming round, replayed byte for byte where no record of its run is shared (a
-    # server with the same key and a store of its own), finds the stack changed and asks again.
+    # The stateless half of "confirmed once", where no record of the run is shared (another
+    # server with the same key and a store of its own): the stack already is the plan
+    # confirmed, so the replay finds nothing to do.
     key = secrets.token_hex(32)
     here = MemoryClient(new_server(key), capabilities=FORMS)
     elsewhere = MemoryClient(new_server(key), capabilities=FORMS)
-    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
-    second = await two_rounds(here, call, YES[:1])
-    retry: Json = {**call, "inputResponses": YES[1], "requestState": second["requestState"]}
-
-    done = await here.request("tools/call", retry)
+    retry = await confirmation(here, {"stack": STACK})
     events = stack_events()
+
     again = await elsewhere.request("tools/call", retry)  # same token, same answers
 
-    assert done["structuredContent"]["action"] == "created"
+    assert again["structuredContent"]["action"] == "unchanged"
+    assert "already up to date" in text_of(again)
+    assert stack_events() == events
+    assert executed_change_sets() == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["same-server", "server-without-its-record"])
+async def test_a_confirmation_replayed_after_a_later_deploy_asks_again(
+    aws: None, where: str
+) -> None:
+    # The issue's rollback: confirm staging, then confirm prod; replaying the staging round
+    # must not roll the stack back to staging without a question.
+    key = secrets.token_hex(32)
+    here = MemoryClient(new_server(key), capabilities=FORMS)
+    replayer = here if where == "same-server" else MemoryClient(new_server(key), capabilities=FORMS)
+    staging = await confirmation(here, {"stack": STACK, "parameters": {"Environment": "staging"}})
+    await confirmation(here, {"stack": STACK, "parameters": {"Environment": "prod"}})
+    events = stack_events()
+
+    again = await replayer.request("tools/call", staging)
+
     assert again["resultType"] == "input_required"
     assert list(again["inputRequests"]) == ["confirm"]
-    first_line = again["inputRequests"]["confirm"]["params"]["message"].splitlines()[0]
-    assert first_line == (
-        "The stack changed after you confirmed (it did not exist); check the plan again."
-    )
+    lines = again["inputRequests"]["confirm"]["params"]["message"].splitlines()
+    assert lines[0] == "The stack changed after you confirmed (it did not exist); check the plan again."
+    assert lines[3].startswith("Stack now: UPDATE_COMPLETE, last changed ")
     assert stack_events() == events
-    assert len(cfn().list_change_sets(StackName=STACK)["Summaries"]) == 1
+    assert executed_change_sets() == 2
+    stack = cfn().describe_stacks(StackName=STACK)["Stacks"][0]
+    assert {"ParameterKey": "Environment", "ParameterValue": "prod"} in stack["Parameters"]
 
 
 @pytest.mark.anyio
