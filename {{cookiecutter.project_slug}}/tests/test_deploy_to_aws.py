@@ -375,7 +375,7 @@ async def test_the_deploys_progress_is_the_tasks_status_message(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shown, go_on = anyio.Event(), threading.Event()
-    real_run_deploy = tool.run_deploy
+    real_run_deploy = engine.run_deploy
 
     def run_deploy(*args: Any, progress: Callable[[str], None], **kwargs: Any) -> Any:
         progress("Waiting for the test")

@@ -244,7 +244,6 @@ def confirm_message(plan: ReleasePlan, notes_digest: str) -> str:
     )
 
 
-
 def _ask_release(args: PlanReleaseArgs, hint: Suggestion, why: str | None = None) -> InputRequest:
     lines = [why] if why else []
     lines.append(f"Which version of {args.project} are you releasing?")
