@@ -315,7 +315,9 @@ async def test_a_confirmation_replayed_after_a_later_deploy_asks_again(
     assert again["resultType"] == "input_required"
     assert list(again["inputRequests"]) == ["confirm"]
     lines = again["inputRequests"]["confirm"]["params"]["message"].splitlines()
-    assert lines[0] == "The stack changed after you confirmed (it did not exist); check the plan again."
+    assert lines[0] == (
+        "The stack changed after you confirmed (it did not exist); check the plan again."
+    )
     assert lines[3].startswith("Stack now: UPDATE_COMPLETE, last changed ")
     assert stack_events() == events
     assert executed_change_sets() == 2
@@ -386,6 +388,7 @@ def test_the_digest_covers_everything_the_deploy_would_do() -> None:
         engine.StackPlan(STACK, TEMPLATE, {"Environment": "prod"}),
         engine.StackPlan(STACK, TEMPLATE, {"Environment": "dev"}, ("CAPABILITY_IAM",)),
     ]
+
     def digest(plan: Any, role_arn: str = ROLE, region: str = REGION) -> str:
         return str(tool.digest(plan, role_arn=role_arn, region=region))
 

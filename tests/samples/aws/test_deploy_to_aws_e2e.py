@@ -151,9 +151,7 @@ async def test_two_rounds_through_the_real_server_deploy_the_stack_into_moto(
 
     assert not created.is_error, (created, session.stderr_text())
     # Two input rounds per call: the role, then the yes to the plan it shows.
-    assert [call.asked for call in (created, again, updated)] == [
-        (("role-arn",), ("confirm",))
-    ] * 3
+    assert [call.asked for call in (created, again, updated)] == [(("role-arn",), ("confirm",))] * 3
     assert asked[0] == "Which IAM role should the deploy assume? Give its ARN."
     assert asked[1].splitlines()[:3] == [
         f"Deploy stack '{STACK}' to AWS account 111122223333, region {REGION}?",
