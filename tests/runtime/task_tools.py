@@ -144,6 +144,15 @@ def build(flags: Flags) -> Registry:
         return "finished"
 
     @registry.tool(task="optional")
+    async def committed_job(*, ctx: Context) -> str:
+        """Passes its point of no return, then waits: a cancel must not cut it short."""
+        ctx.start_task()
+        ctx.point_of_no_return()
+        flags.runs["committed_job"] += 1
+        await flags.release.wait()
+        return "carried out"
+
+    @registry.tool(task="optional")
     def threaded(*, ctx: Context) -> str:
         ctx.start_task()
         while not ctx.cancelled:

@@ -515,6 +515,24 @@ async def test_cancel_reaches_a_thread_handler_within_a_second(
     assert cancelled["status"] == "cancelled"
 
 
+async def test_a_task_past_its_point_of_no_return_runs_to_its_end_despite_a_cancel(
+    tasks_client: MemoryClient, flags: Flags
+) -> None:
+    created = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["committed_job"] == 1)
+    await tasks_client.request("tasks/cancel", {"taskId": created["taskId"]})
+    await asyncio.sleep(0.05)
+    still = await tasks_client.request("tasks/get", {"taskId": created["taskId"]})
+    assert still["status"] == "working"
+    flags.release.set()
+    done = await wait_for(tasks_client, created["taskId"], "completed", "cancelled")
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "carried out"
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.committed and record.cancel_requested
+
+
 async def test_cancel_of_a_task_waiting_for_input_ends_it(tasks_client: MemoryClient) -> None:
     created = await start(tasks_client, "two_questions")
     await wait_for(tasks_client, created["taskId"], "input_required")
