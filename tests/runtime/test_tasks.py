@@ -310,6 +310,19 @@ async def test_progress_becomes_the_status_message(
     await wait_for(tasks_client, created["taskId"], "completed")
 
 
+async def test_status_messages_are_written_at_a_bounded_rate_and_redacted(
+    tasks_client: MemoryClient,
+) -> None:
+    created = await start(tasks_client, "chatty")
+    assert created["statusMessage"] == "using [redacted]"
+    done = await wait_for(tasks_client, created["taskId"], "completed")
+    assert done["statusMessage"] == "step 99"  # the last one is always written
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    # 100 messages in well under STATUS_INTERVAL_SECONDS: the first, the last, the end.
+    assert record is not None and record.version <= 5
+
+
 # -- input during the task ------------------------------------------------------------------------
 
 
