@@ -774,7 +774,7 @@ async def test_a_stopping_server_leaves_its_task_working_and_another_resumes_it(
     first.tasks.lease_seconds = 0.2
     created = await start(MemoryClient(first, tasks=True), "slow", {"seconds": 60})
     await until(lambda: flags.runs["slow"] == 1)
-    assert first.tasks.stop() == 1
+    assert first.tasks.stop() == set()  # nothing past a point of no return: all stopped
     await until(lambda: flags.cancelled_at is not None)
     store = await first.tasks.store()
     left = await store.load(created["taskId"])
@@ -796,6 +796,21 @@ async def test_a_stopping_server_leaves_its_task_working_and_another_resumes_it(
     assert record.lease_owner == second.tasks.worker_id
     await follower.request("tasks/cancel", {"taskId": created["taskId"]})
     await wait_for(follower, created["taskId"], "cancelled")
+
+
+async def test_a_stopping_server_lets_a_task_past_its_point_of_no_return_finish(
+    server: Server, tasks_client: MemoryClient, flags: Flags
+) -> None:
+    created = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["committed_job"] == 1)
+    finishing = server.tasks.stop()
+    assert len(finishing) == 1
+    flags.release.set()
+    await asyncio.wait(finishing, timeout=BOUND)
+    store = await server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.status == "completed"
+    server.tasks.abandon()  # nothing left to stop
 
 
 async def test_a_cancel_on_another_replica_reaches_the_worker_at_its_renewal(
