@@ -184,6 +184,31 @@ async def test_an_unknown_task_id_is_invalid_params(
     assert (error.code, error.message) == (-32602, "Task not found")
 
 
+async def test_an_expired_task_is_not_found(server: Server, tasks_client: MemoryClient) -> None:
+    store = await server.tasks.store()
+    gone = replace(dead_record(server, attempts=0), task_id="expired", expires_at=time.time() - 1)
+    await store.create(gone)
+    error = await rpc_error(tasks_client, "tasks/get", {"taskId": "expired"})
+    assert (error.code, error.message) == (-32602, "Task not found")
+
+
+async def test_an_update_of_a_task_that_asks_nothing_is_acknowledged_and_ignored(
+    tasks_client: MemoryClient,
+) -> None:
+    created = await start(tasks_client, "progress")
+    ack = await tasks_client.request(
+        "tasks/update", {"taskId": created["taskId"], "inputResponses": {"x.1": accept(a=1)}}
+    )
+    assert ack["resultType"] == "complete"
+    task = await tasks_client.request("tasks/get", {"taskId": created["taskId"]})
+    assert task["status"] == "working"
+
+
+async def test_a_legacy_session_runs_an_optional_task_tool_inline(server: Server) -> None:
+    legacy = MemoryClient(server, era="legacy", capabilities=ALL_CAPABILITIES)
+    assert (await legacy.call_tool("slow", {"seconds": 0})).text == "slept 0.0"
+
+
 async def as_principal(server: Server, principal: str, method: str, params: Json) -> Json:
     request = Request(1, method, {**params, "_meta": meta(WITH_TASKS)})
     peer = MemoryClient(server)  # only its notify is used, and never here
