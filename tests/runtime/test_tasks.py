@@ -184,6 +184,31 @@ async def test_an_unknown_task_id_is_invalid_params(
     assert (error.code, error.message) == (-32602, "Task not found")
 
 
+async def test_an_expired_task_is_not_found(server: Server, tasks_client: MemoryClient) -> None:
+    store = await server.tasks.store()
+    gone = replace(dead_record(server, attempts=0), task_id="expired", expires_at=time.time() - 1)
+    await store.create(gone)
+    error = await rpc_error(tasks_client, "tasks/get", {"taskId": "expired"})
+    assert (error.code, error.message) == (-32602, "Task not found")
+
+
+async def test_an_update_of_a_task_that_asks_nothing_is_acknowledged_and_ignored(
+    tasks_client: MemoryClient,
+) -> None:
+    created = await start(tasks_client, "progress")
+    ack = await tasks_client.request(
+        "tasks/update", {"taskId": created["taskId"], "inputResponses": {"x.1": accept(a=1)}}
+    )
+    assert ack["resultType"] == "complete"
+    task = await tasks_client.request("tasks/get", {"taskId": created["taskId"]})
+    assert task["status"] == "working"
+
+
+async def test_a_legacy_session_runs_an_optional_task_tool_inline(server: Server) -> None:
+    legacy = MemoryClient(server, era="legacy", capabilities=ALL_CAPABILITIES)
+    assert (await legacy.call_tool("slow", {"seconds": 0})).text == "slept 0.0"
+
+
 async def as_principal(server: Server, principal: str, method: str, params: Json) -> Json:
     request = Request(1, method, {**params, "_meta": meta(WITH_TASKS)})
     peer = MemoryClient(server)  # only its notify is used, and never here
@@ -308,6 +333,19 @@ async def test_progress_becomes_the_status_message(
     assert not [n for n in tasks_client.notifications if n["method"] == "notifications/progress"]
     flags.release.set()
     await wait_for(tasks_client, created["taskId"], "completed")
+
+
+async def test_status_messages_are_written_at_a_bounded_rate_and_redacted(
+    tasks_client: MemoryClient,
+) -> None:
+    created = await start(tasks_client, "chatty")
+    assert created["statusMessage"] == "using [redacted]"
+    done = await wait_for(tasks_client, created["taskId"], "completed")
+    assert done["statusMessage"] == "step 99"  # the last one is always written
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    # 100 messages in well under STATUS_INTERVAL_SECONDS: the first, the last, the end.
+    assert record is not None and record.version <= 5
 
 
 # -- input during the task ------------------------------------------------------------------------
@@ -513,6 +551,24 @@ async def test_cancel_reaches_a_thread_handler_within_a_second(
     assert time.monotonic() - sent < 1.0
     cancelled = await wait_for(tasks_client, created["taskId"], "cancelled", "completed")
     assert cancelled["status"] == "cancelled"
+
+
+async def test_a_task_past_its_point_of_no_return_runs_to_its_end_despite_a_cancel(
+    tasks_client: MemoryClient, flags: Flags
+) -> None:
+    created = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["committed_job"] == 1)
+    await tasks_client.request("tasks/cancel", {"taskId": created["taskId"]})
+    await asyncio.sleep(0.05)
+    still = await tasks_client.request("tasks/get", {"taskId": created["taskId"]})
+    assert still["status"] == "working"
+    flags.release.set()
+    done = await wait_for(tasks_client, created["taskId"], "completed", "cancelled")
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "carried out"
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.committed and record.cancel_requested
 
 
 async def test_cancel_of_a_task_waiting_for_input_ends_it(tasks_client: MemoryClient) -> None:
@@ -743,7 +799,7 @@ async def test_a_stopping_server_leaves_its_task_working_and_another_resumes_it(
     first.tasks.lease_seconds = 0.2
     created = await start(MemoryClient(first, tasks=True), "slow", {"seconds": 60})
     await until(lambda: flags.runs["slow"] == 1)
-    assert first.tasks.stop() == 1
+    assert first.tasks.stop() == set()  # nothing past a point of no return: all stopped
     await until(lambda: flags.cancelled_at is not None)
     store = await first.tasks.store()
     left = await store.load(created["taskId"])
@@ -765,6 +821,21 @@ async def test_a_stopping_server_leaves_its_task_working_and_another_resumes_it(
     assert record.lease_owner == second.tasks.worker_id
     await follower.request("tasks/cancel", {"taskId": created["taskId"]})
     await wait_for(follower, created["taskId"], "cancelled")
+
+
+async def test_a_stopping_server_lets_a_task_past_its_point_of_no_return_finish(
+    server: Server, tasks_client: MemoryClient, flags: Flags
+) -> None:
+    created = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["committed_job"] == 1)
+    finishing = server.tasks.stop()
+    assert len(finishing) == 1
+    flags.release.set()
+    await asyncio.wait(finishing, timeout=BOUND)
+    store = await server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.status == "completed"
+    server.tasks.abandon()  # nothing left to stop
 
 
 async def test_a_cancel_on_another_replica_reaches_the_worker_at_its_renewal(
