@@ -405,6 +405,40 @@ async def test_the_deploys_progress_is_the_tasks_status_message(
 
 
 @pytest.mark.anyio
+async def test_a_task_whose_template_changed_after_the_yes_deploys_nothing(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The task runs the handler again from the top: if the template it loads is no longer
+    # the one confirmed, it stops with the reason instead of deploying the other one.
+    edited = TEMPLATE.replace("Default: dev\n", "Default: staging\n")
+    looked: list[str] = []
+    real_inspect = engine.inspect_plan
+
+    def load_template(name: str) -> str:
+        return edited if len(looked) >= 2 else TEMPLATE  # after the confirming round's look
+
+    def inspect_plan(*args: Any, **kwargs: Any) -> Any:
+        looked.append("look")
+        return real_inspect(*args, **kwargs)
+
+    monkeypatch.setattr(tool, "load_template", load_template)
+    monkeypatch.setattr(tool, "inspect_plan", inspect_plan)
+    client = MemoryClient(new_server(), capabilities=TASKS)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+
+    created = await rounds(client, call, ARN, CONFIRMED)
+
+    assert created["resultType"] == "task"
+    task, _ = await follow(client, created["taskId"])
+    assert task["status"] == "completed"
+    assert task["result"]["isError"] is True
+    assert task["result"]["content"][0]["text"].startswith(
+        f"The plan for stack '{STACK}' changed after it was confirmed"
+    )
+    assert no_stacks()
+
+
+@pytest.mark.anyio
 async def test_call_tool_follows_the_task_to_its_result(aws: None) -> None:
     client = MemoryClient(new_server(), capabilities=FORMS, tasks=True)
 
