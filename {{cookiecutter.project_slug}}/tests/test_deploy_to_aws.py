@@ -405,6 +405,35 @@ async def test_the_deploys_progress_is_the_tasks_status_message(
 
 
 @pytest.mark.anyio
+async def test_tasks_cancel_stops_the_deploy_before_its_next_aws_write(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, go_on = anyio.Event(), threading.Event()
+    real_run_deploy = engine.run_deploy
+
+    def run_deploy(*args: Any, **kwargs: Any) -> Any:
+        anyio.from_thread.run_sync(started.set)
+        assert go_on.wait(BOUND)
+        return real_run_deploy(*args, **kwargs)  # its first checkpoint sees the cancel
+
+    monkeypatch.setattr(tool, "run_deploy", run_deploy)
+    client = MemoryClient(new_server(), capabilities=TASKS)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    created = await rounds(client, call, ARN, CONFIRMED)
+    with anyio.fail_after(BOUND):
+        await started.wait()
+    acknowledged = await client.request("tasks/cancel", {"taskId": created["taskId"]})
+    go_on.set()
+
+    task, _ = await follow(client, created["taskId"])
+
+    assert acknowledged["resultType"] == "complete"
+    assert task["status"] == "cancelled"
+    assert "result" not in task
+    assert no_stacks()
+
+
+@pytest.mark.anyio
 async def test_a_task_whose_template_changed_after_the_yes_deploys_nothing(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
