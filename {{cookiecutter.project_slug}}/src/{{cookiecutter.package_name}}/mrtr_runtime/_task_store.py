@@ -211,6 +211,8 @@ class MemoryTaskStore:
 
     async def runnable(self, now: float, limit: int) -> list[str]:
         ready: list[str] = []
+        if limit <= 0:
+            return ready
         for task_id, entry in self._tasks.items():
             record = entry.record
             if record.status != "working" or record.lease_expires > now:
