@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -444,6 +445,44 @@ async def test_two_processes_racing_on_one_sqlite_file_lose_no_update(tmp_path: 
     await store.close()
 
 
+async def test_a_write_waiting_for_another_process_lock_never_holds_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tasks.db"
+    store = await open_sqlite_store(path, max_tasks=100)
+    record = await store.create(make_record())
+    other = sqlite3.connect(path, isolation_level=None)  # another process's write lock
+    other.execute("BEGIN IMMEDIATE")
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0.01)
+
+    async def release() -> None:
+        await anyio.sleep(0.5)
+        other.execute("COMMIT")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(tick)
+        group.start_soon(release)
+        started = time.monotonic()
+        assert await store.swap(record.evolve(status_message="after the lock"))
+        waited = time.monotonic() - started
+        group.cancel_scope.cancel()
+    other.close()
+    # It waited for the lock, in a thread: the loop ran on (the release above is on the loop
+    # too: a wait on the loop would last the whole busy timeout, then fail).
+    assert 0.4 <= waited < 3
+    assert ticks >= 20
+    stored = await store.load(record.task_id)
+    assert stored is not None
+    assert stored.status_message == "after the lock"
+    await store.close()
+
+
 # -- SQLite: the file is private ---------------------------------------------------------------
 
 
@@ -459,7 +498,7 @@ async def test_the_sqlite_store_is_a_0600_file_in_a_0700_directory(tmp_path: Pat
     assert mode_of(path) == 0o600
     for companion in ("tasks.db-wal", "tasks.db-shm"):  # WAL's files take the file's mode
         assert mode_of(path.parent / companion) == 0o600
-    (journal_mode,) = store._reader.execute("PRAGMA journal_mode").fetchone()
+    (journal_mode,) = store._eager.execute("PRAGMA journal_mode").fetchone()
     assert journal_mode == "wal"
     await store.close()
 
@@ -500,7 +539,7 @@ async def test_a_store_file_others_can_read_is_refused(tmp_path: Path, mode: int
 async def test_a_store_file_of_another_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "tasks.db"
     store = await open_sqlite_store(path, max_tasks=10)
-    store._reader.execute("PRAGMA user_version = 99")
+    store._eager.execute("PRAGMA user_version = 99")
     await store.close()
     with pytest.raises(TaskStoreUnavailable, match="schema version 99"):
         await open_sqlite_store(path, max_tasks=10)
