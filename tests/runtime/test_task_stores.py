@@ -214,6 +214,58 @@ async def test_fifty_concurrent_creates_with_one_once_key_make_one_task(
     assert other.task_id != winner
 
 
+@pytest.fixture(params=["sqlite", "redis"])
+async def two_replicas(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[TaskStore, TaskStore]]:
+    """Two stores opened separately on one location: what two processes or replicas hold."""
+    url = (
+        f"sqlite://{tmp_path / 'tasks.db'}"
+        if request.param == "sqlite"
+        else request.getfixturevalue("redis_url")
+    )
+    namespace = f"test-{uuid.uuid4().hex}"
+    first, second = [
+        await task_backend(settings_for(url), None, namespace=namespace).open() for _ in range(2)
+    ]
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def test_two_replicas_claiming_one_task_at_once_make_one_claim_and_one_task(
+    two_replicas: tuple[TaskStore, TaskStore],
+) -> None:
+    stores = two_replicas
+    records = [make_record() for _ in range(20)]
+    created: list[TaskRecord] = []
+
+    async def create(number: int) -> None:
+        store = stores[number % 2]
+        created.append(await store.create(records[number], once_key="one-flight"))
+
+    async with anyio.create_task_group() as group:
+        for number in range(20):
+            group.start_soon(create, number)
+    assert len({record.task_id for record in created}) == 1
+    task = created[0]
+    wins: list[str] = []
+
+    async def claim(number: int) -> None:
+        claimed = task.evolve(lease_owner=f"replica-{number}", lease_expires=time.time() + 15)
+        if await stores[number % 2].swap(claimed):
+            wins.append(f"replica-{number}")
+
+    async with anyio.create_task_group() as group:
+        for number in range(20):
+            group.start_soon(claim, number)
+    assert len(wins) == 1
+    for store in stores:
+        seen = await store.load(task.task_id)
+        assert seen is not None
+        assert seen.lease_owner == wins[0]
+
+
 # -- runnable, leases, expiry, purge -----------------------------------------------------------
 
 
