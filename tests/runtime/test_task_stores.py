@@ -32,8 +32,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import mrtr_runtime
 import redis_server
-import support
 from mrtr_runtime._config import Settings
 from mrtr_runtime._sqlite_store import SqliteTaskStore, open_sqlite_store
 from mrtr_runtime._task_backends import TASKS_FILE_NAME, task_backend
@@ -463,7 +463,7 @@ async def test_two_processes_racing_on_one_sqlite_file_lose_no_update(tmp_path: 
     store = await open_sqlite_store(path, max_tasks=1000)
     record = await store.create(make_record())
     go = tmp_path / "go"
-    runtime = f"{support.PACKAGE}.mrtr_runtime"
+    runtime = mrtr_runtime.__name__  # the baked package's runtime, as a subprocess imports it
 
     def race() -> list[dict[str, Any]]:
         racers = [
@@ -683,7 +683,7 @@ async def test_a_bad_bound_is_refused(value: str) -> None:
 async def test_a_missing_redis_extra_names_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    wing = f"{support.PACKAGE}.mrtr_runtime.redis"
+    wing = f"{mrtr_runtime.__name__}.redis"
     for name in (wing, f"{wing}._store", "redis", "redis.asyncio", "redis.exceptions"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setitem(sys.modules, "redis", None)  # what an environment without it imports
