@@ -535,6 +535,25 @@ async def test_a_write_waiting_for_another_process_lock_never_holds_the_event_lo
     await store.close()
 
 
+async def test_the_sqlite_row_count_the_bound_reads_first_stays_exact(tmp_path: Path) -> None:
+    store = await open_sqlite_store(tmp_path / "tasks.db", max_tasks=100)
+
+    def counts() -> tuple[int, int]:
+        (kept,) = store._eager.execute("SELECT stored FROM task_count").fetchone()
+        (real,) = store._eager.execute("SELECT count(*) FROM tasks").fetchone()
+        return kept, real
+
+    for number in range(10):
+        await store.create(make_record(ttl=0.2 if number < 4 else 3600), once_key=f"k{number}")
+    assert counts() == (10, 10)
+    await anyio.sleep(0.3)
+    await store.create(make_record(), once_key="k0")  # replaces the expired holder of k0
+    assert counts() == (10, 10)
+    assert await store.purge(time.time()) == 3
+    assert counts() == (7, 7)
+    await store.close()
+
+
 # -- SQLite: the file is private ---------------------------------------------------------------
 
 
