@@ -29,11 +29,11 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+import redis_server
 from hypothesis import given
 from hypothesis import strategies as st
 
 import mrtr_runtime
-import redis_server
 from mrtr_runtime._config import Settings
 from mrtr_runtime._sqlite_store import SqliteTaskStore, open_sqlite_store
 from mrtr_runtime._task_backends import TASKS_FILE_NAME, task_backend
