@@ -30,7 +30,7 @@ import anyio
 import anyio.to_thread
 import pytest
 import redis_server
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mrtr_runtime
@@ -410,6 +410,8 @@ _records = st.builds(
 )
 
 
+# A record is many fields of nested JSON: drawing one is slow on a busy machine, not wrong.
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records)
 def test_a_record_survives_its_json_exactly(record: TaskRecord) -> None:
     text = record.to_json()
@@ -650,6 +652,28 @@ async def test_the_store_opens_only_when_asked_and_a_stat_says_whether_to(
     assert not memory.may_hold_tasks()
     assert isinstance(await memory.open(), MemoryTaskStore)
     assert task_backend(settings_for("redis://localhost/0"), None, namespace="x").may_hold_tasks()
+
+
+def test_choosing_the_store_loads_no_store_module(tmp_path: Path) -> None:
+    # Start-up chooses the store (Project.build_server); the stores load with the first task.
+    script = textwrap.dedent(
+        f"""
+        import importlib, sys
+        from pathlib import Path
+        runtime = {mrtr_runtime.__name__!r}
+        backends = importlib.import_module(runtime + "._task_backends")
+        config = importlib.import_module(runtime + "._config")
+        for url in ("", "redis://h/0", "memory:", "sqlite:///x.db"):
+            settings = config.Settings.from_environment({{"MRTR_TASK_STORE": url}})
+            backends.task_backend(settings, Path({str(tmp_path)!r}), namespace="x")
+        ends = ("._task_store", "._sqlite_store", ".redis", "sqlite3")
+        print(sorted(name for name in sys.modules if name.endswith(ends) or name == "redis"))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert out.strip() == "[]"
 
 
 @pytest.mark.parametrize(

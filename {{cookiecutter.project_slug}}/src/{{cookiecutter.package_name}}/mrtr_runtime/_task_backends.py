@@ -11,7 +11,8 @@
 Nothing is opened or imported when the server starts (stdio start-up must not change): the task
 engine calls `TaskBackend.open` on the first task operation, and at start only asks
 `TaskBackend.may_hold_tasks` (for SQLite a ``stat`` of the file) whether there are tasks to resume.
-``MRTR_TASK_MAX_STORED`` bounds the unexpired tasks every store holds.
+``MRTR_TASK_MAX_STORED`` bounds the unexpired tasks every store holds. Choosing the store
+imports nothing but ``_config`` (start-up's imports do not grow): the stores load in ``open``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from ._config import TASK_MAX_STORED_VARIABLE, TASK_STORE_VARIABLE, Settings, shown_store_url
-from ._sqlite_store import open_sqlite_store
-from ._task_store import MemoryTaskStore, TaskStore, TaskStoreUnavailable
+
+if TYPE_CHECKING:
+    from ._task_store import TaskStore
 
 __all__ = ("TASKS_FILE_NAME", "TaskBackend", "open_task_store", "task_backend")
 
@@ -62,6 +64,11 @@ class TaskBackend:
 
     async def open(self) -> TaskStore:
         """The store, opened: ``TaskStoreUnavailable`` says why not (and what to do)."""
+        # Imported here, not above: choosing a store happens at start-up, whose imports must
+        # not grow (the tasks' modules load with the first task).
+        from ._sqlite_store import open_sqlite_store
+        from ._task_store import MemoryTaskStore, TaskStoreUnavailable
+
         if self.kind == "refused":
             raise TaskStoreUnavailable(self.problem)
         if self.kind == "memory":
