@@ -17,6 +17,9 @@ the old process), so the file is the arbiter, never a process's memory:
   OS crash or power loss can take the last commits back. ``busy_timeout`` makes a writer wait
   for another process's write lock instead of failing.
 
+The file must be on a local disk: WAL needs shared memory between the processes, which a
+network filesystem (NFS, SMB) does not give. Replicas on several machines share Redis instead.
+
 Where the file lives decides who can read the tasks (their arguments, answers and results), so
 it is held to the rules of the signing key's file: a 0600 regular file of ours, not a symlink,
 in a directory of ours that no other user can write (created 0700). Anything else is refused

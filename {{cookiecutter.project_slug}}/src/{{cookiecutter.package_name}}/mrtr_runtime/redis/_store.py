@@ -20,6 +20,10 @@ they compute, also run on a cluster. Task and once keys carry the task's expiry 
 (and deletes early what a caller's ``now`` says has expired). Reads still check ``expires_at``:
 Redis expires keys at millisecond precision, on its own clock.
 
+The Redis must keep what it is given: ``maxmemory-policy noeviction`` (Redis's default), since an
+evicting policy would drop live tasks (and every key here has a TTL, so ``volatile-*`` too), and
+persistence (AOF or RDB) if tasks are to outlive a restart of Redis itself.
+
 Why redis-py directly, not Docket (``pydocket``, the task engine FastMCP builds on): Docket is a
 job queue (scheduling, retries, a worker protocol), and it would bring about fifteen packages
 (typer, rich, cloudpickle, opentelemetry, prometheus-client, py-key-value-aio, ...) on top of
