@@ -49,7 +49,14 @@ from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, RpcError, clip
 from ._redact import redact_secrets
 from ._registry import Registry
 from ._results import InputRequired, ToolResult
-from ._task_store import MemoryTaskStore, TaskRecord, TaskStore, TaskStoreFull, new_task_id
+from ._task_store import (
+    MemoryTaskStore,
+    TaskRecord,
+    TaskStore,
+    TaskStoreFull,
+    TaskStoreUnavailable,
+    new_task_id,
+)
 from ._tokens import digest_principal
 from ._wire import MODERN_VERSIONS
 
@@ -282,7 +289,13 @@ class TaskEngine:
             self._opening = asyncio.Lock()
         async with self._opening:
             if self._store is None:
-                self._store = await self._open_store()
+                try:
+                    self._store = await self._open_store()
+                except TaskStoreUnavailable as error:
+                    # The text says what to do (the setting, the file, the extra): the
+                    # client and the log get it, and the next task operation tries again.
+                    _logger.error("the task store cannot be used: %s", error)
+                    raise RpcError(INTERNAL_ERROR, str(error)) from None
                 if self._opened is not None:
                     self._opened.set()
         return self._store
@@ -355,7 +368,8 @@ class TaskEngine:
         ttl = call.task_ttl_seconds or DEFAULT_TASK_TTL_SECONDS
         if opening.once_key is not None:
             ttl = max(ttl, self.token_ttl_seconds)
-        claim = opening.inline or self._workers < self.max_running
+        # A stopping server still records the task, for a server to come to run.
+        claim = opening.inline or (self._workers < self.max_running and not self._stopping)
         record = TaskRecord(
             task_id=new_task_id(),
             owner=self.owner(scope.principal),
@@ -592,16 +606,19 @@ class TaskEngine:
     ) -> None:
         event = asyncio.Event()
         followed = list(task_ids)
+        pending = list(task_ids)
         for task_id in followed:
             self._changes.setdefault(task_id, set()).add(event)
         seen: dict[str, tuple[str, float, str | None]] = {}
         store = await self.store()
         try:
-            while task_ids:
-                for task_id in list(task_ids):
+            while pending:
+                # Cleared before looking: a change made while we look wakes the next look.
+                event.clear()
+                for task_id in list(pending):
                     record = await store.load(task_id)
                     if record is None:
-                        task_ids.remove(task_id)
+                        pending.remove(task_id)
                         continue
                     mark = (record.status, record.updated_at, record.status_message)
                     if seen.get(task_id) != mark:
@@ -610,8 +627,7 @@ class TaskEngine:
                         seen[task_id] = mark
                         await send(task_wire(record, detailed=True))
                     if record.terminal:
-                        task_ids.remove(task_id)
-                event.clear()
+                        pending.remove(task_id)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), self.poll_interval_ms / 1000)
         finally:
@@ -916,8 +932,11 @@ class TaskEngine:
         await asyncio.sleep(min(self.sweep_seconds, 0.5))  # after the first answer is out
         if self._store is None:
             if self._store_exists is not None and self._store_exists():
-                await self.store()
-            else:
+                # A store that cannot be opened is said in the log; the first task
+                # operation tries again.
+                with contextlib.suppress(RpcError):
+                    await self.store()
+            if self._store is None:
                 if self._opened is None:
                     self._opened = asyncio.Event()
                 if self._store is None:
