@@ -7,7 +7,11 @@ every status code, header and stream the suite checks is the server's own. One C
 every 2026-07-28 server scenario (`server --suite all --spec-version 2026-07-28`; the extension
 scenarios, tasks-* and sep-2640-*, belong to no protocol version and are not part of it), and
 the results are read back per scenario from each `checks.json`, as tests/test_conformance.py
-does; the scenario lists and the reading are that module's.
+does; the scenario lists and the reading are that module's. Then the ten scenarios of the tasks
+extension run against the same process, one CLI process each, as that module runs them; the
+suite does not score them, so each check is judged here and each must be SUCCESS (the one
+exception: tasks-status-notifications, which this suite version skips itself). Over HTTP
+nothing is left out of them either: tasks-request-headers' Mcp-Method / Mcp-Name checks pass.
 
 Over HTTP nothing is set aside and nothing is expected to fail: every scenario of the era,
 the transport's own included (Host/Origin validation against DNS rebinding, the
@@ -20,7 +24,9 @@ an error naming 2026-07-28.
 The server's log must show no traceback, and SIGTERM must stop it with status 0. The module
 writes a table, scenario | checks passed / total | note, to `scenario-table.md` in its tmp
 directory and prints it from `test_scenario_table` (visible with `pytest -rA`); its note is
-what the suite reported without scoring it (INFO checks).
+what the suite reported without scoring it (INFO checks; for a tasks scenario, that the suite
+does not score it, or skipped it). The server gets a per-user state directory of its own
+(`XDG_STATE_HOME`): the signing key and the default task store of this run only.
 """
 
 from __future__ import annotations
@@ -40,9 +46,13 @@ from test_conformance import (
     HTTP_SCENARIOS,
     MODERN,
     SCENARIOS,
+    TASKS_SCENARIOS,
     ScenarioRun,
     _read_checks,
     _run_era,
+    assert_tasks_run_passed,
+    run_tasks_scenarios,
+    tasks_note,
 )
 
 #: Every 2026-07-28 server scenario of the pinned suite (`conformance list --server`).
@@ -108,12 +118,13 @@ def _info(run: ScenarioRun) -> str:
 
 def _table(runs: Mapping[str, ScenarioRun]) -> str:
     lines = ["| scenario | checks passed / total | note |", "|---|---|---|"]
-    for scenario in ERA_SCENARIOS:
+    for scenario in (*ERA_SCENARIOS, *TASKS_SCENARIOS):
         run = runs.get(scenario)
         if run is None:
             lines.append(f"| {scenario} | - | did not run |")
             continue
-        lines.append(f"| {scenario} | {run.passed()} / {run.scored()} | {_info(run)} |")
+        note = tasks_note(run) if scenario in TASKS_SCENARIOS else _info(run)
+        lines.append(f"| {scenario} | {run.passed()} / {run.scored()} | {note} |")
     return "\n".join(lines) + "\n"
 
 
@@ -138,14 +149,17 @@ def suite(
 ) -> HttpSuite:
     """The whole era against one `http` process, a legacy probe, then SIGTERM."""
     work = tmp_path_factory.mktemp("suite-http")
-    with serve_http(fixture_project, work / "server.log") as server:
+    state = {"XDG_STATE_HOME": str(work / "state")}  # the key and the task store, this run's
+    with serve_http(fixture_project, work / "server.log", state) as server:
         output = _run_era(node_peers, server.url, MODERN, work / MODERN)
+        tasks = run_tasks_scenarios(node_peers, server.url, work / "tasks")
         legacy = _post(server.url, LEGACY_INITIALIZE)
         server_exit = server.stop()
         log = server.log()
     runs = {
         scenario: run for (_, scenario), run in _read_checks(work / MODERN, MODERN, output).items()
     }
+    runs.update(tasks)
     table = _table(runs)
     (work / "scenario-table.md").write_text(table, encoding="utf-8")
     return HttpSuite(runs, output, legacy, log, server_exit, table)
@@ -165,8 +179,13 @@ def test_scenario_passes(scenario: str, suite: HttpSuite) -> None:
     assert wire == ([] if scenario in UNOBSERVED else ["SUCCESS"]), run.report()
 
 
-def test_every_scenario_of_the_era_runs(suite: HttpSuite) -> None:
-    assert set(suite.runs) == set(ERA_SCENARIOS)
+@pytest.mark.parametrize("scenario", TASKS_SCENARIOS)
+def test_tasks_scenario_passes(scenario: str, suite: HttpSuite) -> None:
+    assert_tasks_run_passed(suite.run(scenario))  # over HTTP, nothing listed
+
+
+def test_every_scenario_of_the_era_and_of_tasks_runs(suite: HttpSuite) -> None:
+    assert set(suite.runs) == {*ERA_SCENARIOS, *TASKS_SCENARIOS}
 
 
 def test_a_2025_11_25_initialize_gets_400_naming_the_supported_version(suite: HttpSuite) -> None:
@@ -189,5 +208,5 @@ def test_scenario_table(suite: HttpSuite) -> None:
         line for line in suite.table.splitlines() if line.startswith("| ") and "---" not in line
     ]
 
-    assert len(rows) - 1 == len(ERA_SCENARIOS)
+    assert len(rows) - 1 == len(ERA_SCENARIOS) + len(TASKS_SCENARIOS)
     sys.stdout.write("\n" + suite.table)  # shown by `pytest -rA`
