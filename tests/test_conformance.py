@@ -42,8 +42,8 @@ Throughout, the adapter watches every child's stdout for what a stdio server mus
 module writes a table, scenario | era | checks passed / total, to `scenario-table.md` in its tmp
 directory and prints it from `test_scenario_table` (visible with `pytest -rA`), the tasks
 scenarios included. Each server run gets a per-user state directory of its own
-(`XDG_STATE_HOME`), where the signing key and the default task store live: no task of one run
-is found, or resumed, by the next.
+(`XDG_STATE_HOME`), where the default task store lives: no task of one run is found, or
+resumed, by the next.
 """
 
 from __future__ import annotations
@@ -462,7 +462,7 @@ def suite(
 ) -> SuiteRuns:
     """Both eras through one adapter; every child closed and its exit status known at the end."""
     work = tmp_path_factory.mktemp("suite")
-    state = {"XDG_STATE_HOME": str(work / "state")}  # the key and the task store, this run's
+    state = {"XDG_STATE_HOME": str(work / "state")}  # the default task store: this run's own
     adapter = Adapter(fixture_project, work / "adapter.log", state)
     runs: dict[tuple[str, str], ScenarioRun] = {}
     outputs: dict[str, str] = {}

@@ -26,7 +26,7 @@ writes a table, scenario | checks passed / total | note, to `scenario-table.md` 
 directory and prints it from `test_scenario_table` (visible with `pytest -rA`); its note is
 what the suite reported without scoring it (INFO checks; for a tasks scenario, that the suite
 does not score it, or skipped it). The server gets a per-user state directory of its own
-(`XDG_STATE_HOME`): the signing key and the default task store of this run only.
+(`XDG_STATE_HOME`), so the default task store holds this run's tasks only.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def suite(
 ) -> HttpSuite:
     """The whole era against one `http` process, a legacy probe, then SIGTERM."""
     work = tmp_path_factory.mktemp("suite-http")
-    state = {"XDG_STATE_HOME": str(work / "state")}  # the key and the task store, this run's
+    state = {"XDG_STATE_HOME": str(work / "state")}  # the default task store: this run's own
     with serve_http(fixture_project, work / "server.log", state) as server:
         output = _run_era(node_peers, server.url, MODERN, work / MODERN)
         tasks = run_tasks_scenarios(node_peers, server.url, work / "tasks")
