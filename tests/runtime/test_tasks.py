@@ -10,25 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
+import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import anyio
 import pytest
 
 import support
-from mrtr_runtime import Context, InputRequired, Registry, ToolResult, elicit_form
+import task_tools
+from mrtr_runtime import Registry
 from mrtr_runtime._context import RequestCancelled
 from mrtr_runtime._jsonrpc import Request, RpcError
 from mrtr_runtime._router import Session
 from mrtr_runtime._task_store import MemoryTaskStore, TaskRecord, TaskStore
 from mrtr_runtime._tasks import MAX_RESULT_BYTES, MAX_RUNNING, TaskEngine
 from mrtr_runtime.server import Server
-from mrtr_runtime.testing import MemoryClient, answers
+from mrtr_runtime.testing import ClientSession, MemoryClient, answers
 from support import ALL_CAPABILITIES, Json, accept, meta, rpc_error
+from task_tools import Flags, build
 
 pytestmark = pytest.mark.anyio
 
@@ -36,121 +38,6 @@ TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS: Json = {**ALL_CAPABILITIES, "extensions": {TASKS: {}}}
 ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 BOUND = 10.0
-
-
-class Flags:
-    """What the tools saw, for the tests to check: runs, cancellations, concurrency."""
-
-    def __init__(self) -> None:
-        self.runs: Counter[str] = Counter()
-        self.cancelled_at: float | None = None
-        self.running = 0
-        self.most_running = 0
-        self.release = asyncio.Event()
-        self.thread_stopped = threading.Event()
-
-
-def build(flags: Flags) -> Registry:
-    registry = Registry()
-
-    @registry.tool(task="optional")
-    async def slow(seconds: float, *, ctx: Context) -> str:
-        """Sleeps, then says so."""
-        ctx.start_task("Starting")
-        flags.runs["slow"] += 1
-        flags.running += 1
-        flags.most_running = max(flags.most_running, flags.running)
-        try:
-            await asyncio.sleep(seconds)
-        except asyncio.CancelledError:
-            flags.cancelled_at = time.monotonic()
-            raise
-        finally:
-            flags.running -= 1
-        return f"slept {seconds}"
-
-    @registry.tool(task="required")
-    async def required_job(*, ctx: Context) -> str:
-        flags.runs["required_job"] += 1
-        ctx.start_task()
-        return "done"
-
-    @registry.tool(task="optional", task_ttl_seconds=60)
-    async def delete_file(filename: str, *, ctx: Context) -> str | InputRequired:
-        """Asks first (rounds of the request), then runs as a task."""
-        flags.runs["delete_file.asks"] += 1
-        if ctx.form_answer("confirm", support.Confirm) is None:
-            return ctx.request_input(
-                {"confirm": elicit_form(f"Delete {filename}?", support.Confirm)}
-            )
-        ctx.start_task()
-        flags.runs["delete_file"] += 1
-        return f"deleted {filename}"
-
-    @registry.tool(task="optional")
-    async def two_questions(*, ctx: Context) -> str | InputRequired:
-        """Starts the task first, then asks two questions at once (the task's own)."""
-        ctx.start_task()
-        name = ctx.form_answer("name", support.Name)
-        ok = ctx.form_answer("confirm", support.Confirm)
-        missing = {}
-        if name is None:
-            missing["name"] = elicit_form("Your name?", support.Name)
-        if ok is None:
-            missing["confirm"] = elicit_form("Sure?", support.Confirm)
-        if missing:
-            return ctx.request_input(missing)
-        return f"{name} {ok}"
-
-    @registry.tool(task="optional")
-    async def protocol_error(*, ctx: Context) -> str:
-        ctx.start_task()
-        raise RpcError(-32000, "the backend refused")
-
-    @registry.tool(task="optional")
-    async def crashes(*, ctx: Context) -> str:
-        ctx.start_task()
-        raise KeyError("x")
-
-    @registry.tool(task="optional")
-    async def tool_error(*, ctx: Context) -> ToolResult:
-        ctx.start_task()
-        return ToolResult.error("that did not work")
-
-    @registry.tool(task="optional")
-    async def swallows(*, ctx: Context) -> str:
-        try:
-            ctx.start_task()
-        except Exception:
-            return "swallowed"
-        return "in task" if ctx.in_task else "inline"
-
-    @registry.tool(task="optional")
-    async def huge(*, ctx: Context) -> str:
-        ctx.start_task()
-        return "x" * (10 * MAX_RESULT_BYTES)
-
-    @registry.tool(task="optional")
-    async def progress(*, ctx: Context) -> str:
-        ctx.start_task()
-        await ctx.report_progress(1, 2, message="halfway there")
-        await flags.release.wait()
-        return "finished"
-
-    @registry.tool(task="optional")
-    def threaded(*, ctx: Context) -> str:
-        ctx.start_task()
-        while not ctx.cancelled:
-            time.sleep(0.01)
-        flags.thread_stopped.set()
-        return "stopped"
-
-    @registry.tool
-    async def plain(*, ctx: Context) -> str:
-        ctx.start_task()
-        return "never"
-
-    return registry
 
 
 @pytest.fixture
@@ -509,10 +396,37 @@ async def test_questions_first_then_the_task(server: Server, flags: Flags) -> No
     )
     assert created["resultType"] == "task"
     assert "requestState" not in created and "inputRequests" not in created
-    assert created["ttlMs"] == 60_000
+    # The tool asks for 60 s, but a task made by a confirmation is kept at least as long as
+    # its token verifies (600 s here): a replay must find it, not run again.
+    assert created["ttlMs"] == 600_000
     done = await wait_for(client, created["taskId"], "completed")
     assert done["result"]["content"][0]["text"] == "deleted a"
     assert flags.runs["delete_file"] == 1
+
+
+async def test_a_tool_sets_the_ttl_of_its_tasks(tasks_client: MemoryClient) -> None:
+    created = await start(tasks_client, "short_lived")
+    assert created["ttlMs"] == 60_000
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.expires_at == pytest.approx(record.created_at + 60)
+
+
+async def test_task_answers_are_bounded_like_round_answers(tasks_client: MemoryClient) -> None:
+    created = await start(tasks_client, "two_questions")
+    await wait_for(tasks_client, created["taskId"], "input_required")
+    many = {f"k{n}": accept(name="x") for n in range(640)}  # ten times the 64 a round takes
+    error = await rpc_error(
+        tasks_client, "tasks/update", {"taskId": created["taskId"], "inputResponses": many}
+    )
+    assert error.code == -32602 and "more than 64" in error.message
+    big = {"k": accept(name="x" * (320 * 1024))}  # ten times the 32 KiB
+    error = await rpc_error(
+        tasks_client, "tasks/update", {"taskId": created["taskId"], "inputResponses": big}
+    )
+    assert error.code == -32602 and "bytes" in error.message
+    error = await rpc_error(tasks_client, "tasks/update", {"taskId": created["taskId"]})
+    assert error.code == -32602
 
 
 # -- confirmed once --------------------------------------------------------------------------------
@@ -799,3 +713,123 @@ async def test_an_engine_alone_opens_no_store_until_a_task_is_used(flags: Flags)
     await client.call_tool("tool_error")
     assert opened == [1]
     assert isinstance(server.tasks, TaskEngine)
+
+
+# -- replicas and restarts: two servers on one store --------------------------------------------
+
+
+def shared_servers(flags: Flags, store: TaskStore) -> tuple[Server, Server]:
+    async def opener() -> TaskStore:
+        return store
+
+    def one() -> Server:
+        return fast(
+            Server(
+                name=support.SERVER_NAME,
+                version="1",
+                registry=build(flags),
+                signing=support.make_codec(),
+                task_store=opener,
+            )
+        )
+
+    return one(), one()
+
+
+async def test_a_stopping_server_leaves_its_task_working_and_another_resumes_it(
+    flags: Flags,
+) -> None:
+    first, second = shared_servers(flags, MemoryTaskStore())
+    first.tasks.lease_seconds = 0.2
+    created = await start(MemoryClient(first, tasks=True), "slow", {"seconds": 60})
+    await until(lambda: flags.runs["slow"] == 1)
+    assert first.tasks.stop() == 1
+    await until(lambda: flags.cancelled_at is not None)
+    store = await first.tasks.store()
+    left = await store.load(created["taskId"])
+    assert left is not None and left.status == "working" and left.lease_owner is not None
+    # The next server: the lease has not lapsed yet, so nobody takes it...
+    follower = MemoryClient(second, tasks=True)
+    assert (await follower.request("tasks/get", {"taskId": created["taskId"]}))["status"] == (
+        "working"
+    )
+    assert flags.runs["slow"] == 1
+    # ...and once it has, the task is resumed there (shortened to finish at once).
+    await asyncio.sleep(0.25)
+    flags.runs.clear()
+    resumed = await follower.request("tasks/get", {"taskId": created["taskId"]})
+    assert resumed["status"] == "working"
+    await until(lambda: flags.runs["slow"] == 1)
+    record = await store.load(created["taskId"])
+    assert record is not None and record.attempts == 2
+    assert record.lease_owner == second.tasks.worker_id
+    await follower.request("tasks/cancel", {"taskId": created["taskId"]})
+    await wait_for(follower, created["taskId"], "cancelled")
+
+
+async def test_a_cancel_on_another_replica_reaches_the_worker_at_its_renewal(
+    flags: Flags,
+) -> None:
+    runner, other = shared_servers(flags, MemoryTaskStore())
+    runner.tasks.renew_seconds = 0.05
+    created = await start(MemoryClient(runner, tasks=True), "slow", {"seconds": 60})
+    await until(lambda: flags.runs["slow"] == 1)
+    elsewhere = MemoryClient(other, tasks=True)
+    await elsewhere.request("tasks/cancel", {"taskId": created["taskId"]})
+    # The other replica does not run it, and a held lease is not its to end: it marks it.
+    store = await other.tasks.store()
+    marked = await store.load(created["taskId"])
+    assert marked is not None and marked.cancel_requested and marked.status == "working"
+    done = await wait_for(elsewhere, created["taskId"], "cancelled", "completed", "failed")
+    assert done["status"] == "cancelled"
+    assert flags.cancelled_at is not None
+
+
+async def test_notifications_follow_a_change_made_by_another_replica(flags: Flags) -> None:
+    runner, other = shared_servers(flags, MemoryTaskStore())
+    created = await start(MemoryClient(runner, tasks=True), "progress")
+    listener = MemoryClient(other, tasks=True)
+    async with listener.listen({"taskIds": [created["taskId"]]}) as stream:
+        assert stream.acknowledged == {"taskIds": [created["taskId"]]}
+        flags.release.set()
+        await until(lambda: any(n["params"]["status"] == "completed" for n in stream.notifications))
+
+
+async def test_an_inline_replay_on_another_replica_waits_for_the_first_run(flags: Flags) -> None:
+    first, second = shared_servers(flags, MemoryTaskStore())
+    one = MemoryClient(first, capabilities=ALL_CAPABILITIES)
+    params: Json = {"name": "confirm_slow", "arguments": {"seconds": 0.3}}
+    asked = await one.request("tools/call", params)
+    retry = {
+        **params,
+        "inputResponses": {"confirm": accept(confirmed=True)},
+        "requestState": asked["requestState"],
+    }
+    running = asyncio.create_task(one.request("tools/call", retry))
+    await until(lambda: flags.runs["confirm_slow"] == 1)
+    replayed = await MemoryClient(second, capabilities=ALL_CAPABILITIES).request(
+        "tools/call", retry
+    )
+    assert replayed["content"] == [{"type": "text", "text": "went for 0.3"}]
+    assert (await running)["content"] == replayed["content"]
+    assert flags.runs["confirm_slow"] == 1
+
+
+# -- over stdio ------------------------------------------------------------------------------
+
+
+async def test_a_stdio_client_follows_a_task_to_its_end(tmp_path: Path) -> None:
+    script = tmp_path / "serve_tasks.py"
+    script.write_text(task_tools.SERVER_SCRIPT, encoding="utf-8")
+    async with ClientSession.spawn(
+        [sys.executable, str(script)],
+        env=support.server_env(),
+        tasks=True,
+        elicitation=answers({"name": {"name": "Ada"}, "confirm": {"confirmed": True}}),
+    ) as session:
+        with anyio.fail_after(support.BOUND):
+            result = await session.call_tool("two_questions")
+            plain = await session.call_tool("slow", {"seconds": 0}, meta={})
+    assert result.task_id is not None and "Ada" in result.text
+    assert plain.task_id is not None and plain.text == "slept 0.0"
+    support.assert_clean_exit(session.returncode, session.stderr_text())

@@ -201,6 +201,7 @@ class Server:
             call_of=lambda: self._call_of or self._load_methods(),
             open_store=task_store,
             store_exists=task_store_exists,
+            token_ttl_seconds=signing.ttl_seconds,
         )
 
     # -- entry points -------------------------------------------------------------------
