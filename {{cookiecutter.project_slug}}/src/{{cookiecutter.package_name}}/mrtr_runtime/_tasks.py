@@ -355,7 +355,8 @@ class TaskEngine:
         ttl = call.task_ttl_seconds or DEFAULT_TASK_TTL_SECONDS
         if opening.once_key is not None:
             ttl = max(ttl, self.token_ttl_seconds)
-        claim = opening.inline or self._workers < self.max_running
+        # A stopping server still records the task, for a server to come to run.
+        claim = opening.inline or (self._workers < self.max_running and not self._stopping)
         record = TaskRecord(
             task_id=new_task_id(),
             owner=self.owner(scope.principal),
@@ -592,16 +593,19 @@ class TaskEngine:
     ) -> None:
         event = asyncio.Event()
         followed = list(task_ids)
+        pending = list(task_ids)
         for task_id in followed:
             self._changes.setdefault(task_id, set()).add(event)
         seen: dict[str, tuple[str, float, str | None]] = {}
         store = await self.store()
         try:
-            while task_ids:
-                for task_id in list(task_ids):
+            while pending:
+                # Cleared before looking: a change made while we look wakes the next look.
+                event.clear()
+                for task_id in list(pending):
                     record = await store.load(task_id)
                     if record is None:
-                        task_ids.remove(task_id)
+                        pending.remove(task_id)
                         continue
                     mark = (record.status, record.updated_at, record.status_message)
                     if seen.get(task_id) != mark:
@@ -610,8 +614,7 @@ class TaskEngine:
                         seen[task_id] = mark
                         await send(task_wire(record, detailed=True))
                     if record.terminal:
-                        task_ids.remove(task_id)
-                event.clear()
+                        pending.remove(task_id)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), self.poll_interval_ms / 1000)
         finally:
