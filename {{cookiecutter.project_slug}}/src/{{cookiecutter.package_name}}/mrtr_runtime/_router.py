@@ -473,8 +473,10 @@ class Server:
             if call.task == "required":
                 raise tasks_required_error()
             return await run_legacy(call, received, scope)
+        # Only a task tool's call can become a task: the others never reach the engine.
+        tasks = self.tasks if call.task is not None else None
         result = await run_round(
-            call, received, scope, codec=self.signing, flights=self._flights, tasks=self.tasks
+            call, received, scope, codec=self.signing, flights=self._flights, tasks=tasks
         )
         if method == "resources/read" and "contents" in result:
             # server/utilities/caching: results of retries carrying inputResponses or
