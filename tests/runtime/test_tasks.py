@@ -12,7 +12,7 @@ import asyncio
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,11 +25,11 @@ from mrtr_runtime import Registry
 from mrtr_runtime._context import RequestCancelled
 from mrtr_runtime._jsonrpc import Request, RpcError
 from mrtr_runtime._router import Session
-from mrtr_runtime._task_store import MemoryTaskStore, TaskRecord, TaskStore
+from mrtr_runtime._task_store import MemoryTaskStore, TaskRecord, TaskStore, TaskStoreUnavailable
 from mrtr_runtime._tasks import MAX_RESULT_BYTES, MAX_RUNNING, TaskEngine
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import ClientSession, MemoryClient, answers
-from support import ALL_CAPABILITIES, Json, accept, meta, rpc_error
+from support import ALL_CAPABILITIES, META_CAPABILITIES, Json, accept, meta, rpc_error
 from task_tools import Flags, build
 
 pytestmark = pytest.mark.anyio
@@ -904,3 +904,95 @@ async def test_a_stdio_client_follows_a_task_to_its_end(tmp_path: Path) -> None:
     assert result.task_id is not None and "Ada" in result.text
     assert plain.task_id is not None and plain.text == "slept 0.0"
     support.assert_clean_exit(session.returncode, session.stderr_text())
+
+
+# -- the project's store, and a server killed mid-task ----------------------------------------
+
+
+async def test_the_project_keeps_its_tasks_where_mrtr_task_store_says(
+    build_server: Callable[[Mapping[str, str] | None], Server], tmp_path: Path
+) -> None:
+    path = tmp_path / "tasks.db"
+    server = build_server(
+        {"MRTR_SIGNING_KEY": support.KEY_HEX, "MRTR_TASK_STORE": f"sqlite://{path}"}
+    )
+    assert not path.exists()  # built, not opened: the first task operation opens it
+    store = await server.tasks.store()
+    assert path.exists()
+    assert type(store).__name__ == "SqliteTaskStore"
+    await store.close()
+
+
+async def test_a_store_that_cannot_be_opened_is_an_internal_error_saying_why(flags: Flags) -> None:
+    async def refused() -> TaskStore:
+        raise TaskStoreUnavailable("MRTR_TASK_STORE is refused: try sqlite:///abs/path.db")
+
+    server = Server(
+        name="s",
+        version="1",
+        registry=build(flags),
+        signing=support.make_codec(),
+        task_store=refused,
+    )
+    client = MemoryClient(server, tasks=True)
+    error = await rpc_error(client, "tools/call", {"name": "slow", "arguments": {"seconds": 0}})
+    assert error.code == -32603 and "MRTR_TASK_STORE is refused" in error.message
+    # A client without the extension is not affected by a store it does not need.
+    plain = MemoryClient(server, capabilities=ALL_CAPABILITIES)
+    assert (await plain.call_tool("slow", {"seconds": 0})).text == "slept 0.0"
+
+
+KILLED_SERVER_SCRIPT = """\
+import os
+
+import support
+from task_tools import Flags, build
+
+from mrtr_runtime._config import Settings
+from mrtr_runtime._task_backends import task_backend
+from mrtr_runtime.server import Server, serve_stdio
+
+backend = task_backend(Settings.from_environment(os.environ), None, namespace="tasks-test")
+server = Server(
+    name=support.SERVER_NAME,
+    version="1",
+    registry=build(Flags()),
+    signing=support.make_codec(),
+    task_store=backend.open,
+    task_store_exists=backend.may_hold_tasks,
+)
+server.tasks.poll_interval_ms = 50
+server.tasks.lease_seconds = 1.0
+server.tasks.renew_seconds = 0.3
+server.tasks.sweep_seconds = 0.2
+serve_stdio(server)
+"""
+
+
+async def test_a_stdio_server_killed_mid_task_finishes_it_after_a_restart(tmp_path: Path) -> None:
+    script = tmp_path / "serve_killable.py"
+    script.write_text(KILLED_SERVER_SCRIPT, encoding="utf-8")
+    command = [sys.executable, str(script)]
+    env = support.server_env(MRTR_TASK_STORE=f"sqlite://{tmp_path / 'tasks.db'}")
+    capabilities = {META_CAPABILITIES: WITH_TASKS}
+    call = support.request(1, "tools/call", {"name": "slow", "arguments": {"seconds": 1.5}})
+    call["params"]["_meta"].update(capabilities)
+    with anyio.fail_after(support.BOUND):
+        async with support.raw_server(command, env) as first:
+            await support.send(first, call)
+            created = (await support.read_message(support.reader(first)))["result"]
+            assert created["resultType"] == "task"
+            await anyio.sleep(0.4)  # the worker runs the handler...
+            first.kill()  # ...and the process dies under it: SIGKILL, nothing written
+            await first.wait()
+        async with ClientSession.spawn(command, env=env, tasks=True) as session:
+            # Nobody polls at first: the restarted server's sweeper finds the lapsed lease.
+            await session.request("server/discover", {})
+            for _ in range(200):
+                task = await session.request("tasks/get", {"taskId": created["taskId"]})
+                if task["status"] != "working":
+                    break
+                await anyio.sleep(0.05)
+    assert task["status"] == "completed"
+    assert task["result"]["content"] == [{"type": "text", "text": "slept 1.5"}]
+    assert "resumed (start 2 of at most 3)" in session.stderr_text()

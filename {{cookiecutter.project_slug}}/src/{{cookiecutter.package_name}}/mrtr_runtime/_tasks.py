@@ -49,7 +49,14 @@ from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, RpcError, clip
 from ._redact import redact_secrets
 from ._registry import Registry
 from ._results import InputRequired, ToolResult
-from ._task_store import MemoryTaskStore, TaskRecord, TaskStore, TaskStoreFull, new_task_id
+from ._task_store import (
+    MemoryTaskStore,
+    TaskRecord,
+    TaskStore,
+    TaskStoreFull,
+    TaskStoreUnavailable,
+    new_task_id,
+)
 from ._tokens import digest_principal
 from ._wire import MODERN_VERSIONS
 
@@ -282,7 +289,13 @@ class TaskEngine:
             self._opening = asyncio.Lock()
         async with self._opening:
             if self._store is None:
-                self._store = await self._open_store()
+                try:
+                    self._store = await self._open_store()
+                except TaskStoreUnavailable as error:
+                    # The text says what to do (the setting, the file, the extra): the
+                    # client and the log get it, and the next task operation tries again.
+                    _logger.error("the task store cannot be used: %s", error)
+                    raise RpcError(INTERNAL_ERROR, str(error)) from None
                 if self._opened is not None:
                     self._opened.set()
         return self._store
@@ -919,8 +932,11 @@ class TaskEngine:
         await asyncio.sleep(min(self.sweep_seconds, 0.5))  # after the first answer is out
         if self._store is None:
             if self._store_exists is not None and self._store_exists():
-                await self.store()
-            else:
+                # A store that cannot be opened is said in the log; the first task
+                # operation tries again.
+                with contextlib.suppress(RpcError):
+                    await self.store()
+            if self._store is None:
                 if self._opened is None:
                     self._opened = asyncio.Event()
                 if self._store is None:
