@@ -127,6 +127,9 @@ class Project:
             # copied key file, one key for a whole fleet) cannot replay them here, nor ours there.
             audience=self.name,
         )
+        # Not opened here: the engine opens it on the first task operation, and its loop
+        # (after the first answer) only if `may_hold_tasks` says there is something to resume.
+        tasks = self.task_backend(settings, environ)
         return Server(
             name=self.name,
             version=self.version,
@@ -134,4 +137,6 @@ class Project:
             signing=signing,
             title=self.title,
             settings=settings,
+            task_store=tasks.open,
+            task_store_exists=tasks.may_hold_tasks,
         )

@@ -745,6 +745,7 @@ async def _serve_pipes(
     )
     writer.flow_changed = flow_changed
     broken: list[BaseException] = []
+    background: list[asyncio.Task[None]] = []
 
     def warm_up() -> None:
         try:
@@ -753,6 +754,10 @@ async def _serve_pipes(
             _logger.exception("the tools could not be loaded; stopping")
             broken.append(error)
             stop.set()
+            return
+        # The task engine's loop starts after the first answer, so start-up never waits on
+        # the task store: it resumes the tasks a stopped server left, and forgets expired ones.
+        background.append(loop.create_task(server.tasks.run()))
 
     connection.after_first_response = warm_up
     input_reader = reading[0] = await _open_input(loop, wire_in, connection, stdin_done)
@@ -761,6 +766,9 @@ async def _serve_pipes(
     stopped = loop.create_task(stop.wait())
     eof = loop.create_task(stdin_done.wait())
     await asyncio.wait({stopped, eof}, return_when=asyncio.FIRST_COMPLETED)
+    # Running tasks stop and keep their records (`working`): the next server holding the
+    # store resumes them. Those past their point of no return share the requests' grace.
+    tasks_finishing = server.stop_tasks()
     # basic/patterns/subscriptions "Graceful Closure": each open listen stream is ended first;
     # it tells its client and answers its request, so it neither holds the drain below nor
     # is abandoned with an error.
@@ -779,12 +787,14 @@ async def _serve_pipes(
             {drained, stopped}, timeout=DRAIN_SECONDS, return_when=asyncio.FIRST_COMPLETED
         )
         drained.cancel()
+        if tasks_finishing and not stop.is_set():
+            await asyncio.wait(tasks_finishing, timeout=SHUTDOWN_GRACE_SECONDS)
     else:
         # Told to stop: what has not reached its point of no return stops now; what has may
         # have changed the world already, and gets the grace to finish and say what it did.
         finishing = connection.stop_uncommitted()
-        if finishing:
-            await asyncio.wait(finishing, timeout=SHUTDOWN_GRACE_SECONDS)
+        if finishing or tasks_finishing:
+            await asyncio.wait(finishing | tasks_finishing, timeout=SHUTDOWN_GRACE_SECONDS)
     unfinished = connection.unfinished
     if unfinished:
         _logger.warning("stopping; abandoning %d unfinished request(s)", unfinished)
@@ -792,6 +802,9 @@ async def _serve_pipes(
         # response (should its handler finish later) is never written.
         connection.abandon_all()
     connection.cancel_all()
+    for task in background:
+        task.cancel()
+    server.abandon_tasks()
     stopped.cancel()
     eof.cancel()
     if connection.in_flight:

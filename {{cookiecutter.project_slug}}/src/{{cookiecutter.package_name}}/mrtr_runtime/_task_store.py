@@ -81,6 +81,8 @@ class TaskRecord:
     ttl_ms: int | None
     poll_interval_ms: int
     status_message: str | None = None
+    #: The client capabilities of the request that made the task: what its questions may use.
+    client_capabilities: Mapping[str, Any] = field(default_factory=dict)
     #: The outstanding requests by their wire key (unique over the task's life), and which
     #: handler key and method each wire key asks for.
     input_requests: Mapping[str, Any] = field(default_factory=dict)
