@@ -121,6 +121,7 @@ INSTALLED_MODULES: dict[str, tuple[str, ...]] = {
     "python-dateutil": ("dateutil",),
     "python-dotenv": ("dotenv",),
     "pyyaml": ("yaml",),
+    "redis": ("redis",),
     "referencing": ("referencing",),
     "regex": ("regex",),
     "requests": ("requests",),

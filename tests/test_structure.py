@@ -32,7 +32,7 @@ FACES = frozenset({"__init__", "server", "testing"})
 #: sub-face for content blocks).
 PUBLIC_FACES = frozenset({"server", "testing", "content"})
 #: The runtime's sub-packages whose faces only the runtime's own faces import.
-WINGS = frozenset({"http", "cli"})
+WINGS = frozenset({"http", "cli", "redis"})
 _FLOOR_LINE = re.compile(r"^floor\s+(\d+)\s+\S+\s+(.+)$")
 
 

@@ -52,6 +52,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Final
+from urllib.parse import urlsplit
 
 from ._tokens import (
     _KEYGEN_HINT,
@@ -69,9 +70,12 @@ from ._tokens import (
 
 __all__ = (
     "CLIENT_REQUEST_TIMEOUT_SECONDS",
+    "DEFAULT_TASK_MAX_STORED",
     "MAX_PREVIOUS_KEYS",
     "PREVIOUS_KEYS_FILE_ENV",
     "PREVIOUS_KEYS_FILE_NAME",
+    "TASK_MAX_STORED_VARIABLE",
+    "TASK_STORE_VARIABLE",
     "Rotation",
     "Settings",
     "SigningConfigError",
@@ -82,6 +86,7 @@ __all__ = (
     "load_or_create_key_file",
     "per_user_key_path",
     "rotate_key_file",
+    "shown_store_url",
     "write_key_file",
 )
 
@@ -114,6 +119,14 @@ _TTL_VARIABLE: Final = "MRTR_STATE_TTL_SECONDS"
 _TIMEOUT_VARIABLE: Final = "MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS"
 _MAX_CONNECTIONS_VARIABLE: Final = "MRTR_HTTP_MAX_CONNECTIONS"
 _HTTP_TOKEN_VARIABLE: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
+TASK_STORE_VARIABLE: Final = "MRTR_TASK_STORE"
+TASK_MAX_STORED_VARIABLE: Final = "MRTR_TASK_MAX_STORED"
+#: The default bound on unexpired tasks in the store: plenty for one user or one fleet, and
+#: a store that fills up says so (TaskStoreFull) instead of growing without end.
+DEFAULT_TASK_MAX_STORED: Final = 10_000
+_TASK_STORE_FORMS: Final = (
+    "sqlite:///absolute/path.db, redis://host:port/db, rediss://host:port/db or memory:"
+)
 
 
 @dataclass(frozen=True)
@@ -150,6 +163,13 @@ class Settings:
     http_allowed_hosts: tuple[str, ...] = ()
     #: ``MRTR_HTTP_MAX_CONNECTIONS``: a whole number from 1; None for the transport's default.
     http_max_connections: int | None = None
+    #: ``MRTR_TASK_STORE``: where tasks are kept (``sqlite:///abs/path.db``, ``redis://...``,
+    #: ``rediss://...``, ``memory:``), as set; "" for the default (SQLite in the per-user state
+    #: directory). Checked here; opened by ``_task_backends`` on the first task. Out of the repr:
+    #: a Redis URL may carry a password.
+    task_store: str = field(default="", repr=False)
+    #: ``MRTR_TASK_MAX_STORED``: how many unexpired tasks the store may hold.
+    task_max_stored: int = DEFAULT_TASK_MAX_STORED
     #: Variables whose value was refused, and why (in the order read).
     problems: Mapping[str, str] = field(default_factory=dict)
 
@@ -202,6 +222,8 @@ class Settings:
             http_max_connections=_max_connections_of(
                 environ.get(_MAX_CONNECTIONS_VARIABLE), problems
             ),
+            task_store=_task_store_of(text(TASK_STORE_VARIABLE), problems),
+            task_max_stored=_task_max_stored_of(environ.get(TASK_MAX_STORED_VARIABLE), problems),
             problems=problems,
         )
 
@@ -253,6 +275,67 @@ def _max_connections_of(raw: str | None, problems: dict[str, str]) -> int | None
         f"{_MAX_CONNECTIONS_VARIABLE} must be a whole number from 1, not {raw[:40]!r}"
     )
     return None
+
+
+def shown_store_url(url: str) -> str:
+    """``url`` fit for a message or a log: a password in it replaced by ``***``."""
+    scheme, separator, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if separator and "@" in authority:
+        userinfo, _, host = authority.rpartition("@")
+        user, colon, _password = userinfo.partition(":")
+        shown = f"{user}:***" if colon else "***"
+        return f"{scheme}://{shown}@{host}{slash}{path}"
+    return url
+
+
+def _task_store_of(value: str, problems: dict[str, str]) -> str:
+    if not value or value == "memory:":
+        return value
+    problem = None
+    if value.startswith("sqlite://"):
+        path = value.removeprefix("sqlite://")
+        if not path.startswith("/") or not PurePosixPath(path).name:
+            problem = "a SQLite store needs an absolute file path: sqlite:///absolute/path.db"
+        elif "?" in path or "#" in path:
+            problem = "a SQLite store takes a file path only (no ?options)"
+    elif value.startswith(("redis://", "rediss://")):
+        problem = _redis_url_problem(value)
+    else:
+        problem = f"must be {_TASK_STORE_FORMS}"
+    if problem is None:
+        return value
+    problems[TASK_STORE_VARIABLE] = (
+        f"{TASK_STORE_VARIABLE}={shown_store_url(value)[:200]!r} is refused: {problem}"
+    )
+    return ""
+
+
+def _redis_url_problem(value: str) -> str | None:
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    if not parts.hostname:
+        return "a Redis URL needs a host: redis://host:port/db"
+    database = parts.path.strip("/")
+    if database and not (database.isascii() and database.isdigit()):
+        return f"the database must be a number (redis://host:{port or 6379}/0)"
+    return None
+
+
+def _task_max_stored_of(raw: str | None, problems: dict[str, str]) -> int:
+    if raw is None or not raw.strip():
+        return DEFAULT_TASK_MAX_STORED
+    value = raw.strip()
+    if value.isascii() and value.isdigit() and len(value) <= 9 and int(value) >= 1:
+        return int(value)
+    problems[TASK_MAX_STORED_VARIABLE] = (
+        f"{TASK_MAX_STORED_VARIABLE} must be a whole number from 1 (default "
+        f"{DEFAULT_TASK_MAX_STORED}), not {raw[:40]!r}"
+    )
+    return DEFAULT_TASK_MAX_STORED
 
 
 def write_key_file(path: Path, *, overwrite: bool = False) -> SigningKey:

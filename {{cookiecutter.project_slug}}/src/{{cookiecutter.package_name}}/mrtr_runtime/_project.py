@@ -22,6 +22,7 @@ from typing import Final
 from ._config import PER_USER_KEY_FILE_NAME, Settings, codec_from_settings, per_user_key_path
 from ._registry import Registry
 from ._router import Server
+from ._task_backends import TaskBackend, task_backend
 
 __all__ = ("KEY_FILE_NAME", "Project")
 
@@ -90,6 +91,20 @@ class Project:
         None when the environment names no home directory to keep it in.
         """
         return per_user_key_path(self.name, os.environ if environ is None else environ)
+
+    def task_backend(
+        self, settings: Settings, environ: Mapping[str, str] | None = None
+    ) -> TaskBackend:
+        """Where this server keeps its tasks (``MRTR_TASK_STORE``; default ``tasks.sqlite3``
+        beside this user's key file), not opened: the task engine calls ``.open()`` on the
+        first task operation and ``.may_hold_tasks()`` (a stat) at start."""
+        key_file = self.user_key_file(environ)
+        return task_backend(
+            settings,
+            key_file.parent if key_file is not None else None,
+            namespace=self.name,
+            project=self.name,
+        )
 
     def build_server(
         self, environ: Mapping[str, str] | None = None, *, settings: Settings | None = None

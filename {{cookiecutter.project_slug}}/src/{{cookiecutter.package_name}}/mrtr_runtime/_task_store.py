@@ -30,6 +30,7 @@ __all__ = (
     "TaskStatus",
     "TaskStore",
     "TaskStoreFull",
+    "TaskStoreUnavailable",
     "new_task_id",
 )
 
@@ -46,6 +47,11 @@ def new_task_id() -> str:
 
 class TaskStoreFull(Exception):
     """The store holds its bound of unexpired tasks; the text says the bound."""
+
+
+class TaskStoreUnavailable(Exception):
+    """The configured store cannot be opened or used (a bad ``MRTR_TASK_STORE``, a file that is
+    not private, a missing ``redis`` extra, an unreachable server); the text says what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,12 +178,16 @@ class MemoryTaskStore:
         return entry.record
 
     async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
+        now = time.time()
         if once_key is not None:
             existing_id = self._once.get(once_key)
             if existing_id is not None:
-                existing = self._tasks.get(existing_id)
+                existing = self._live(existing_id, now)
                 if existing is not None:
-                    return existing.record
+                    return existing
+        if len(self._tasks) >= self.max_tasks:
+            # The bound is on unexpired tasks: forget the expired ones before refusing.
+            await self.purge(now)
         if len(self._tasks) >= self.max_tasks:
             raise TaskStoreFull(f"the task store holds its bound of {self.max_tasks} tasks")
         if record.task_id in self._tasks:
@@ -194,6 +204,8 @@ class MemoryTaskStore:
         entry = self._tasks.get(record.task_id)
         if entry is None or entry.record.version != record.version - 1:
             return False
+        if self._live(record.task_id, time.time()) is None:
+            return False  # expired: as gone as in the stores that forget it by themselves
         entry.record = record
         return True
 
@@ -218,8 +230,9 @@ class MemoryTaskStore:
         ]
         for task_id in gone:
             entry = self._tasks.pop(task_id)
-            if entry.once_key is not None:
-                self._once.pop(entry.once_key, None)
+            # Only if the key still names this task: an expired holder's key may name a newer one.
+            if entry.once_key is not None and self._once.get(entry.once_key) == task_id:
+                del self._once[entry.once_key]
         return len(gone)
 
     async def close(self) -> None:

@@ -1,0 +1,348 @@
+"""The default task store: one SQLite file (stdlib ``sqlite3``), shared by this user's processes.
+
+A task must outlive the stdio process that started it (a host restarts the server and polls the
+same task id), and two servers of one user may run at once (two hosts, or a restart overlapping
+the old process), so the file is the arbiter, never a process's memory:
+
+- **Create once**: ``once_key`` is a ``UNIQUE`` column, and the bound check, the look-up of an
+  existing holder and the insert run in one ``BEGIN IMMEDIATE`` transaction, which takes the
+  file's write lock first: two processes creating with one key end with one row, and the second
+  gets the first one's task.
+- **Compare and swap**: one statement, ``UPDATE ... WHERE task_id=? AND version=?``; exactly one of
+  any number of writers holding the same version changes the row.
+- **Queries**: status, lease and expiry are indexed columns beside the record's JSON (the record
+  is the truth; the columns are copies of its fields, written by the same statement).
+- **WAL** (readers never wait for the writer) with ``synchronous=NORMAL``: a commit survives
+  the process being killed (what a task must survive: the process, not the machine); only an
+  OS crash or power loss can take the last commits back. ``busy_timeout`` makes a writer wait
+  for another process's write lock instead of failing.
+
+Where the file lives decides who can read the tasks (their arguments, answers and results), so
+it is held to the rules of the signing key's file: a 0600 regular file of ours, not a symlink,
+in a directory of ours that no other user can write (created 0700). Anything else is refused
+with what to run, never repaired.
+
+Writes run in a worker thread (one at a time, one connection): ``busy_timeout`` may make a write
+wait for another process's write lock, and the event loop (every other request of a stdio
+server) must not wait with it. Reads (``load``, ``runnable``) run on the event loop: in WAL mode a
+reader never waits for a writer, and the thread hop would cost more than the read itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Final, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from ._task_store import TaskRecord, TaskStoreFull, TaskStoreUnavailable
+
+__all__ = ("SqliteTaskStore", "open_sqlite_store")
+
+_T = TypeVar("_T")
+
+#: The schema's version, in ``PRAGMA user_version``: a file written by another schema is refused.
+SCHEMA_VERSION: Final = 1
+#: How long a write waits for another process's write lock before it fails. Writers hold it for
+#: well under a millisecond; seconds mean a stuck process, which an error should name.
+BUSY_TIMEOUT_MS: Final = 5000
+#: SQLite stores IEEE doubles; "never expires" is +inf in the indexed column (None in the record),
+#: so every expiry comparison is one indexed range.
+_NEVER: Final = math.inf
+
+_SCHEMA: Final = f"""
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id TEXT PRIMARY KEY NOT NULL,
+    version INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    lease_expires REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    once_key TEXT UNIQUE,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_by_lease ON tasks (status, lease_expires);
+CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at);
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+
+
+def _expiry(record: TaskRecord) -> float:
+    return _NEVER if record.expires_at is None else record.expires_at
+
+
+def _full(max_tasks: int) -> TaskStoreFull:
+    return TaskStoreFull(
+        f"the task store holds {max_tasks} unexpired tasks, its bound (MRTR_TASK_MAX_STORED); "
+        "try again once some have expired, or raise the bound"
+    )
+
+
+class SqliteTaskStore:
+    """A `TaskStore` in one SQLite file; see the module's text. Open it with `open_sqlite_store`."""
+
+    def __init__(self, path: Path, reader: sqlite3.Connection, writer: sqlite3.Connection, *,
+                 max_tasks: int) -> None:  # fmt: skip
+        self.path = path
+        self.max_tasks = max_tasks
+        self._reader = reader
+        self._writer = writer
+        # One write at a time on the one write connection; its thread waits, never the loop.
+        self._write_slot = anyio.CapacityLimiter(1)
+        self._closed = False
+
+    async def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:
+            raise TaskStoreUnavailable(f"the task store {self.path} is closed")
+        try:
+            return await anyio.to_thread.run_sync(work, self._writer, limiter=self._write_slot)
+        except sqlite3.OperationalError as exc:
+            raise TaskStoreUnavailable(f"the task store {self.path}: {exc}") from exc
+
+    async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
+        text = record.to_json()
+
+        def create(db: sqlite3.Connection) -> str | None:
+            now = time.time()
+            with _transaction(db):
+                if once_key is not None:
+                    # An expired holder is gone (never returned): the key is free again.
+                    db.execute(
+                        "DELETE FROM tasks WHERE once_key = ? AND expires_at <= ?", (once_key, now)
+                    )
+                    row = db.execute(
+                        "SELECT record FROM tasks WHERE once_key = ?", (once_key,)
+                    ).fetchone()
+                    if row is not None:
+                        held: str = row[0]
+                        return held
+                (count,) = db.execute(
+                    "SELECT count(*) FROM tasks WHERE expires_at > ?", (now,)
+                ).fetchone()
+                if count >= self.max_tasks:
+                    raise _full(self.max_tasks)
+                try:
+                    db.execute(
+                        "INSERT INTO tasks (task_id, version, status, lease_expires, expires_at, "
+                        "once_key, record) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            record.task_id,
+                            record.version,
+                            record.status,
+                            record.lease_expires,
+                            _expiry(record),
+                            once_key,
+                            text,
+                        ),
+                    )
+                except sqlite3.IntegrityError:
+                    raise ValueError("task id already stored") from None
+            return None
+
+        held = await self._write(create)
+        return record if held is None else TaskRecord.from_json(held)
+
+    async def load(self, task_id: str) -> TaskRecord | None:
+        row = self._read(
+            "SELECT record FROM tasks WHERE task_id = ? AND expires_at > ?", (task_id, time.time())
+        ).fetchone()
+        return None if row is None else TaskRecord.from_json(row[0])
+
+    async def swap(self, record: TaskRecord) -> bool:
+        values = (
+            record.version,
+            record.status,
+            record.lease_expires,
+            _expiry(record),
+            record.to_json(),
+            record.task_id,
+            record.version - 1,
+        )
+
+        def swap(db: sqlite3.Connection) -> bool:
+            # One statement: the version test and the write are one atomic step in the file.
+            cursor = db.execute(
+                "UPDATE tasks SET version = ?, status = ?, lease_expires = ?, expires_at = ?, "
+                "record = ? WHERE task_id = ? AND version = ? AND expires_at > ?",
+                (*values, time.time()),
+            )
+            return cursor.rowcount == 1
+
+        return await self._write(swap)
+
+    async def runnable(self, now: float, limit: int) -> list[str]:
+        rows = self._read(
+            "SELECT task_id FROM tasks WHERE status = 'working' AND lease_expires <= ? "
+            "AND expires_at > ? ORDER BY lease_expires LIMIT ?",
+            (now, now, limit),
+        ).fetchall()
+        return [task_id for (task_id,) in rows]
+
+    async def purge(self, now: float) -> int:
+        def purge(db: sqlite3.Connection) -> int:
+            return db.execute("DELETE FROM tasks WHERE expires_at <= ?", (now,)).rowcount
+
+        return await self._write(purge)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._reader.close()
+        await anyio.to_thread.run_sync(self._writer.close, limiter=self._write_slot)
+
+    def _read(self, sql: str, parameters: tuple[object, ...]) -> sqlite3.Cursor:
+        if self._closed:
+            raise TaskStoreUnavailable(f"the task store {self.path} is closed")
+        try:
+            return self._reader.execute(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            raise TaskStoreUnavailable(f"the task store {self.path}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    # IMMEDIATE: the write lock first, so the checks below and the insert see one state of the
+    # file however many processes create at once (a deferred transaction would read, then fail
+    # to upgrade when another process wrote in between).
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield None
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+async def open_sqlite_store(path: Path, *, max_tasks: int) -> SqliteTaskStore:
+    """The store in ``path`` (absolute), its directory and file created private if new.
+
+    Raises ``TaskStoreUnavailable`` naming the problem (and the command that fixes it) when the
+    directory or the file is not private to this user, or the file is not a task store of ours.
+    The file work runs in a thread: a first open creates the directory, the file and the schema.
+    """
+    if not path.is_absolute():
+        raise TaskStoreUnavailable(f"the task store path {path} must be absolute")
+    return await anyio.to_thread.run_sync(_open, path, max_tasks)
+
+
+def _open(path: Path, max_tasks: int) -> SqliteTaskStore:
+    _private_directory(path.parent)
+    _private_file(path)
+    try:
+        writer = _connect(path)
+        try:
+            with _transaction(writer):
+                found = writer.execute("PRAGMA user_version").fetchone()[0]
+                if found not in (0, SCHEMA_VERSION):
+                    raise TaskStoreUnavailable(
+                        f"the task store {path} has schema version {found}, not "
+                        f"{SCHEMA_VERSION}: it was written by another version of the runtime; "
+                        "point MRTR_TASK_STORE at another file"
+                    )
+                if found == 0:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            writer.execute(statement)
+            reader = _connect(path)
+        except BaseException:
+            writer.close()
+            raise
+    except sqlite3.DatabaseError as exc:
+        raise TaskStoreUnavailable(f"the task store {path} cannot be used: {exc}") from exc
+    return SqliteTaskStore(path, reader, writer, max_tasks=max_tasks)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # isolation_level=None: autocommit; the store writes its own BEGIN/COMMIT where it needs one.
+    db = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
+    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if db.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+        db.close()
+        raise TaskStoreUnavailable(f"the task store {path} cannot use SQLite's WAL mode")
+    db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+def _effective_uid() -> int | None:
+    geteuid = getattr(os, "geteuid", None)
+    return geteuid() if geteuid is not None else None
+
+
+def _not_ours(info: os.stat_result, path: Path) -> str | None:
+    uid = _effective_uid()
+    if uid is None or info.st_uid == uid:
+        return None
+    # Its owner can read every task in it, or rewrite them: root refuses another user's file too.
+    return (
+        f"is owned by uid {info.st_uid}, not by the user this server runs as (uid {uid}); "
+        f"if it is trusted, run: chown {uid} {path}"
+    )
+
+
+def _private_directory(directory: Path) -> None:
+    """``directory`` exists (created 0700 if new), is ours, not a symlink, and no other user can
+    write in it (who can would swap the store, or its -wal file, for one of their own)."""
+    if not directory.exists() and not directory.is_symlink():
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another server made it first
+            os.mkdir(directory, 0o700)
+    if directory.is_symlink():
+        raise TaskStoreUnavailable(
+            f"the task store's directory {directory} is a symlink, which can be re-pointed at "
+            f"someone else's; use a directory: rm {directory} && mkdir -m 700 {directory}"
+        )
+    info = os.stat(directory)
+    problem = _not_ours(info, directory)
+    if problem is None and not stat.S_ISDIR(info.st_mode):
+        problem = "is not a directory"
+    if problem is None and os.name == "posix" and info.st_mode & 0o022:
+        mode = oct(stat.S_IMODE(info.st_mode))
+        problem = (
+            f"can be written by other users (mode {mode}), who could swap the store in it; "
+            f"run: chmod 700 {directory}"
+        )
+    if problem is not None:
+        raise TaskStoreUnavailable(f"the task store's directory {directory} {problem}")
+
+
+def _private_file(path: Path) -> None:
+    """``path`` is a 0600 regular file of ours (created so if new), never a symlink."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    # O_NONBLOCK: a FIFO planted in the store's place must not hang the opening thread.
+    flags |= getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if path.is_symlink():
+            raise TaskStoreUnavailable(
+                f"the task store {path} is a symlink, which can be re-pointed at someone "
+                "else's; replace it with the file it points to"
+            ) from None
+        raise TaskStoreUnavailable(
+            f"the task store {path} cannot be opened ({exc.strerror or exc})"
+        ) from None
+    try:
+        info = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(info.st_mode):
+            problem = "is not a regular file"
+        elif (foreign := _not_ours(info, path)) is not None:
+            problem = foreign
+        elif os.name == "posix" and info.st_mode & 0o077:
+            # The tasks hold arguments, answers and results: others may neither read nor write.
+            mode = oct(stat.S_IMODE(info.st_mode))
+            problem = f"is readable or writable by other users (mode {mode}); run: chmod 600 {path}"
+        if problem is not None:
+            raise TaskStoreUnavailable(f"the task store {path} {problem}")
+    finally:
+        os.close(fd)

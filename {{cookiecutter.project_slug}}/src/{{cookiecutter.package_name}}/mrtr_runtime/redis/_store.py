@@ -1,0 +1,327 @@
+"""The task store for replicas: Redis, through redis-py's asyncio client (the ``redis`` extra).
+
+Every replica of a server talks to the same Redis, and every operation that must be atomic
+across them is one Lua script, which Redis runs alone (no other command runs in between):
+
+- **create** checks the once-key's holder, the bound on unexpired tasks and the id, then writes
+  the task, its once-key and its index entries, all in one script: fifty replicas creating with
+  one once-key end with one task, and every one of them gets it back.
+- **swap** compares the stored version and writes only if it is the predecessor's: of any number
+  of replicas claiming one task with the same version, exactly one wins.
+- **runnable** reads a sorted set scored by lease expiry (only `working` tasks are in it), so
+  finding the tasks whose replica died is a range query, never a scan.
+
+Keys: ``mrtr:{<server name>}:task:<id>`` (a hash: record JSON ``r``, version ``v``, expiry
+``e``, once-key ``o``), ``...:once:<key>`` (the task id), ``...:index`` (every task, scored by
+expiry: the bound counts it) and ``...:runnable`` (scored by lease expiry). The braces are a
+Redis Cluster hash tag: every key of a server lands in one slot, so the scripts, which name keys
+they compute, also run on a cluster. Task and once keys carry the task's expiry as a Redis TTL
+(``PEXPIREAT``), so Redis forgets an expired task by itself; `purge` only drops index entries
+(and deletes early what a caller's ``now`` says has expired). Reads still check ``expires_at``:
+Redis expires keys at millisecond precision, on its own clock.
+
+Why redis-py directly, not Docket (``pydocket``, the task engine FastMCP builds on): Docket is a
+job queue (scheduling, retries, a worker protocol), and it would bring about fifteen packages
+(typer, rich, cloudpickle, opentelemetry, prometheus-client, py-key-value-aio, ...) on top of
+redis-py, which it uses itself. What this store needs is four atomic operations on records the
+task engine owns; Docket's queue would hold a second copy of each task, whose state and leases
+it manages its own way. Four short scripts on redis-py (no dependency of its own on Python 3.11.3+)
+give exactly the atomicity the engine needs, testable against a real redis-server.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Final
+
+import redis.asyncio
+import redis.exceptions
+
+from .._task_store import TaskRecord, TaskStoreFull, TaskStoreUnavailable
+
+__all__ = ("RedisTaskStore", "open_redis_store")
+
+#: How many expired tasks one purge script forgets: a long script blocks every other client.
+PURGE_BATCH: Final = 500
+_CONNECT_TIMEOUT_SECONDS: Final = 5.0
+_COMMAND_TIMEOUT_SECONDS: Final = 10.0
+
+# KEYS: task, index, runnable[, once]. ARGV: id, record, version, status, lease, expiry score,
+# expiry ms ('' = never), now, bound, once-key ('' = none), prefix.
+# Returns {1} created, {0, record} the once-key's live holder, {-1} full, {-2} id taken.
+_CREATE: Final = """
+local now = tonumber(ARGV[8])
+if KEYS[4] then
+  local holder = redis.call('GET', KEYS[4])
+  if holder then
+    local key = ARGV[11] .. 'task:' .. holder
+    local held = redis.call('HMGET', key, 'e', 'r')
+    if held[1] and (held[1] == '+inf' or tonumber(held[1]) > now) then
+      return {0, held[2]}
+    end
+  end
+end
+if redis.call('ZCOUNT', KEYS[2], '(' .. ARGV[8], '+inf') >= tonumber(ARGV[9]) then
+  return {-1}
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {-2}
+end
+redis.call('HSET', KEYS[1], 'r', ARGV[2], 'v', ARGV[3], 'e', ARGV[6], 'o', ARGV[10])
+if ARGV[7] ~= '' then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+end
+if KEYS[4] then
+  if ARGV[7] ~= '' then
+    redis.call('SET', KEYS[4], ARGV[1], 'PXAT', ARGV[7])
+  else
+    redis.call('SET', KEYS[4], ARGV[1])
+  end
+end
+redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
+if ARGV[4] == 'working' then
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
+end
+return {1}
+"""
+
+# KEYS: task, index, runnable. ARGV: predecessor version, record, version, status, lease,
+# expiry score, expiry ms ('' = never), now, id, prefix. Returns 1 when it stored the record.
+_SWAP: Final = """
+local stored = redis.call('HMGET', KEYS[1], 'v', 'e', 'o')
+if not stored[1] or stored[1] ~= ARGV[1] then
+  return 0
+end
+if stored[2] ~= '+inf' and tonumber(stored[2]) <= tonumber(ARGV[8]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'r', ARGV[2], 'v', ARGV[3], 'e', ARGV[6])
+local once = ''
+if stored[3] and stored[3] ~= '' then
+  once = ARGV[10] .. 'once:' .. stored[3]
+end
+if ARGV[7] ~= '' then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+  if once ~= '' then redis.call('PEXPIREAT', once, ARGV[7]) end
+else
+  redis.call('PERSIST', KEYS[1])
+  if once ~= '' then redis.call('PERSIST', once) end
+end
+redis.call('ZADD', KEYS[2], ARGV[6], ARGV[9])
+if ARGV[4] == 'working' then
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[9])
+else
+  redis.call('ZREM', KEYS[3], ARGV[9])
+end
+return 1
+"""
+
+# KEYS: runnable. ARGV: now, limit, prefix. Ids of working tasks whose lease lapsed by `now`;
+# entries whose task Redis already expired are dropped on the way.
+_RUNNABLE: Final = """
+local now = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local found = {}
+local offset = 0
+while #found < limit do
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', offset, 128)
+  if #ids == 0 then
+    break
+  end
+  for _, id in ipairs(ids) do
+    local expiry = redis.call('HGET', ARGV[3] .. 'task:' .. id, 'e')
+    if not expiry then
+      redis.call('ZREM', KEYS[1], id)
+    else
+      offset = offset + 1
+      if expiry == '+inf' or tonumber(expiry) > now then
+        found[#found + 1] = id
+        if #found >= limit then
+          break
+        end
+      end
+    end
+  end
+end
+return found
+"""
+
+# KEYS: index, runnable. ARGV: now, prefix, batch. Forgets up to `batch` tasks expired by `now`.
+_PURGE: Final = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, id in ipairs(ids) do
+  local key = ARGV[2] .. 'task:' .. id
+  local once = redis.call('HGET', key, 'o')
+  redis.call('DEL', key)
+  if once and once ~= '' then
+    local once_key = ARGV[2] .. 'once:' .. once
+    if redis.call('GET', once_key) == id then
+      redis.call('DEL', once_key)
+    end
+  end
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+end
+return #ids
+"""
+
+
+def _number(value: float) -> str:
+    # repr: the shortest text that reads back as the same double, in Lua as in Python.
+    return "+inf" if math.isinf(value) else repr(float(value))
+
+
+def _expiry(record: TaskRecord) -> tuple[str, str]:
+    """(index score, PEXPIREAT milliseconds or '' for never)."""
+    if record.expires_at is None:
+        return "+inf", ""
+    return _number(record.expires_at), str(math.ceil(record.expires_at * 1000))
+
+
+class RedisTaskStore:
+    """A `TaskStore` on Redis; see the module's text. Open it with `open_redis_store`."""
+
+    def __init__(
+        self, client: redis.asyncio.Redis, *, namespace: str, max_tasks: int, label: str
+    ) -> None:
+        if not namespace or any(character in namespace for character in "{}"):
+            raise ValueError(f"namespace {namespace!r} cannot be a Redis hash tag")
+        self.max_tasks = max_tasks
+        self.label = label
+        self._client = client
+        self._prefix = f"mrtr:{{{namespace}}}:"
+        self._index = self._prefix + "index"
+        self._runnable_set = self._prefix + "runnable"
+        self._create = client.register_script(_CREATE)
+        self._swap = client.register_script(_SWAP)
+        self._runnable = client.register_script(_RUNNABLE)
+        self._purge = client.register_script(_PURGE)
+
+    def _task_key(self, task_id: str) -> str:
+        return f"{self._prefix}task:{task_id}"
+
+    def _unavailable(self, exc: Exception) -> TaskStoreUnavailable:
+        return TaskStoreUnavailable(f"the task store at {self.label} cannot be reached: {exc}")
+
+    async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
+        score, milliseconds = _expiry(record)
+        keys = [self._task_key(record.task_id), self._index, self._runnable_set]
+        if once_key is not None:
+            keys.append(f"{self._prefix}once:{once_key}")
+        arguments: list[str | int] = [
+            record.task_id,
+            record.to_json(),
+            record.version,
+            record.status,
+            _number(record.lease_expires),
+            score,
+            milliseconds,
+            _number(time.time()),
+            self.max_tasks,
+            once_key or "",
+            self._prefix,
+        ]
+        try:
+            reply: list[Any] = await self._create(keys=keys, args=arguments)
+        except redis.exceptions.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        outcome = int(reply[0])
+        if outcome == 0:
+            return TaskRecord.from_json(reply[1])
+        if outcome == -1:
+            raise TaskStoreFull(
+                f"the task store holds {self.max_tasks} unexpired tasks, its bound "
+                "(MRTR_TASK_MAX_STORED); try again once some have expired, or raise the bound"
+            )
+        if outcome == -2:
+            raise ValueError("task id already stored")
+        return record
+
+    async def load(self, task_id: str) -> TaskRecord | None:
+        try:
+            text: bytes | str | None = await self._client.hget(self._task_key(task_id), "r")
+        except redis.exceptions.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        if text is None:
+            return None
+        record = TaskRecord.from_json(text)
+        if record.expires_at is not None and record.expires_at <= time.time():
+            return None
+        return record
+
+    async def swap(self, record: TaskRecord) -> bool:
+        score, milliseconds = _expiry(record)
+        arguments: list[str | int] = [
+            record.version - 1,
+            record.to_json(),
+            record.version,
+            record.status,
+            _number(record.lease_expires),
+            score,
+            milliseconds,
+            _number(time.time()),
+            record.task_id,
+            self._prefix,
+        ]
+        keys = [self._task_key(record.task_id), self._index, self._runnable_set]
+        try:
+            stored = await self._swap(keys=keys, args=arguments)
+        except redis.exceptions.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        return int(stored) == 1
+
+    async def runnable(self, now: float, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        try:
+            ids: list[bytes] = await self._runnable(
+                keys=[self._runnable_set], args=[_number(now), limit, self._prefix]
+            )
+        except redis.exceptions.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        return [task_id.decode() for task_id in ids]
+
+    async def purge(self, now: float) -> int:
+        total = 0
+        while True:
+            try:
+                count = int(
+                    await self._purge(
+                        keys=[self._index, self._runnable_set],
+                        args=[_number(now), self._prefix, PURGE_BATCH],
+                    )
+                )
+            except redis.exceptions.RedisError as exc:
+                raise self._unavailable(exc) from exc
+            total += count
+            if count < PURGE_BATCH:
+                return total
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+async def open_redis_store(
+    url: str, *, namespace: str, max_tasks: int, label: str | None = None
+) -> RedisTaskStore:
+    """A store on the Redis at ``url`` (``redis://`` or ``rediss://``), its keys under
+    ``namespace`` (the server's name); checked with a PING, so a wrong address fails here.
+
+    ``label`` is how messages name the server (the URL without its password)."""
+    shown = label if label is not None else url
+    try:
+        client = redis.asyncio.Redis.from_url(
+            url,
+            socket_connect_timeout=_CONNECT_TIMEOUT_SECONDS,
+            socket_timeout=_COMMAND_TIMEOUT_SECONDS,
+        )
+    except ValueError as exc:
+        raise TaskStoreUnavailable(f"the task store URL {shown} is not valid: {exc}") from None
+    store = RedisTaskStore(client, namespace=namespace, max_tasks=max_tasks, label=shown)
+    try:
+        await client.ping()
+    except redis.exceptions.RedisError as exc:
+        await client.aclose()
+        raise store._unavailable(exc) from exc
+    return store
