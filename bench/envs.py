@@ -158,7 +158,9 @@ def bake(tools_module: Path, *, reuse_on_failure: bool = False) -> tuple[Baked, 
     venv = CACHE / "baked-venv"
     python = _venv(venv, "baked-venv.log")
     extras = ",".join(baked_extras(project))
-    _run([str(python), "-m", "pip", "install", "-q", "-e", f"{project}[{extras}]"], "baked-venv.log")
+    _run(
+        [str(python), "-m", "pip", "install", "-q", "-e", f"{project}[{extras}]"], "baked-venv.log"
+    )
     script = venv / "bin" / project.name
     command = [str(script)] if script.exists() else [str(python), "-m", package]
     return Baked(project=project, package=package, python=python, command=command), note
@@ -254,6 +256,11 @@ def fastmcp_tasks_python() -> Path:
         argv = [str(python), "-m", "pip", "install", "-q", *FASTMCP_TASKS_REQUIREMENTS]
         _run(argv, "fastmcp-tasks-venv.log")
     return python
+
+
+def fastmcp_tasks_http_python(baked_python: Path) -> Path:
+    """The FastMCP tasks venv on the baked venv's HTTP stack (the tasks section over HTTP)."""
+    return _with_http_stack(fastmcp_tasks_python(), baked_python, "fastmcp-tasks-venv.log")
 
 
 def fastmcp_http_python(baked_python: Path) -> Path:

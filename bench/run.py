@@ -257,8 +257,15 @@ def setup_tasks(
     if "baked" in specs:
         baked = specs["baked"]
         if envs.has_tasks(Path(baked.cwd)):
+            http = http_bench.HttpServerSpec(
+                "ours",
+                [*baked.argv, "http", "--host", "127.0.0.1", "--port", "0"],
+                baked.env,
+                baked.cwd,
+                exits_zero_on_sigterm=True,
+            )
             for store in ("sqlite", "redis"):
-                servers.append(tasks_bench.TaskServer(f"ours {store}", baked, store))
+                servers.append(tasks_bench.TaskServer(f"ours {store}", baked, store, http))
         else:
             errors.append("tasks: the baked runtime has no tasks (no Context.start_task)")
     if fastmcp:
@@ -268,8 +275,12 @@ def setup_tasks(
             argv = [str(python), str(BENCH / "fastmcp_tasks_server.py")]
             env = {**_base_env(), **envs.FASTMCP_ENV}
             spec = driver.ServerSpec("fastmcp-tasks", argv, env, BENCH)
+            if "baked" in info:  # over HTTP on the baked venv's uvicorn, httptools, uvloop
+                envs.fastmcp_tasks_http_python(Path(info["baked"]["python"]))
+            argv = [str(python), str(BENCH / "http_fastmcp_tasks_server.py"), "{port}"]
+            http = http_bench.HttpServerSpec("fastmcp-tasks", argv, env, BENCH)
             for store in ("memory", "redis"):
-                servers.append(tasks_bench.TaskServer(f"fastmcp {store}", spec, store))
+                servers.append(tasks_bench.TaskServer(f"fastmcp {store}", spec, store, http))
             info["fastmcp-tasks"] = {
                 "command": "python fastmcp_tasks_server.py",
                 "python": str(python),

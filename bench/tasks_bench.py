@@ -39,10 +39,14 @@ medians over repetitions. Stdlib only, like `run.py`; timings are never asserted
 
 from __future__ import annotations
 
+import dataclasses
+import http.client
+import json
 import statistics
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +54,7 @@ from typing import Any
 
 import driver
 import envs
+import http_bench
 import redis_harness
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -78,10 +83,28 @@ class TasksConfig:
     back_to_back: int  # tasks per tool polled back to back
     gets_sequential: int
     gets_pipelined: int
+    http_back_to_back: int  # over HTTP: tasks per tool polled back to back (0: no HTTP)
+    http_gets: int  # over HTTP: sequential tasks/get on one keep-alive connection
 
 
-FULL = TasksConfig(reps=3, paced=4, back_to_back=40, gets_sequential=500, gets_pipelined=1000)
-QUICK = TasksConfig(reps=1, paced=2, back_to_back=10, gets_sequential=100, gets_pipelined=200)
+FULL = TasksConfig(
+    reps=3,
+    paced=4,
+    back_to_back=40,
+    gets_sequential=500,
+    gets_pipelined=1000,
+    http_back_to_back=20,
+    http_gets=300,
+)
+QUICK = TasksConfig(
+    reps=1,
+    paced=2,
+    back_to_back=10,
+    gets_sequential=100,
+    gets_pipelined=200,
+    http_back_to_back=5,
+    http_gets=100,
+)
 
 
 @dataclass(frozen=True)
@@ -91,6 +114,8 @@ class TaskServer:
     config: str
     spec: driver.ServerSpec
     store: str  # "sqlite", "redis" or "memory"
+    #: The same server over Streamable HTTP (None: measured over stdio only).
+    http: http_bench.HttpServerSpec | None = None
 
     @property
     def ours(self) -> bool:
@@ -118,10 +143,12 @@ class TasksSamples:
 
 
 class _Tasks:
-    """The tasks flows on one `Peer`, with pre-serialised requests (only ids are stamped)."""
+    """The tasks flows on one `Peer` over stdio, with pre-serialised requests (only ids are
+    stamped in). `_HttpTasks` is the same over Streamable HTTP."""
 
     def __init__(self, peer: driver.Peer) -> None:
-        self.peer = peer
+        self.peer: Any = peer
+        self.name = peer.spec.name
         self._calls: dict[float, tuple[bytes, bytes]] = {
             seconds: driver._template(
                 "tools/call",
@@ -131,13 +158,18 @@ class _Tasks:
         }
 
     def _fail(self, what: str, message: object) -> driver.BenchError:
-        return driver.BenchError(f"{self.peer.spec.name}: {what}: {str(message)[:300]}")
+        return driver.BenchError(f"{self.name}: {what}: {str(message)[:300]}")
+
+    def exchange(self, method: str, name: str, template: tuple[bytes, bytes]) -> dict[str, Any]:
+        """Send one request built from `template` and return its result. `name` is what the
+        request names (the tool, or the task id): HTTP's `Mcp-Name` header carries it."""
+        request_id = self.peer.new_id()
+        self.peer.write(template[0] + str(request_id).encode() + template[1])
+        result: dict[str, Any] = self.peer.read_response(request_id)
+        return result
 
     def create(self, seconds: float) -> dict[str, Any]:
-        prefix, suffix = self._calls[seconds]
-        request_id = self.peer.new_id()
-        self.peer.write(prefix + str(request_id).encode() + suffix)
-        result = self.peer.read_response(request_id)
+        result = self.exchange("tools/call", TOOL, self._calls[seconds])
         if result.get("resultType") != "task" or not isinstance(result.get("taskId"), str):
             raise self._fail("tools/call did not create a task", result)
         return result
@@ -145,10 +177,8 @@ class _Tasks:
     def get_template(self, task_id: str) -> tuple[bytes, bytes]:
         return driver._template("tasks/get", {"taskId": task_id, "_meta": META})
 
-    def get(self, template: tuple[bytes, bytes]) -> dict[str, Any]:
-        request_id = self.peer.new_id()
-        self.peer.write(template[0] + str(request_id).encode() + template[1])
-        return self.peer.read_response(request_id)
+    def get(self, task_id: str, template: tuple[bytes, bytes]) -> dict[str, Any]:
+        return self.exchange("tasks/get", task_id, template)
 
     def check_completed(self, task: Mapping[str, Any]) -> None:
         if task.get("status") != "completed":
@@ -161,27 +191,28 @@ class _Tasks:
         """One task from `tools/call` to `completed`; its latency in seconds, and its id."""
         started = time.perf_counter()
         task = self.create(seconds)
-        template = self.get_template(task["taskId"])
+        task_id = task["taskId"]
+        template = self.get_template(task_id)
         while task.get("status") not in TERMINAL:
             if paced:
                 interval = task.get("pollIntervalMs")
                 if not isinstance(interval, int) or interval < 0:
                     raise self._fail("no integer pollIntervalMs", task)
                 time.sleep(interval / 1000)
-            task = self.get(template)
+            task = self.get(task_id, template)
             if time.perf_counter() - started > TASK_TIMEOUT:
                 raise self._fail(f"task not done after {TASK_TIMEOUT} s", task)
         if "result" not in task:  # a CreateTaskResult that is already terminal has no result
-            task = self.get(template)
+            task = self.get(task_id, template)
         latency = time.perf_counter() - started
         self.check_completed(task)
-        return latency, task["taskId"]
+        return latency, task_id
 
     def gets_sequential(self, task_id: str, count: int) -> driver.Rate:
         template = self.get_template(task_id)
         timing = driver._Timing(self.peer)
         for _ in range(count):
-            task = self.get(template)
+            task = self.get(task_id, template)
             if task.get("status") != "completed":
                 raise self._fail("tasks/get changed its answer", task)
         return timing.rate(count)
@@ -224,6 +255,52 @@ class _Tasks:
         return rate
 
 
+class _HttpTasks(_Tasks):
+    """The same flows over Streamable HTTP (2026-07-28, JSON responses) on one keep-alive
+    connection (`http.client`): each POST carries the version and routing headers, `Mcp-Name`
+    being the tool for `tools/call` and the task id for `tasks/*` (the tasks extension's
+    "Streamable HTTP: Routing Headers")."""
+
+    def __init__(self, replica: http_bench.Replica) -> None:
+        self.peer = replica
+        self.name = replica.spec.name
+        self._calls = {
+            seconds: driver._template(
+                "tools/call",
+                {"name": TOOL, "arguments": {"seconds": seconds}, "_meta": META},
+            )
+            for _, seconds in SLEEPS
+        }
+        url = urllib.parse.urlsplit(replica.url)
+        self._path = url.path or http_bench.MCP_PATH
+        self._conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=60)
+        self._next_id = 0
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def exchange(self, method: str, name: str, template: tuple[bytes, bytes]) -> dict[str, Any]:
+        self._next_id += 1
+        body = template[0] + str(self._next_id).encode() + template[1]
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": driver.MODERN,
+            "Mcp-Method": method,
+            "Mcp-Name": name,
+        }
+        self._conn.request("POST", self._path, body, headers)
+        response = self._conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise self._fail(f"{method}: HTTP {response.status}", data)
+        message = json.loads(data)
+        if "error" in message or not isinstance(message.get("result"), dict):
+            raise self._fail(f"{method}: error", message)
+        result: dict[str, Any] = message["result"]
+        return result
+
+
 def _store_opened(server: TaskServer, env: Mapping[str, str], redis: Any) -> bool:
     """Whether the task store is open now: our SQLite file exists, or Redis has a client."""
     if server.store == "sqlite":
@@ -234,12 +311,19 @@ def _store_opened(server: TaskServer, env: Mapping[str, str], redis: Any) -> boo
 
 
 def session_env(
-    server: TaskServer, redis: redis_harness.RedisServer | None, scratch: Path, n: int
+    server: TaskServer,
+    redis: redis_harness.RedisServer | None,
+    scratch: Path,
+    n: int,
+    *,
+    http: bool = False,
 ) -> dict[str, str]:
-    env = dict(server.spec.env)
+    """The server's environment with its store set; a SQLite store is a new file each time."""
+    env = dict(server.http.env if http and server.http is not None else server.spec.env)
     if server.ours:
         if server.store == "sqlite":
-            env["MRTR_TASK_STORE"] = f"sqlite://{scratch / f'tasks-{n}.sqlite3'}"
+            file = f"tasks-{n}{'-http' if http else ''}.sqlite3"
+            env["MRTR_TASK_STORE"] = f"sqlite://{scratch / file}"
         else:
             assert redis is not None
             env["MRTR_TASK_STORE"] = redis.url(0)
@@ -249,6 +333,48 @@ def session_env(
     else:
         env["FASTMCP_DOCKET_URL"] = "memory://"
     return env
+
+
+def _sample_gets(samples: TasksSamples, name: str, key: str, rate: driver.Rate) -> None:
+    samples.add(name, key, rate.per_second)
+    if rate.server_cpu_us is not None:
+        samples.add(name, f"cpu_{key}", rate.server_cpu_us)
+
+
+def http_session(
+    server: TaskServer,
+    cfg: TasksConfig,
+    samples: TasksSamples,
+    redis: redis_harness.RedisServer | None,
+    scratch: Path,
+    n: int,
+) -> None:
+    """Over HTTP: back-to-back latency of both tools and sequential tasks/get, a fresh store."""
+    assert server.http is not None
+    if redis is not None:
+        redis.flush_all()
+    env = session_env(server, redis, scratch, n, http=True)
+    spec = dataclasses.replace(server.http, name=server.config, env=env)
+    envs.LOGS.mkdir(parents=True, exist_ok=True)
+    log = envs.LOGS / f"tasks-http-{server.config.replace(' ', '-')}.stderr.log"
+    name = server.config
+    with http_bench.Replica(spec, log, driver._SERVER_CPUS) as replica:
+        flow = _HttpTasks(replica)
+        try:
+            last = ""
+            for label, seconds in SLEEPS:
+                flow.run(seconds, paced=False)  # untimed, as over stdio
+                latencies = [flow.run(seconds, paced=False) for _ in range(cfg.http_back_to_back)]
+                samples.extend(name, f"http_latency_b2b_{label}", [s for s, _ in latencies])
+                last = latencies[-1][1] if latencies else last
+            if not last:
+                last = flow.run(0.0, paced=False)[1]
+            _sample_gets(samples, name, "http_gets", flow.gets_sequential(last, cfg.http_gets))
+        finally:
+            flow.close()
+        status = replica.stop()
+    if spec.exits_zero_on_sigterm and status != 0:
+        raise driver.BenchError(f"{name}: HTTP server's SIGTERM exit status {status}, expected 0")
 
 
 def run_session(
@@ -289,17 +415,15 @@ def run_session(
             last = paced[-1][1] if paced else last
         if not last:
             last = flow.run(0.0, paced=False)[1]
-        rate = flow.gets_sequential(last, cfg.gets_sequential)
-        samples.add(name, "gets_sequential", rate.per_second)
-        if rate.server_cpu_us is not None:
-            samples.add(name, "cpu_gets_sequential", rate.server_cpu_us)
-        rate = flow.gets_pipelined(last, cfg.gets_pipelined)
-        samples.add(name, "gets_pipelined", rate.per_second)
-        if rate.server_cpu_us is not None:
-            samples.add(name, "cpu_gets_pipelined", rate.server_cpu_us)
+        _sample_gets(
+            samples, name, "gets_sequential", flow.gets_sequential(last, cfg.gets_sequential)
+        )
+        _sample_gets(samples, name, "gets_pipelined", flow.gets_pipelined(last, cfg.gets_pipelined))
         hwm = peer.memory_kib().get("VmHWM")
         if hwm is not None:
             samples.add(name, "peak_rss", hwm)
+    if server.http is not None and cfg.http_back_to_back:
+        http_session(server, cfg, samples, redis, scratch, n)
 
 
 def measure(
@@ -322,7 +446,15 @@ def measure(
             servers = [s for s in servers if s.store != "redis"]
         try:
             working: list[TaskServer] = []
-            tiny = TasksConfig(reps=1, paced=1, back_to_back=2, gets_sequential=5, gets_pipelined=5)
+            tiny = TasksConfig(
+                reps=1,
+                paced=1,
+                back_to_back=2,
+                gets_sequential=5,
+                gets_pipelined=5,
+                http_back_to_back=1 if cfg.http_back_to_back else 0,
+                http_gets=5,
+            )
             n = 0
             for server in servers:  # warm-up: .pyc and page caches, and every flow works
                 n += 1
@@ -398,6 +530,21 @@ ROWS = (
         for label, _ in SLEEPS
     ),
     _Row("peak_rss", "peak RSS (VmHWM)", "MiB", False, "median", 1 / 1024, 1),
+    *(
+        _Row(
+            f"http_latency_b2b_{label}",
+            f"HTTP: create -> completed, {label}, polled back to back, {stat}",
+            "ms",
+            False,
+            stat,
+            1e3,
+            1,
+        )
+        for label, _ in SLEEPS
+        for stat in ("median", "p95")
+    ),
+    _Row("http_gets", "HTTP: tasks/get, sequential (one connection)", "gets/s", True),
+    _Row("cpu_http_gets", "HTTP: server CPU per tasks/get", "us", False, digits=1),
 )
 
 
