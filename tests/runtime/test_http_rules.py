@@ -277,6 +277,8 @@ def test_matching_headers_pass() -> None:
         modern("resources/read", uri="memo://notes/é"),
     )
     check_headers(headers("prompts/get", **{"mcp-name": "ask"}), modern("prompts/get", name="ask"))
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        check_headers(headers(method, **{"mcp-name": "t-1"}), modern(method, taskId="t-1"))
 
 
 @pytest.mark.parametrize(
@@ -294,6 +296,10 @@ def test_matching_headers_pass() -> None:
         (headers("tools/call", **{"mcp-name": "shout"}), modern("tools/call", name="echo")),
         (headers("resources/read", **{"mcp-name": "memo://a"}), modern("resources/read", uri="b")),
         (headers("prompts/get", **{"mcp-name": encoded("as")}), modern("prompts/get", name="ask")),
+        # tasks "Streamable HTTP: Routing Headers": Mcp-Name MUST be params.taskId.
+        (headers("tasks/get"), modern("tasks/get", taskId="t-1")),
+        (headers("tasks/update", **{"mcp-name": "t-2"}), modern("tasks/update", taskId="t-1")),
+        (headers("tasks/cancel", **{"mcp-name": "T-1"}), modern("tasks/cancel", taskId="t-1")),
     ],
 )
 def test_missing_or_mismatched_headers_are_rejected(sent: dict[str, str], body: Request) -> None:

@@ -52,6 +52,11 @@ class ClientCapabilities:
     def roots(self) -> bool:
         return _is_object(self.raw.get("roots"))
 
+    def extension(self, name: str) -> bool:
+        """Whether the client declared the extension `name` (`extensions: {name: {...}}`)."""
+        extensions = self.raw.get("extensions")
+        return isinstance(extensions, Mapping) and _is_object(extensions.get(name))
+
     def missing(self, requirement: Mapping[str, Any]) -> dict[str, Any]:
         """The part of `requirement` this client did not declare (empty when all is there).
 

@@ -37,6 +37,9 @@ __all__ = (
     "Peer",
     "RequestCancelled",
     "RequestScope",
+    "StartTask",
+    "TaskLink",
+    "TaskStart",
     "describe_problems",
     "describe_validation_error",
     "elicit_shape_error",
@@ -53,6 +56,33 @@ LoggingLevel = Literal[
 ]
 
 _logger = logging.getLogger("mrtr_runtime.tools")
+
+
+class StartTask(BaseException):
+    """Raised by `Context.start_task` where the call becomes a task: the runtime answers the
+    request with the task and runs the handler again, as a task, from the top.
+
+    A BaseException, like asyncio's CancelledError: a tool's `except Exception` around its
+    work must not swallow it (the call would then run inline while the client waits).
+    """
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class TaskLink(Protocol):
+    """What a handler running as a task reaches of its task (the engine's worker for it)."""
+
+    async def status(self, message: str) -> None:
+        """Set the task's `statusMessage` (written to the store at a bounded rate)."""
+        ...
+
+
+#: What `Context.start_task` does in this round: "raise" StartTask (the request becomes a
+#: task), "return" at once (the handler runs on: as a task already, or inline), or "refuse"
+#: (the tool was not declared with `task=`: a mistake in the tool, said where it is made).
+TaskStart = Literal["raise", "return", "refuse"]
 
 
 class RequestCancelled(Exception):
@@ -239,6 +269,8 @@ class Context:
         "_notify",
         "_parsed",
         "_rejected",
+        "_task",
+        "_task_start",
         "client_capabilities",
         "era",
         "log",
@@ -267,8 +299,12 @@ class Context:
         state: object = None,
         log_level: LoggingLevel | None = None,
         parsed: Mapping[str, BaseModel] | None = None,
+        task_start: TaskStart = "return",
+        task: TaskLink | None = None,
     ) -> None:
         self._answers = answers
+        self._task_start: TaskStart = "return" if task is not None else task_start
+        self._task = task
         #: Answers dispatch already validated into their model (sampling, roots), by key.
         self._parsed: Mapping[str, BaseModel] = parsed or {}
         # Always one, so that a point of no return marked without a transport is still kept.
@@ -384,6 +420,32 @@ class Context:
         return InputRequired(asked, state)
 
     @property
+    def in_task(self) -> bool:
+        """Whether the handler runs as a task (tasks extension): the request that started it
+        was answered with the task, and this run's result becomes the task's."""
+        return self._task is not None
+
+    def start_task(self, message: str | None = None) -> None:
+        """Say "everything is asked and answered; the long work begins here".
+
+        For a tool declared with `task="optional"` or `"required"`: when the client declared
+        the tasks extension on this request, this raises `StartTask` (leave it alone: never
+        catch it) and the request is answered with a task; the handler then runs again from
+        the top as that task, where this returns at once (`ctx.in_task` is True). For a client
+        without the extension it returns at once and the call runs inline, as any call does.
+        `message` is the task's first `statusMessage`. Call it after the last question of a
+        confirmation: questions asked before it are rounds of the request, questions asked
+        after it are the task's own (`tasks/update`).
+        """
+        if self._task_start == "raise":
+            raise StartTask(None if message is None else redact_secrets(message))
+        if self._task_start == "refuse":
+            raise TypeError(
+                'ctx.start_task() needs the tool declared with @registry.tool(task="optional") '
+                'or task="required"'
+            )
+
+    @property
     def cancelled(self) -> bool:
         """Whether the client has cancelled this request. Safe to read from a worker thread."""
         return self._cancellation.cancelled
@@ -425,8 +487,14 @@ class Context:
         """Send `notifications/progress` if the caller asked for it (a `progressToken`).
 
         basic/utilities/progress: the value "MUST increase with each notification", so a
-        value that does not is dropped rather than sent.
+        value that does not is dropped rather than sent. In a task (`ctx.in_task`) nothing is
+        sent (the tasks extension carries no progress): `message` becomes the task's
+        `statusMessage`, which `tasks/get` and `notifications/tasks` show.
         """
+        if self._task is not None:
+            if message is not None and not self.cancelled:
+                await self._task.status(redact_secrets(message))
+            return
         if self.progress_token is None or self._notify is None or self.cancelled:
             # basic/utilities/cancellation: nothing more is sent for a cancelled request.
             return
@@ -527,8 +595,11 @@ class RequestScope:
         request_state: str | None = None,
         state: object = None,
         parsed: Mapping[str, BaseModel] | None = None,
+        task_start: TaskStart = "return",
+        task: TaskLink | None = None,
     ) -> Context:
-        """The Context of one round: the answers so far, the token it came with, the state."""
+        """The Context of one round: the answers so far, the token it came with, the state;
+        what `start_task` does in it, and the task it runs as (if it does)."""
         return Context(
             answers=answers,
             request_state=request_state,
@@ -541,4 +612,6 @@ class RequestScope:
             state=state,
             log_level=self.log_level,
             parsed=parsed,
+            task_start=task_start,
+            task=task,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 import anyio
 
@@ -22,6 +22,8 @@ from ._context import (
     AnswerMisfit,
     Context,
     RequestScope,
+    StartTask,
+    TaskStart,
     elicit_shape_error,
     validate_answer,
 )
@@ -43,7 +45,7 @@ from ._tokens import (
     digest_arguments,
     digest_principal,
 )
-from ._wire import ELICIT
+from ._wire import ELICIT, TASKS_EXTENSION
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -55,10 +57,14 @@ __all__ = (
     "Call",
     "RoundFlights",
     "RoundInput",
+    "TaskOpening",
+    "TaskStarter",
     "check_answer",
     "merge_missing",
+    "missing_capability_error",
     "read_input_responses",
     "run_round",
+    "tasks_required_error",
 )
 
 #: Bounds on what one retry may carry. mrtr "Security Considerations": requestState and the
@@ -136,6 +142,15 @@ class Call:
         """A failure to get the input the handler asked for, as this method reports it: an
         error response (tools give an isError result instead, which the model can read)."""
         raise RpcError(INVALID_REQUEST, message)
+
+    @property
+    def task(self) -> str | None:
+        """Whether the handler may run as a task: None, "optional" or "required" (tools only)."""
+        return None
+
+    @property
+    def task_ttl_seconds(self) -> float | None:
+        return None
 
     def binding(self, principal: str | None = None) -> Binding:
         try:
@@ -218,6 +233,34 @@ class RoundFlights:
                 flight.done.set()
 
 
+@dataclass(frozen=True, slots=True)
+class TaskOpening:
+    """A round whose handler called `ctx.start_task()` where that makes a task: everything the
+    task engine needs to create the task, or to find the one this very round already made.
+
+    `once_key` is the round's single-flight key (hex) when it closed a verified requestState:
+    the confirmation it carries is consumed at most once, by the task made with that key.
+    `inline`: the client did not declare the extension; it gets the result in the response,
+    which `rerun` computes by running the handler again (where `start_task` returns at once).
+    """
+
+    call: Call
+    scope: RequestScope
+    answers: Mapping[str, Any]
+    state: Any
+    once_key: str | None
+    message: str | None
+    inline: bool
+    rerun: Callable[[], Awaitable[JSONObject]]
+
+
+class TaskStarter(Protocol):
+    """The task engine, as dispatch sees it: makes (or finds) the task of an opening, and
+    answers the request (a CreateTaskResult, or the inline result)."""
+
+    async def __call__(self, opening: TaskOpening) -> JSONObject: ...
+
+
 def _flight_key(token: str, offered: str, binding: Binding) -> bytes:
     """What a confirming round runs: the verified token (which holds the answers kept), the
     answers offered with it (their canonical JSON), and the binding. Identical requests have
@@ -276,6 +319,13 @@ def merge_missing(capabilities: ClientCapabilities, outcome: InputRequired) -> d
     return missing
 
 
+def tasks_required_error() -> RpcError:
+    """The -32021 of a request only a task can serve, from a client without the extension."""
+    # tasks "Capability Negotiation": the server MUST return -32021 "indicating the required
+    # extension in the error response".
+    return missing_capability_error({"extensions": {TASKS_EXTENSION: {}}})
+
+
 def missing_capability_error(missing: Mapping[str, Any]) -> RpcError:
     names = ", ".join(sorted(missing))
     # basic/index: "the server MUST return a MissingRequiredClientCapabilityError (-32021)
@@ -294,6 +344,7 @@ async def run_round(
     *,
     codec: RequestStateCodec,
     flights: RoundFlights | None = None,
+    tasks: TaskStarter | None = None,
 ) -> JSONObject:
     """Serve one 2026-07-28 round of `call`; raises RpcError for a JSON-RPC error.
 
@@ -302,11 +353,25 @@ async def run_round(
     else the client sends is ignored, never shown to the handler and never signed. Tokens
     are minted for `scope.principal` (who the transport says is asking) and refused from
     anyone else. With `flights`, identical confirming rounds running at once share one run.
+    With `tasks`, a handler of a task tool that calls `ctx.start_task()` becomes a task there.
     """
     offered = received.responses
+    extension = scope.capabilities.extension(TASKS_EXTENSION)
+    if call.task == "required" and not extension:
+        raise tasks_required_error()
+    # A first round starts a task only for a client that follows one; a confirming round of
+    # a task tool always records its run as a task (inline or not), so that a replay of the
+    # confirmation finds that run instead of acting again.
+    first: TaskStart = "refuse" if call.task is None else "return"
+    confirming = first
+    if tasks is not None and call.task is not None:
+        confirming = "raise"
+        if extension:
+            first = "raise"
     if not received.has_state:
         answers = call.unasked_answers(offered)
-        return await _finish_round(call, scope, scope.context(answers), answers, None, codec)
+        context = scope.context(answers, task_start=first)
+        return await _finish_round(call, scope, context, answers, None, codec, tasks)
     binding = call.binding(scope.principal)
     presented = received.request_state
     # mrtr: "servers MUST treat requestState as an attacker-controlled input" and "MUST
@@ -318,7 +383,8 @@ async def run_round(
             raise RpcError(INVALID_PARAMS, f"Invalid requestState: {error.reason}") from None
         # Authentic and bound to this very call, only stale: its answers are too old to act
         # on, so the questions start over with a fresh token instead of failing.
-        return await _finish_round(call, scope, scope.context({}), {}, binding, codec)
+        context = scope.context({}, task_start=first)
+        return await _finish_round(call, scope, context, {}, binding, codec, tasks)
     token = presented if isinstance(presented, str) else None  # verify accepts only a str
     answers = dict(state.answers)
     parsed: dict[str, BaseModel] = {}
@@ -335,13 +401,25 @@ async def run_round(
         if model is not None:
             parsed[key] = model
         answers[key] = answer
-    context = scope.context(answers, token, state.state, parsed)
-    if flights is None or token is None:
-        return await _finish_round(call, scope, context, answers, binding, codec)
-    return await flights.run(
-        _flight_key(token, received.canonical, binding),
-        lambda: _finish_round(call, scope, context, answers, binding, codec),
-    )
+    context = scope.context(answers, token, state.state, parsed, task_start=confirming)
+    if token is None:
+        return await _finish_round(call, scope, context, answers, binding, codec, tasks)
+    flight = _flight_key(token, received.canonical, binding)
+    kept_state = state.state
+
+    async def rerun() -> JSONObject:
+        # The inline run of a task: the same round, in which start_task returns at once.
+        again = scope.context(answers, token, kept_state, parsed)
+        return await _finish_round(call, scope, again, answers, binding, codec, None)
+
+    def work() -> Awaitable[JSONObject]:
+        return _finish_round(
+            call, scope, context, answers, binding, codec, tasks, flight.hex(), rerun
+        )
+
+    if flights is None:
+        return await work()
+    return await flights.run(flight, work)
 
 
 async def _finish_round(
@@ -351,14 +429,39 @@ async def _finish_round(
     answers: dict[str, Any],
     binding: Binding | None,
     codec: RequestStateCodec,
+    tasks: TaskStarter | None = None,
+    once_key: str | None = None,
+    rerun: Callable[[], Awaitable[JSONObject]] | None = None,
 ) -> JSONObject:
     """Run the handler, then finish the call or mint the next round's token.
 
     `binding` is the verified round's; a first round's is computed only when a token is
     minted, so a call that asks nothing never digests its arguments. An InvalidInputResponse
-    the handler raises is an RpcError, and leaves as one.
+    the handler raises is an RpcError, and leaves as one. A handler that starts a task
+    (`StartTask`) is handed to `tasks` with what the task needs.
     """
-    outcome = await call.run(context)
+    try:
+        outcome = await call.run(context)
+    except StartTask as start:
+        if tasks is None:  # the Context said "raise" only when there is an engine
+            raise
+        if rerun is None:
+
+            async def rerun() -> JSONObject:
+                again = scope.context(answers, context.request_state, context.state)
+                return await _finish_round(call, scope, again, answers, binding, codec, None)
+
+        opening = TaskOpening(
+            call,
+            scope,
+            answers,
+            context.state,
+            once_key,
+            start.message,
+            not scope.capabilities.extension(TASKS_EXTENSION),
+            rerun,
+        )
+        return await tasks(opening)
     if not isinstance(outcome, InputRequired):
         return call.finish(outcome)
     missing = merge_missing(scope.capabilities, outcome)

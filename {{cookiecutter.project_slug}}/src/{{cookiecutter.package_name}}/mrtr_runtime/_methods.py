@@ -65,6 +65,14 @@ class ToolCall(Call):
         self.parsed = parsed
         self.invalid = invalid
 
+    @property
+    def task(self) -> str | None:
+        return self.tool.task
+
+    @property
+    def task_ttl_seconds(self) -> float | None:
+        return self.tool.task_ttl_seconds
+
     @classmethod
     def parse(cls, registry: Registry, params: Mapping[str, Any]) -> ToolCall:
         name, arguments = _name_and_arguments(cls.method, params)
@@ -93,6 +101,10 @@ class ToolCall(Call):
             _logger.info("tool %r stopped: the client cancelled the call", name)
             return ToolResult.error(f"Tool {name!r} was cancelled.")
         except Exception as error:
+            if context.in_task:
+                # tasks "Task Execution Errors": a JSON-RPC error ends the task `failed` with
+                # that error; the engine reports (and logs) the unexpected ones as -32603.
+                raise
             # The message may hold secrets from a library; the log gets the whole story.
             _logger.exception("tool %r raised", name)
             return ToolResult.error(

@@ -34,12 +34,14 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = (
+    "MAX_TASK_TTL_SECONDS",
     "CompletionKey",
     "PromptDef",
     "Registry",
     "RegistryChange",
     "ResourceDef",
     "ResourceTemplateDef",
+    "TaskSupport",
     "ToolAnnotations",
     "ToolDef",
 )
@@ -51,6 +53,12 @@ RegistryChange = Literal["tools", "prompts", "resources", "resource"]
 #: server/utilities/completion: what a completer completes, as `completion/complete` names it:
 #: ("ref/prompt", prompt name, argument) or ("ref/resource", URI template, variable).
 CompletionKey = tuple[str, str, str]
+
+#: `@registry.tool(task=...)`: whether a tool may ("optional") or must ("required") run as a
+#: task of the tasks extension.
+TaskSupport = Literal["optional", "required"]
+#: The longest a tool may ask the server to keep its tasks (`task_ttl_seconds`): a week.
+MAX_TASK_TTL_SECONDS: Final = 7 * 24 * 3600
 
 # server/tools "Tool Names": SHOULD be 1-128 characters of A-Z, a-z, 0-9, _, - and .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -301,6 +309,10 @@ class ToolDef:
     summary: Mapping[str, Any]
     #: Input keys whose answers are taken even though no round asked for them (see `tool`).
     accept_unasked: frozenset[str] = frozenset()
+    #: Whether the tool may run as a task (tasks extension): None, "optional" or "required".
+    task: TaskSupport | None = None
+    #: How long its tasks are kept (their `ttlMs`); None: the engine's default.
+    task_ttl_seconds: float | None = None
 
     @functools.cached_property
     def wire(self) -> Mapping[str, Any]:
@@ -434,6 +446,8 @@ class Registry:
         annotations: ToolAnnotations | None = None,
         output_model: type[BaseModel] | None = None,
         accept_unasked: Collection[str] = (),
+        task: TaskSupport | None = None,
+        task_ttl_seconds: float | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -445,6 +459,8 @@ class Registry:
         annotations: ToolAnnotations | None = None,
         output_model: type[BaseModel] | None = None,
         accept_unasked: Collection[str] = (),
+        task: TaskSupport | None = None,
+        task_ttl_seconds: float | None = None,
     ) -> Any:
         """Declare a tool; the handler's parameters become its input schema.
 
@@ -458,10 +474,25 @@ class Registry:
         answer counts only if a verified requestState records that this server asked for it:
         that is what makes an answer proof that the user saw the question. An unasked answer
         proves nothing, so never name a key that gates a destructive or costly action.
+
+        `task="optional"` lets the tool run as a task (tasks extension) where its handler calls
+        `ctx.start_task()`: a client that declared the extension gets the task and follows it,
+        any other client gets the result inline. `task="required"`: a client without the
+        extension is refused (-32021) before the handler runs. `task_ttl_seconds` is how long
+        the server keeps each task after it is created (default a day, at most 7 days).
         """
         if callable(name):
             return self.tool()(name)
         unasked = _input_keys(accept_unasked)
+        if task not in (None, "optional", "required"):
+            raise ValueError(f'task must be None, "optional" or "required", not {task!r}')
+        if task_ttl_seconds is not None:
+            if task is None:
+                raise TypeError('task_ttl_seconds needs task="optional" or task="required"')
+            if not 0 < task_ttl_seconds <= MAX_TASK_TTL_SECONDS:
+                raise ValueError(
+                    f"task_ttl_seconds must be above 0 and at most {MAX_TASK_TTL_SECONDS} (7 days)"
+                )
 
         def register(handler: F) -> F:
             tool_name = handler.__name__ if name is None else name
@@ -479,7 +510,9 @@ class Registry:
             if annotations is not None:
                 wire["annotations"] = annotations.to_wire()
             output = _output_schema_model(handler, signature.returns, output_model)
-            self.tools[tool_name] = ToolDef(tool_name, handler, signature, output, wire, unasked)
+            self.tools[tool_name] = ToolDef(
+                tool_name, handler, signature, output, wire, unasked, task, task_ttl_seconds
+            )
             self._changed("tools")
             return handler
 

@@ -17,7 +17,14 @@ from typing import Any, Final, NamedTuple
 from ._capabilities import ClientCapabilities
 from ._config import Settings
 from ._context import Cancellation, LoggingLevel, Peer, RequestScope
-from ._dispatch import Call, RoundFlights, RoundInput, run_round
+from ._dispatch import (
+    Call,
+    RoundFlights,
+    RoundInput,
+    read_input_responses,
+    run_round,
+    tasks_required_error,
+)
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -36,6 +43,7 @@ from ._jsonrpc import (
 from ._legacy import run_legacy
 from ._registry import Registry
 from ._subscriptions import LIST_KINDS, MAX_RESOURCE_SUBSCRIPTIONS, Listener, Subscriptions
+from ._tasks import MAX_FOLLOWED_TASKS, StoreOpener, TaskEngine
 from ._tokens import RequestStateCodec
 from ._wire import (
     LEGACY_VERSIONS,
@@ -46,6 +54,8 @@ from ._wire import (
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
     MODERN_VERSIONS,
+    TASK_METHODS,
+    TASKS_EXTENSION,
 )
 
 __all__ = (
@@ -73,9 +83,12 @@ _MODERN_METHODS: Final = frozenset(
         "resources/read",
         "completion/complete",
         "subscriptions/listen",
+        *TASK_METHODS,
     }
 )
-_LEGACY_METHODS: Final = (_MODERN_METHODS - {"server/discover", "subscriptions/listen"}) | {
+_LEGACY_METHODS: Final = (
+    _MODERN_METHODS - {"server/discover", "subscriptions/listen"} - TASK_METHODS
+) | {
     "ping",
     "logging/setLevel",
     "resources/subscribe",
@@ -138,7 +151,14 @@ class Server:
         title: str | None = None,
         instructions: str | None = None,
         settings: Settings | None = None,
+        task_store: StoreOpener | None = None,
+        task_store_exists: Callable[[], bool] | None = None,
     ) -> None:
+        """`task_store` opens the store of this server's tasks (an async callable returning a
+        `TaskStore`), on the first task operation: never at start-up. None: tasks in memory
+        (`MemoryTaskStore`), gone with the process. `task_store_exists` says, without opening
+        anything, whether there is a store to resume tasks from (the SQLite file exists): the
+        background loop opens it at start only then; None: only once a task is used."""
         self.registry = registry
         #: Signs and verifies every requestState token (`server.codec_from_environment`).
         self.signing = signing
@@ -165,10 +185,24 @@ class Server:
             "resources": {"listChanged": True, "subscribe": True},
             "tools": {"listChanged": True},
         }
+        #: server/discover (2026-07-28) also names the extensions served; initialize does not.
+        self._discover_capabilities: dict[str, Any] = {
+            **self.capabilities,
+            "extensions": {TASKS_EXTENSION: {}},
+        }
         self._subscriptions = Subscriptions()
         registry.on_change(self._subscriptions.announce)
         self._flights = RoundFlights()
         self._call_of: CallOf | None = None
+        #: The tasks extension: tasks made, followed and run (see `_tasks`).
+        self.tasks = TaskEngine(
+            server_name=name,
+            registry=registry,
+            call_of=lambda: self._call_of or self._load_methods(),
+            open_store=task_store,
+            store_exists=task_store_exists,
+            token_ttl_seconds=signing.ttl_seconds,
+        )
 
     # -- entry points -------------------------------------------------------------------
 
@@ -272,6 +306,8 @@ class Server:
             result = await self._subscription(request.id, method, params, scope, session)
         elif method in _CALL_METHODS:
             result = await self._call(method, params, scope)
+        elif method in TASK_METHODS:
+            result = await self._task_method(method, params, scope)
         else:
             result = await self._dispatch(method, params, scope, session)
             if scope.era == "modern" and method in _CACHEABLE:
@@ -381,7 +417,7 @@ class Server:
         if method == "server/discover":
             discover: JSONObject = {
                 "supportedVersions": list(MODERN_VERSIONS),
-                "capabilities": self.capabilities,
+                "capabilities": self._discover_capabilities,
             }
             if self.instructions:
                 discover["instructions"] = self.instructions
@@ -408,14 +444,39 @@ class Server:
         call = (self._call_of or self._load_methods())(self.registry, method, params)
         received = RoundInput.parse(params)
         if scope.era == "legacy":
+            if call.task == "required":
+                raise tasks_required_error()
             return await run_legacy(call, received, scope)
-        result = await run_round(call, received, scope, codec=self.signing, flights=self._flights)
+        result = await run_round(
+            call, received, scope, codec=self.signing, flights=self._flights, tasks=self.tasks
+        )
         if method == "resources/read" and "contents" in result:
             # server/utilities/caching: results of retries carrying inputResponses or
             # requestState MUST NOT be cached.
             result["ttlMs"] = 0 if received.retried else LIST_TTL_MS
             result["cacheScope"] = "private" if received.retried else "public"
         return result
+
+    async def _task_method(
+        self, method: str, params: Mapping[str, Any], scope: RequestScope
+    ) -> JSONObject:
+        """tasks/get, tasks/update, tasks/cancel (tasks extension, 2026-07-28 only)."""
+        # tasks "Protocol Errors": -32021 for a request that did not declare the extension.
+        if not scope.capabilities.extension(TASKS_EXTENSION):
+            raise tasks_required_error()
+        task_id = params.get("taskId")
+        principal = scope.principal
+        if method == "tasks/get":
+            return await self.tasks.get(task_id, principal)
+        if method == "tasks/update":
+            if not isinstance(params.get("inputResponses"), dict):
+                raise RpcError(INVALID_PARAMS, "tasks/update needs an inputResponses object")
+            # The bounds of an MRTR retry hold for the answers of a task too.
+            responses, _ = read_input_responses(params)
+            await self.tasks.update(task_id, responses, principal)
+            return {}
+        await self.tasks.cancel(task_id, principal)
+        return {}
 
     # -- subscriptions --------------------------------------------------------------------
 
@@ -482,6 +543,19 @@ class Server:
             # The acknowledgment carries the subset honoured: URIs of resources that exist.
             uris = [uri for uri in dict.fromkeys(asked) if self.registry.find_resource(uri)]
             agreed["resourceSubscriptions"] = uris
+        task_ids: list[str] = []
+        if "taskIds" in wanted:
+            # tasks "Task Status Notifications": without the extension, -32021.
+            if not scope.capabilities.extension(TASKS_EXTENSION):
+                raise tasks_required_error()
+            asked_ids = wanted["taskIds"]
+            if not isinstance(asked_ids, list) or not all(isinstance(i, str) for i in asked_ids):
+                raise RpcError(INVALID_PARAMS, "taskIds must be a list of task ids")
+            if len(asked_ids) > MAX_FOLLOWED_TASKS:
+                raise RpcError(INVALID_PARAMS, f"At most {MAX_FOLLOWED_TASKS} taskIds per stream")
+            # The acknowledgment lists the ids agreed: the caller's own tasks that exist.
+            task_ids = await self.tasks.visible(asked_ids, scope.principal)
+            agreed["taskIds"] = list(task_ids)
         subscription_meta = {META_SUBSCRIPTION_ID: request_id}
         listener = Listener(
             peer.notify,
@@ -502,7 +576,18 @@ class Server:
                 {"_meta": subscription_meta, "notifications": agreed},
             )
             listener.start()
-            await listener.ended.wait()
+            if task_ids:
+                cancellation = scope.cancellation
+
+                async def send(task: JSONObject) -> None:
+                    if cancellation is None or not cancellation.cancelled:
+                        params = {**task, "_meta": subscription_meta}
+                        await peer.notify("notifications/tasks", params)
+
+                async with self.tasks.follow(task_ids, send):
+                    await listener.ended.wait()
+            else:
+                await listener.ended.wait()
             # basic/patterns/cancellation: a server MUST send notifications/cancelled for a
             # listen it tears down (the only cancellation a server sends); subscriptions
             # "Graceful Closure": it SHOULD also answer the request.

@@ -745,6 +745,7 @@ async def _serve_pipes(
     )
     writer.flow_changed = flow_changed
     broken: list[BaseException] = []
+    background: list[asyncio.Task[None]] = []
 
     def warm_up() -> None:
         try:
@@ -753,6 +754,10 @@ async def _serve_pipes(
             _logger.exception("the tools could not be loaded; stopping")
             broken.append(error)
             stop.set()
+            return
+        # The task engine's loop starts after the first answer, so start-up never waits on
+        # the task store: it resumes the tasks a stopped server left, and forgets expired ones.
+        background.append(loop.create_task(server.tasks.run()))
 
     connection.after_first_response = warm_up
     input_reader = reading[0] = await _open_input(loop, wire_in, connection, stdin_done)
@@ -792,6 +797,10 @@ async def _serve_pipes(
         # response (should its handler finish later) is never written.
         connection.abandon_all()
     connection.cancel_all()
+    for task in background:
+        task.cancel()
+    # Running tasks keep their records (`working`): the next server resumes them.
+    server.tasks.stop()
     stopped.cancel()
     eof.cancel()
     if connection.in_flight:

@@ -21,6 +21,8 @@ __all__ = (
     "META_SUBSCRIPTION_ID",
     "MODERN_VERSIONS",
     "SAMPLE",
+    "TASKS_EXTENSION",
+    "TASK_METHODS",
 )
 
 #: Served per request with `_meta` (basic/versioning).
@@ -56,3 +58,8 @@ ELICIT: Final = "elicitation/create"
 SAMPLE: Final = "sampling/createMessage"
 LIST_ROOTS: Final = "roots/list"
 INPUT_METHODS: Final = frozenset({ELICIT, SAMPLE, LIST_ROOTS})
+
+#: The tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`): its identifier in
+#: `capabilities.extensions`, and the methods it adds (2026-07-28 only).
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})

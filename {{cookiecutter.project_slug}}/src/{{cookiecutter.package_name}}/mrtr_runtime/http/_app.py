@@ -361,6 +361,7 @@ class HttpApp:
         self._queued: set[asyncio.Task[Any]] = set()
         #: Requests being served, so that stopping answers each one still open (`abandon_open`).
         self._open: dict[_Exchange, tuple[Request, Cancellation]] = {}
+        self._tasks_loop: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -381,12 +382,24 @@ class HttpApp:
                     _logger.exception("the tools could not be loaded; stopping")
                     await send({"type": "lifespan.startup.failed", "message": str(error)})
                     return
+                # The task engine's background loop: resumes tasks whose worker died (here
+                # or on another replica) and forgets expired ones, for the server's life.
+                self._tasks_loop = asyncio.get_running_loop().create_task(self.server.tasks.run())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 # basic/patterns/subscriptions "Graceful Closure": open listens end first.
                 self.server.end_subscriptions()
+                self._stop_tasks()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    def _stop_tasks(self) -> None:
+        """Running tasks stop with the server and keep their records (`working`): a server
+        holding the same store resumes them once their leases lapse."""
+        if self._tasks_loop is not None:
+            self._tasks_loop.cancel()
+            self._tasks_loop = None
+        self.server.tasks.stop()
 
     # -- one request ----------------------------------------------------------------------------
 

@@ -57,8 +57,17 @@ __all__ = (
 #: basic/transports/streamable-http "Server Validation": HeaderMismatch. Defined for HTTP only.
 HEADER_MISMATCH: Final = -32020
 
-#: "Standard Request Headers": the methods whose `Mcp-Name` mirrors `params.name` / `params.uri`.
-_NAMED_BY: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: "Standard Request Headers": the methods whose `Mcp-Name` mirrors `params.name` / `params.uri`;
+#: tasks "Streamable HTTP: Routing Headers": tasks/get, tasks/update and tasks/cancel MUST set
+#: it to `params.taskId` (so a load balancer can route a task's requests to where it lives).
+_NAMED_BY: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 _SENTINEL: Final = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
 #: RFC 9110 section 5.5: a field value is visible ASCII, space and horizontal tab.
 _FIELD_VALUE: Final = re.compile(r"[\t\x20-\x7e]*")

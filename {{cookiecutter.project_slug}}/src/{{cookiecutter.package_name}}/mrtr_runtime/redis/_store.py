@@ -42,6 +42,8 @@ from .._task_store import TaskRecord, TaskStoreFull, TaskStoreUnavailable
 
 __all__ = ("RedisTaskStore", "open_redis_store")
 
+#: Connections one process opens to Redis at most (as many as requests it runs at once).
+MAX_CONNECTIONS: Final = 64
 #: How many expired tasks one purge script forgets: a long script blocks every other client.
 PURGE_BATCH: Final = 500
 _CONNECT_TIMEOUT_SECONDS: Final = 5.0
@@ -311,13 +313,18 @@ async def open_redis_store(
     ``label`` is how messages name the server (the URL without its password)."""
     shown = label if label is not None else url
     try:
-        client = redis.asyncio.Redis.from_url(
+        # Blocking: past MAX_CONNECTIONS a command waits for a free connection (a burst of task
+        # operations queues) instead of failing, and Redis sees a bounded number of clients.
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
             url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=_COMMAND_TIMEOUT_SECONDS,
             socket_connect_timeout=_CONNECT_TIMEOUT_SECONDS,
             socket_timeout=_COMMAND_TIMEOUT_SECONDS,
         )
     except ValueError as exc:
         raise TaskStoreUnavailable(f"the task store URL {shown} is not valid: {exc}") from None
+    client = redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
     store = RedisTaskStore(client, namespace=namespace, max_tasks=max_tasks, label=shown)
     try:
         await client.ping()

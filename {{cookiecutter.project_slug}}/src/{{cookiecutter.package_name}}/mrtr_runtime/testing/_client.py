@@ -52,7 +52,7 @@ from .._wire import (
     META_PROTOCOL_VERSION,
     MODERN_VERSIONS,
 )
-from ._rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient
+from ._rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient, with_tasks
 
 __all__ = ("ClientSession", "NotificationHandler", "SessionClosed")
 
@@ -155,6 +155,7 @@ class ClientSession(RoundsClient):
         notification_handler: NotificationHandler | None = None,
         client_info: Mapping[str, Any] = DEFAULT_CLIENT_INFO,
         close_timeout: float = 5.0,
+        tasks: bool = False,
     ) -> AsyncIterator[ClientSession]:
         """Start ``command``; on exit close its stdin and wait for it (bounded, then kill).
 
@@ -162,13 +163,16 @@ class ClientSession(RoundsClient):
         ``async (params) -> full result``) answer MRTR rounds in the modern era and the
         server's real requests in the legacy era; ``capabilities=None`` declares exactly the
         callbacks given. A legacy session sends ``initialize`` (2025-11-25) and
-        ``notifications/initialized`` before the body runs.
+        ``notifications/initialized`` before the body runs. ``tasks=True`` declares the tasks
+        extension too: a call answered with a task is followed to its end.
         """
         if era not in ("modern", "legacy"):
             raise ValueError(f"era must be 'modern' or 'legacy', not {era!r}")
         callbacks = Callbacks(elicitation, sampling, roots)
         if capabilities is None:
             capabilities = callbacks.capabilities()
+        if tasks:
+            capabilities = with_tasks(capabilities)
         process = await anyio.open_process(list(command), env=env, cwd=cwd)
         session = cls(
             process,

@@ -37,7 +37,7 @@ from .._wire import (
     META_SUBSCRIPTION_ID,
     MODERN_VERSIONS,
 )
-from ._rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient
+from ._rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient, with_tasks
 
 __all__ = ("MemoryClient", "Subscription")
 
@@ -55,7 +55,8 @@ class MemoryClient(RoundsClient):
     ``async (params) -> full result``) answer MRTR rounds in the 2026-07-28 era and the
     server's real requests in the 2025-11-25 era. ``capabilities=None`` declares exactly the
     callbacks given. ``era="legacy"`` sends ``initialize`` before the first request (or call
-    ``initialize(version)`` yourself).
+    ``initialize(version)`` yourself). ``tasks=True`` declares the tasks extension too: a call
+    the server answers with a task is followed to its end (``tasks/get``, ``tasks/update``).
     """
 
     def __init__(
@@ -68,6 +69,7 @@ class MemoryClient(RoundsClient):
         roots: Callback | None = None,
         era: Era = "modern",
         protocol_version: str = MODERN_VERSIONS[0],
+        tasks: bool = False,
     ) -> None:
         if era not in ("modern", "legacy"):
             raise ValueError(f"era must be 'modern' or 'legacy', not {era!r}")
@@ -76,6 +78,8 @@ class MemoryClient(RoundsClient):
         self.capabilities: dict[str, Any] = dict(
             self.callbacks.capabilities() if capabilities is None else capabilities
         )
+        if tasks:
+            self.capabilities = with_tasks(self.capabilities)
         self.era: Era = era
         #: Sent in every modern request's `_meta` (a test may pick an unsupported one).
         self.protocol_version = protocol_version

@@ -42,6 +42,8 @@ class ToolCallResult:
     content blocks as they came (dicts); ``progress`` the progress notifications this call
     was sent, in order, as ``(progress, total, message)``; ``rounds`` how many input rounds
     it took (0: answered at once) and ``asked`` the input keys each round asked, sorted.
+    ``task_id`` is the task the server made of the call (tasks extension), which the client
+    followed to its end; None for a call answered in its response.
     """
 
     content: tuple[dict[str, Any], ...]
@@ -49,6 +51,7 @@ class ToolCallResult:
     is_error: bool = False
     progress: tuple[Progress, ...] = ()
     asked: tuple[tuple[str, ...], ...] = ()
+    task_id: str | None = None
     _wire: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -58,6 +61,7 @@ class ToolCallResult:
         *,
         progress: Sequence[Progress] = (),
         asked: Sequence[Sequence[str]] = (),
+        task_id: str | None = None,
     ) -> ToolCallResult:
         """Read a CallToolResult (as a client gets it off the wire, already validated JSON)."""
         content = result.get("content")
@@ -77,6 +81,7 @@ class ToolCallResult:
             is_error=result.get("isError") is True,
             progress=tuple(progress),
             asked=tuple(tuple(keys) for keys in asked),
+            task_id=task_id,
             _wire=result,
         )
 

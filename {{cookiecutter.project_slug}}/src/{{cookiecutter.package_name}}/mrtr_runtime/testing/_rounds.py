@@ -22,8 +22,9 @@ from typing import Any, Protocol, cast
 
 import anyio
 
+from .._context import RequestCancelled
 from .._jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, clip
-from .._wire import ELICIT, LIST_ROOTS, SAMPLE
+from .._wire import ELICIT, LIST_ROOTS, SAMPLE, TASKS_EXTENSION
 from ._result import Progress, ToolCallResult
 
 __all__ = (
@@ -43,8 +44,10 @@ __all__ = (
     "call_tool_with_inputs",
     "default_input_handler",
     "derive_capabilities",
+    "follow_task",
     "request_with_inputs",
     "run_rounds",
+    "with_tasks",
 )
 
 logger = logging.getLogger(__name__)
@@ -119,6 +122,13 @@ class Requester(Protocol):
     """Anything that can send a request and return its ``result``; raises RpcError."""
 
     async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+def with_tasks(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """`capabilities` declaring the tasks extension too (`extensions`)."""
+    extensions = dict(capabilities.get("extensions") or {})
+    extensions[TASKS_EXTENSION] = {}
+    return {**capabilities, "extensions": extensions}
 
 
 def derive_capabilities(*, elicitation: bool, sampling: bool, roots: bool) -> dict[str, Any]:
@@ -384,6 +394,8 @@ class Rounds:
 
     result: dict[str, Any]
     asked: tuple[tuple[str, ...], ...]
+    #: The task the call became (resultType "task"), followed to its end; None otherwise.
+    task_id: str | None = None
 
 
 def _message(request: Mapping[str, Any]) -> str | None:
@@ -433,6 +445,10 @@ async def run_rounds(
         # Legacy (2025-11-25) results carry no resultType; they are always complete.
         if result_type is None or result_type == "complete":
             return Rounds(result, tuple(asked))
+        if result_type == "task":
+            task_id = result.get("taskId")
+            final = await follow_task(requester, result, input_handler, max_rounds=max_rounds)
+            return Rounds(final, tuple(asked), task_id if isinstance(task_id, str) else None)
         if result_type != "input_required":
             # basic/index: "A resultType of any value unrecognized by the client MUST be
             # considered invalid."
@@ -479,6 +495,71 @@ async def run_rounds(
             retry["requestState"] = state  # opaque: echoed exactly as received
         asked.append(tuple(sorted(requests)))
         result = await requester.request(method, retry)
+
+
+def _handler_key(wire_key: str) -> str:
+    """The key a task's question has in the handler, as this runtime issues task keys
+    (`<key>.<n>`, unique over the task's life): what `answers()` mappings are keyed by."""
+    stem, dot, number = wire_key.rpartition(".")
+    return stem if dot and stem and number.isdigit() else wire_key
+
+
+async def follow_task(
+    requester: Requester,
+    created: Mapping[str, Any],
+    input_handler: InputHandler | None,
+    *,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+) -> dict[str, Any]:
+    """Follow the task of a CreateTaskResult to its end; the final result of the call.
+
+    tasks "Task Polling": `tasks/get` every `pollIntervalMs` (as the server says, each time);
+    an `input_required` task's new questions are answered with `input_handler` (each request
+    once: keys already answered are not asked again) through `tasks/update`. A `failed` task
+    raises its error as RpcError; a `cancelled` one RequestCancelled. At most `max_rounds`
+    updates.
+    """
+    task_id = created.get("taskId")
+    if not isinstance(task_id, str):
+        raise InvalidServerResponse("CreateTaskResult without a string taskId")
+    answered: set[str] = set()
+    updates = 0
+    task: Mapping[str, Any] = created
+    while True:
+        status = task.get("status")
+        if status == "completed":
+            return dict(_as_mapping(task.get("result"), "the completed task's result"))
+        if status == "failed":
+            error = _as_mapping(task.get("error"), "the failed task's error")
+            code, message = error.get("code"), error.get("message")
+            if not isinstance(code, int) or not isinstance(message, str):
+                raise InvalidServerResponse("a failed task's error has no code and message")
+            raise RpcError(code, message, error.get("data"))
+        if status == "cancelled":
+            raise RequestCancelled(f"task {task_id} was cancelled")
+        if status == "input_required" and task is not created:
+            pending = {k: v for k, v in _input_requests(task).items() if k not in answered}
+            if pending:
+                if input_handler is None:
+                    raise RpcError(
+                        INVALID_REQUEST, f"task {task_id} asked for input but no input_handler"
+                    )
+                if updates >= max_rounds:
+                    raise TooManyRounds("tasks/update", max_rounds, sorted(pending), {})
+                wire_of = {_handler_key(key): key for key in pending}
+                replies = await input_handler({_handler_key(k): v for k, v in pending.items()})
+                responses = {wire_of[key]: value for key, value in replies.items()}
+                await requester.request(
+                    "tasks/update", {"taskId": task_id, "inputResponses": responses}
+                )
+                answered.update(pending)
+                updates += 1
+        elif status not in ("working", "input_required"):
+            raise InvalidServerResponse(f"task {task_id}: unknown status {status!r}")
+        interval = task.get("pollIntervalMs")
+        seconds = interval / 1000 if isinstance(interval, int) and interval >= 0 else 1.0
+        await anyio.sleep(seconds)
+        task = await requester.request("tasks/get", {"taskId": task_id})
 
 
 async def call_tool_with_inputs(
@@ -552,7 +633,9 @@ class RoundsClient:
             and isinstance(note.get("params"), Mapping)
             and note["params"].get("progressToken") == token
         ]
-        return ToolCallResult.from_wire(rounds.result, progress=progress, asked=rounds.asked)
+        return ToolCallResult.from_wire(
+            rounds.result, progress=progress, asked=rounds.asked, task_id=rounds.task_id
+        )
 
     async def get_prompt(
         self,

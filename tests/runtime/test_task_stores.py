@@ -1,0 +1,651 @@
+"""The task stores' contract, held against every store: memory, SQLite and a real Redis.
+
+The task engine builds every transition (claim, renewal, answers, cancel, result) from four
+atomic operations, so each store must offer exactly them: create at most once per once-key,
+compare-and-swap on the version (of many concurrent writers exactly one wins), the tasks whose
+lease lapsed, purge; never an expired task; a bound on unexpired tasks with a clear error. The
+SQLite store is also raced by two OS processes on one file, and held to the key file's rules
+(0600 file, 0700 directory, no symlink, nothing other users can write). Redis is a real
+``redis-server`` (``redis_server.py``: installed from Debian's package when missing; a machine
+where it cannot be had FAILS these tests, with the reason).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import redis_server
+import support
+from mrtr_runtime._config import Settings
+from mrtr_runtime._sqlite_store import SqliteTaskStore, open_sqlite_store
+from mrtr_runtime._task_backends import TASKS_FILE_NAME, task_backend
+from mrtr_runtime._task_store import (
+    MemoryTaskStore,
+    TaskRecord,
+    TaskStore,
+    TaskStoreFull,
+    TaskStoreUnavailable,
+    new_task_id,
+)
+
+pytestmark = pytest.mark.anyio
+
+STORES = ("memory", "sqlite", "redis")
+Opener = Callable[..., Awaitable[TaskStore]]
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real redis-server of this session; the test fails (never skips) when there is none."""
+    try:
+        binary = redis_server.find_redis_server()
+        with redis_server.running_redis(binary) as running:
+            yield running.url
+    except redis_server.RedisUnavailableError as exc:
+        pytest.fail(f"the Redis task store cannot be tested: {exc}", pytrace=False)
+
+
+def settings_for(url: str, max_tasks: int | None = None) -> Settings:
+    environ = {"MRTR_TASK_STORE": url}
+    if max_tasks is not None:
+        environ["MRTR_TASK_MAX_STORED"] = str(max_tasks)
+    return Settings.from_environment(environ)
+
+
+@pytest.fixture(params=STORES)
+async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
+    """``await open_store(max_tasks=...)``: a fresh, empty store of the parametrized kind,
+    opened the way a server opens it (MRTR_TASK_STORE through the opener); closed afterwards."""
+    kind: str = request.param
+    url = {
+        "memory": "memory:",
+        "sqlite": f"sqlite://{tmp_path / 'state' / 'tasks.db'}",
+        "redis": request.getfixturevalue("redis_url") if kind == "redis" else "",
+    }[kind]
+    namespace = f"test-{uuid.uuid4().hex}"  # one Redis, a clean namespace per test
+    opened: list[TaskStore] = []
+
+    async def open_one(max_tasks: int | None = None) -> TaskStore:
+        backend = task_backend(settings_for(url, max_tasks), None, namespace=namespace)
+        assert backend.kind == kind
+        store = await backend.open()
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        await store.close()
+
+
+def make_record(
+    *,
+    status: str = "working",
+    ttl: float | None = 3600.0,
+    lease_expires: float = 0.0,
+    task_id: str | None = None,
+    **changes: Any,
+) -> TaskRecord:
+    now = time.time()
+    record = TaskRecord(
+        task_id=task_id or new_task_id(),
+        owner="owner-digest",
+        method="tools/call",
+        target="deploy",
+        arguments={"stack": "prod", "parameters": {"Size": 3}},
+        answers={"confirm": {"action": "accept", "content": {"confirmed": True}}},
+        state={"step": 1},
+        status=status,  # type: ignore[arg-type]
+        created_at=now,
+        updated_at=now,
+        expires_at=None if ttl is None else now + ttl,
+        ttl_ms=None if ttl is None else int(ttl * 1000),
+        poll_interval_ms=1000,
+        lease_expires=lease_expires,
+    )
+    return dataclasses.replace(record, **changes)
+
+
+# -- create, load, swap ------------------------------------------------------------------------
+
+
+async def test_a_created_task_loads_back_exactly(open_store: Opener) -> None:
+    store = await open_store()
+    record = make_record(
+        status_message="Deploying… ünïcode ✓",
+        input_requests={"confirm.1": {"method": "elicitation/create", "params": {"x": [1, 2.5]}}},
+        asked={"confirm.1": ("confirm", "elicitation/create")},
+        keys_issued=1,
+        result={"content": [{"type": "text", "text": "done"}], "isError": False},
+        cancel_requested=True,
+        committed=True,
+        lease_owner="worker-a",
+        attempts=2,
+    )
+    assert await store.create(record) == record
+    assert await store.load(record.task_id) == record
+    assert await store.load(new_task_id()) is None
+
+
+async def test_a_task_id_is_stored_once(open_store: Opener) -> None:
+    store = await open_store()
+    record = make_record()
+    await store.create(record)
+    with pytest.raises(ValueError, match="already stored"):
+        await store.create(make_record(task_id=record.task_id))
+
+
+async def test_swap_takes_only_the_successor_of_the_stored_version(open_store: Opener) -> None:
+    store = await open_store()
+    record = await store.create(make_record())
+    working = record.evolve(status_message="step 2")
+    assert await store.swap(working)
+    assert not await store.swap(working)  # its predecessor is no longer the stored one
+    assert not await store.swap(record.evolve(status_message="stale"))
+    assert not await store.swap(make_record().evolve())  # an unknown task
+    done = working.evolve(status="completed", result={"content": []})
+    assert await store.swap(done)
+    assert await store.load(record.task_id) == done
+
+
+async def test_of_many_concurrent_swaps_of_one_version_exactly_one_wins(
+    open_store: Opener,
+) -> None:
+    store = await open_store()
+    record = await store.create(make_record())
+    wins: list[str] = []
+
+    async def claim(worker: str, base: TaskRecord) -> None:
+        if await store.swap(base.evolve(lease_owner=worker, lease_expires=time.time() + 15)):
+            wins.append(worker)
+
+    for round_number in range(3):
+        wins.clear()
+
+        async with anyio.create_task_group() as group:
+            for number in range(40):
+                group.start_soon(claim, f"worker-{round_number}-{number}", record)
+        assert len(wins) == 1, wins
+        stored = await store.load(record.task_id)
+        assert stored is not None
+        assert stored.lease_owner == wins[0]
+        assert stored.version == record.version + 1
+        record = stored
+
+
+async def test_fifty_concurrent_creates_with_one_once_key_make_one_task(
+    open_store: Opener,
+) -> None:
+    store = await open_store()
+    records = [make_record() for _ in range(50)]
+    returned: list[TaskRecord] = []
+
+    async def create(record: TaskRecord) -> None:
+        returned.append(await store.create(record, once_key="flight-key-hex"))
+
+    async with anyio.create_task_group() as group:
+        for record in records:
+            group.start_soon(create, record)
+    winners = {record.task_id for record in returned}
+    assert len(returned) == 50
+    assert len(winners) == 1
+    (winner,) = winners
+    assert [await store.load(record.task_id) is not None for record in records].count(True) == 1
+    assert await store.load(winner) in records
+    # Another key is another task.
+    other = await store.create(make_record(), once_key="another-flight")
+    assert other.task_id != winner
+
+
+# -- runnable, leases, expiry, purge -----------------------------------------------------------
+
+
+async def test_runnable_lists_working_tasks_whose_lease_lapsed(open_store: Opener) -> None:
+    store = await open_store()
+    now = time.time()
+    unclaimed = await store.create(make_record())
+    leased = await store.create(make_record(lease_expires=now + 30, lease_owner="a"))
+    lapsed = await store.create(make_record(lease_expires=now - 1, lease_owner="dead"))
+    await store.create(make_record(status="input_required"))
+    await store.create(make_record(status="completed", result={"content": []}))
+    await store.create(make_record(status="failed", error={"code": -32603, "message": "x"}))
+    assert set(await store.runnable(now, 10)) == {unclaimed.task_id, lapsed.task_id}
+    assert len(await store.runnable(now, 1)) == 1
+    assert await store.runnable(now, 0) == []
+    # The lease lapses: another worker may take it over.
+    assert leased.task_id in await store.runnable(now + 31, 10)
+    # A claim takes it off the list; finishing keeps it off for good.
+    claimed = unclaimed.evolve(lease_owner="b", lease_expires=now + 15)
+    assert await store.swap(claimed)
+    assert unclaimed.task_id not in await store.runnable(now, 10)
+    assert await store.swap(claimed.evolve(status="completed", result={"content": []}))
+    assert unclaimed.task_id not in await store.runnable(now + 3600, 10)
+    # input_required -> working (answers arrived) makes it runnable again.
+    back = await store.create(make_record(status="input_required"))
+    assert await store.swap(back.evolve(status="working"))
+    assert back.task_id in await store.runnable(now, 10)
+
+
+async def test_an_expired_task_is_never_returned(open_store: Opener) -> None:
+    store = await open_store()
+    short = await store.create(make_record(ttl=0.4), once_key="short-lived")
+    kept = await store.create(make_record(ttl=None))
+    assert await store.load(short.task_id) == short
+    await anyio.sleep(0.6)
+    assert await store.load(short.task_id) is None
+    assert await store.load(kept.task_id) == kept
+    assert short.task_id not in await store.runnable(time.time(), 10)
+    assert not await store.swap(short.evolve(status="completed"))
+    # Its once-key names no task any more: the same key makes a new one.
+    again = await store.create(make_record(), once_key="short-lived")
+    assert again.task_id != short.task_id
+    assert await store.create(make_record(), once_key="short-lived") == again
+
+
+async def test_purge_forgets_the_expired_tasks_and_their_once_keys(open_store: Opener) -> None:
+    store = await open_store()
+    now = time.time()
+    soon = [await store.create(make_record(ttl=60), once_key=f"soon-{n}") for n in range(3)]
+    late = await store.create(make_record(ttl=3600))
+    never = await store.create(make_record(ttl=None))
+    assert await store.purge(now) == 0
+    assert await store.purge(now + 120) == 3
+    assert await store.purge(now + 120) == 0
+    for record in soon:
+        assert await store.load(record.task_id) is None
+    assert await store.load(late.task_id) == late
+    assert await store.load(never.task_id) == never
+    fresh = await store.create(make_record(), once_key="soon-0")
+    assert fresh.task_id not in {record.task_id for record in soon}
+
+
+async def test_the_bound_holds_at_ten_times_its_size(open_store: Opener) -> None:
+    store = await open_store(max_tasks=50)
+    stored = 0
+    refusals: list[str] = []
+
+    async def create() -> None:
+        nonlocal stored
+        try:
+            await store.create(make_record())
+            stored += 1
+        except TaskStoreFull as exc:
+            refusals.append(str(exc))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(500):
+            group.start_soon(create)
+    assert stored == 50
+    assert len(refusals) == 450
+    assert "50" in refusals[0]
+    # A replay of a stored once-key is no new task: it is answered even when the store is full.
+
+
+async def test_the_bound_counts_only_unexpired_tasks(open_store: Opener) -> None:
+    store = await open_store(max_tasks=5)
+    kept = await store.create(make_record(), once_key="kept")
+    for _ in range(4):
+        await store.create(make_record(ttl=0.3))
+    with pytest.raises(TaskStoreFull):
+        await store.create(make_record())
+    # Full, yet a replayed once-key still finds its task.
+    assert await store.create(make_record(), once_key="kept") == kept
+    await anyio.sleep(0.5)
+    await store.create(make_record())  # the expired four no longer count, purged or not
+
+
+# -- records round-trip exactly ---------------------------------------------------------------
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53), max_value=2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+_json_objects = st.dictionaries(st.text(max_size=8), _json_values, max_size=4)
+_times = st.floats(min_value=0, max_value=4e9, allow_nan=False)
+
+
+def _field_strategy(field: dataclasses.Field[Any]) -> st.SearchStrategy[Any]:
+    """A strategy for each TaskRecord field, by its annotation (new fields are covered too)."""
+    annotation = str(field.type)
+    if field.name == "status":
+        return st.sampled_from(["working", "input_required", "completed", "failed", "cancelled"])
+    if field.name == "asked":
+        return st.dictionaries(st.text(max_size=8), st.tuples(st.text(), st.text()), max_size=3)
+    if annotation.startswith("Mapping") and "None" in annotation:
+        return st.none() | _json_objects
+    if annotation.startswith("Mapping"):
+        return _json_objects
+    table: dict[str, st.SearchStrategy[Any]] = {
+        "str": st.text(max_size=30),
+        "str | None": st.none() | st.text(max_size=30),
+        "float": _times,
+        "float | None": st.none() | _times,
+        "int": st.integers(min_value=0, max_value=2**53),
+        "int | None": st.none() | st.integers(min_value=0, max_value=2**53),
+        "bool": st.booleans(),
+        "Any": _json_values,
+    }
+    return table[annotation]
+
+
+_records = st.builds(
+    TaskRecord,
+    **{field.name: _field_strategy(field) for field in dataclasses.fields(TaskRecord)},
+)
+
+
+@given(_records)
+def test_a_record_survives_its_json_exactly(record: TaskRecord) -> None:
+    text = record.to_json()
+    assert TaskRecord.from_json(text) == record
+    assert TaskRecord.from_json(text.encode("utf-8")) == record
+    assert json.loads(text)["task_id"] == record.task_id
+
+
+# -- SQLite: two processes, one file -----------------------------------------------------------
+
+_RACER = textwrap.dedent(
+    """
+    import asyncio, dataclasses, importlib, json, sys, time
+    from pathlib import Path
+
+    runtime = sys.argv[1]
+    sqlite = importlib.import_module(runtime + "._sqlite_store")
+    tasks = importlib.import_module(runtime + "._task_store")
+    path, task_id, go, name = Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), sys.argv[5]
+
+    async def main():
+        store = await sqlite.open_sqlite_store(path, max_tasks=1000)
+        while not go.exists():
+            time.sleep(0.001)
+        wins = retries = 0
+        for _ in range(150):  # +1 attempts each, by compare-and-swap
+            while True:
+                record = await store.load(task_id)
+                if await store.swap(record.evolve(attempts=record.attempts + 1, lease_owner=name)):
+                    wins += 1
+                    break
+                retries += 1
+        now = time.time()
+        mine = tasks.TaskRecord(
+            task_id=tasks.new_task_id(), owner="o", method="tools/call", target="t",
+            arguments={}, answers={}, state=None, status="working", created_at=now,
+            updated_at=now, expires_at=now + 60, ttl_ms=60000, poll_interval_ms=1000,
+        )
+        once = [(await store.create(dataclasses.replace(mine, task_id=tasks.new_task_id()),
+                                    once_key=f"k{n}")).task_id for n in range(30)]
+        await store.close()
+        print(json.dumps({"wins": wins, "retries": retries, "once": once}))
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_two_processes_racing_on_one_sqlite_file_lose_no_update(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "tasks.db"
+    store = await open_sqlite_store(path, max_tasks=1000)
+    record = await store.create(make_record())
+    go = tmp_path / "go"
+    runtime = f"{support.PACKAGE}.mrtr_runtime"
+
+    def race() -> list[dict[str, Any]]:
+        racers = [
+            subprocess.Popen(
+                [sys.executable, "-c", _RACER, runtime, str(path), record.task_id, str(go), name],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in ("a", "b")
+        ]
+        time.sleep(1.0)  # both opened and waiting
+        go.touch()
+        outputs = []
+        for racer in racers:
+            out, err = racer.communicate(timeout=90)
+            assert racer.returncode == 0, err
+            outputs.append(json.loads(out))
+        return outputs
+
+    outputs = await anyio.to_thread.run_sync(race)
+    final = await store.load(record.task_id)
+    assert final is not None
+    assert final.attempts == 300  # every increment of both processes, none lost
+    assert final.version == record.version + 300
+    assert [output["wins"] for output in outputs] == [150, 150]
+    # Each once-key made one task, whichever process came first; both got that task.
+    assert outputs[0]["once"] == outputs[1]["once"]
+    for task_id in outputs[0]["once"]:
+        assert await store.load(task_id) is not None
+    await store.close()
+
+
+async def test_a_write_waiting_for_another_process_lock_never_holds_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tasks.db"
+    store = await open_sqlite_store(path, max_tasks=100)
+    record = await store.create(make_record())
+    other = sqlite3.connect(path, isolation_level=None)  # another process's write lock
+    other.execute("BEGIN IMMEDIATE")
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0.01)
+
+    async def release() -> None:
+        await anyio.sleep(0.5)
+        other.execute("COMMIT")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(tick)
+        group.start_soon(release)
+        started = time.monotonic()
+        assert await store.swap(record.evolve(status_message="after the lock"))
+        waited = time.monotonic() - started
+        group.cancel_scope.cancel()
+    other.close()
+    # It waited for the lock, in a thread: the loop ran on (the release above is on the loop
+    # too: a wait on the loop would last the whole busy timeout, then fail).
+    assert 0.4 <= waited < 3
+    assert ticks >= 20
+    stored = await store.load(record.task_id)
+    assert stored is not None
+    assert stored.status_message == "after the lock"
+    await store.close()
+
+
+# -- SQLite: the file is private ---------------------------------------------------------------
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+async def test_the_sqlite_store_is_a_0600_file_in_a_0700_directory(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "dir" / "tasks.db"
+    store = await open_sqlite_store(path, max_tasks=10)
+    await store.create(make_record())
+    assert mode_of(path.parent) == 0o700
+    assert mode_of(path) == 0o600
+    for companion in ("tasks.db-wal", "tasks.db-shm"):  # WAL's files take the file's mode
+        assert mode_of(path.parent / companion) == 0o600
+    (journal_mode,) = store._eager.execute("PRAGMA journal_mode").fetchone()
+    assert journal_mode == "wal"
+    await store.close()
+
+
+async def test_a_symlinked_sqlite_file_or_directory_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (real / "tasks.db").touch(mode=0o600)
+    link_dir = tmp_path / "linked"
+    link_dir.mkdir(mode=0o700)
+    (link_dir / "tasks.db").symlink_to(real / "tasks.db")
+    with pytest.raises(TaskStoreUnavailable, match="is a symlink"):
+        await open_sqlite_store(link_dir / "tasks.db", max_tasks=10)
+    (tmp_path / "dirlink").symlink_to(real)
+    with pytest.raises(TaskStoreUnavailable, match=r"directory .* is a symlink"):
+        await open_sqlite_store(tmp_path / "dirlink" / "tasks.db", max_tasks=10)
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o722, 0o1777])
+async def test_a_directory_others_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    with pytest.raises(TaskStoreUnavailable, match=r"can be written by other users.*chmod 700"):
+        await open_sqlite_store(shared / "tasks.db", max_tasks=10)
+    assert not (shared / "tasks.db").exists()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o660])
+async def test_a_store_file_others_can_read_is_refused(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / "tasks.db"
+    path.touch()
+    path.chmod(mode)
+    with pytest.raises(TaskStoreUnavailable, match=r"other users.*chmod 600"):
+        await open_sqlite_store(path, max_tasks=10)
+
+
+async def test_a_store_file_of_another_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    store = await open_sqlite_store(path, max_tasks=10)
+    store._eager.execute("PRAGMA user_version = 99")
+    await store.close()
+    with pytest.raises(TaskStoreUnavailable, match="schema version 99"):
+        await open_sqlite_store(path, max_tasks=10)
+
+
+async def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    path.write_bytes(b"not a database at all, just some bytes" * 100)
+    path.chmod(0o600)
+    with pytest.raises(TaskStoreUnavailable, match="cannot be used"):
+        await open_sqlite_store(path, max_tasks=10)
+
+
+# -- MRTR_TASK_STORE and the opener ------------------------------------------------------------
+
+
+def test_the_default_store_is_tasks_sqlite3_beside_the_per_user_key(tmp_path: Path) -> None:
+    state = tmp_path / "state" / "mrtr-server"
+    backend = task_backend(Settings.from_environment({}), state, namespace="mrtr-server")
+    assert (backend.kind, backend.path) == ("sqlite", state / TASKS_FILE_NAME)
+    # With no home to keep it in, tasks live in memory.
+    assert task_backend(Settings(), None, namespace="x").kind == "memory"
+
+
+async def test_the_store_opens_only_when_asked_and_a_stat_says_whether_to(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    backend = task_backend(Settings(), state, namespace="x")
+    assert not backend.may_hold_tasks()
+    assert not state.exists()  # deciding which store opens nothing, creates nothing
+    store = await backend.open()
+    assert isinstance(store, SqliteTaskStore)
+    assert backend.may_hold_tasks()
+    await store.close()
+    memory = task_backend(settings_for("memory:"), state, namespace="x")
+    assert not memory.may_hold_tasks()
+    assert isinstance(await memory.open(), MemoryTaskStore)
+    assert task_backend(settings_for("redis://localhost/0"), None, namespace="x").may_hold_tasks()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sqlite://relative.db",
+        "sqlite:///",
+        "sqlite:///tmp/x.db?mode=ro",
+        "postgres://db/tasks",
+        "redis://",
+        "redis://host:notaport/0",
+        "redis://host:6379/zero",
+        "memory",
+        "/abs/path.db",
+    ],
+)
+async def test_a_bad_store_url_is_refused_with_the_forms_it_may_take(value: str) -> None:
+    settings = settings_for(value)
+    assert "MRTR_TASK_STORE" in settings.problems
+    backend = task_backend(settings, Path("/unused"), namespace="x")
+    assert backend.kind == "refused"
+    with pytest.raises(TaskStoreUnavailable, match="MRTR_TASK_STORE") as refused:
+        await backend.open()
+    assert "is refused" in str(refused.value)
+
+
+def test_a_redis_password_never_appears_in_messages_or_reprs() -> None:
+    url = "rediss://user:s3cret-pass@cache.internal:6380/2"
+    settings = settings_for(url)
+    assert settings.problems == {}
+    assert "s3cret" not in repr(settings)
+    backend = task_backend(settings, None, namespace="x")
+    assert backend.kind == "redis"
+    assert backend.location == "rediss://user:***@cache.internal:6380/2"
+    assert "s3cret" not in repr(backend)
+    bad = settings_for("redis://:s3cret-pass@host:bad/0")
+    assert "s3cret" not in bad.problems["MRTR_TASK_STORE"]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "ten", "1e3", "9999999999"])
+async def test_a_bad_bound_is_refused(value: str) -> None:
+    settings = Settings.from_environment({"MRTR_TASK_MAX_STORED": value})
+    assert "whole number from 1" in settings.problems["MRTR_TASK_MAX_STORED"]
+    with pytest.raises(TaskStoreUnavailable, match="MRTR_TASK_MAX_STORED"):
+        await task_backend(settings, None, namespace="x").open()
+    assert Settings.from_environment({"MRTR_TASK_MAX_STORED": " 25 "}).task_max_stored == 25
+    assert Settings.from_environment({}).task_max_stored == 10_000
+
+
+async def test_a_missing_redis_extra_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    wing = f"{support.PACKAGE}.mrtr_runtime.redis"
+    for name in (wing, f"{wing}._store", "redis", "redis.asyncio", "redis.exceptions"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setitem(sys.modules, "redis", None)  # what an environment without it imports
+    backend = task_backend(
+        settings_for("redis://127.0.0.1:1/0"), None, namespace="x", project="my-server"
+    )
+    with pytest.raises(TaskStoreUnavailable) as missing:
+        await backend.open()
+    assert "install the project's redis extra: pip install 'my-server[redis]'" in str(missing.value)
+
+
+async def test_an_unreachable_redis_fails_at_open_naming_it_without_its_password() -> None:
+    backend = task_backend(settings_for("redis://:pw-123@127.0.0.1:1/0"), None, namespace="x")
+    with pytest.raises(TaskStoreUnavailable, match="cannot be reached") as failed:
+        await backend.open()
+    assert "pw-123" not in str(failed.value)
+    assert "127.0.0.1:1" in str(failed.value)
