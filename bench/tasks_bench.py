@@ -310,6 +310,24 @@ def _store_opened(server: TaskServer, env: Mapping[str, str], redis: Any) -> boo
     return False  # memory://: nothing outside the process to look at
 
 
+def _check_store_used(
+    server: TaskServer, env: Mapping[str, str], redis: redis_harness.RedisServer | None
+) -> None:
+    """After tasks ran, the store the environment names must hold them: the SQLite file exists,
+    the Redis database has keys. Otherwise the server kept its tasks somewhere else (in memory,
+    say) and the figures would not be the store's."""
+    if server.store == "sqlite":
+        used = Path(env["MRTR_TASK_STORE"].removeprefix("sqlite://")).exists()
+    elif server.store == "redis":
+        assert redis is not None
+        used = redis.keys(0 if server.ours else 1) > 0
+    else:
+        return
+    if not used:
+        where = env.get("MRTR_TASK_STORE") or env.get("FASTMCP_DOCKET_URL")
+        raise driver.BenchError(f"{server.config}: tasks ran, but the store {where} holds none")
+
+
 def session_env(
     server: TaskServer,
     redis: redis_harness.RedisServer | None,
@@ -370,6 +388,7 @@ def http_session(
             if not last:
                 last = flow.run(0.0, paced=False)[1]
             _sample_gets(samples, name, "http_gets", flow.gets_sequential(last, cfg.http_gets))
+            _check_store_used(server, env, redis)
         finally:
             flow.close()
         status = replica.stop()
@@ -422,6 +441,7 @@ def run_session(
         hwm = peer.memory_kib().get("VmHWM")
         if hwm is not None:
             samples.add(name, "peak_rss", hwm)
+        _check_store_used(server, env, redis)
     if server.http is not None and cfg.http_back_to_back:
         http_session(server, cfg, samples, redis, scratch, n)
 
