@@ -89,12 +89,12 @@ class TasksConfig:
 
 FULL = TasksConfig(
     reps=3,
-    paced=4,
-    back_to_back=40,
-    gets_sequential=500,
-    gets_pipelined=1000,
-    http_back_to_back=20,
-    http_gets=300,
+    paced=3,
+    back_to_back=30,
+    gets_sequential=300,
+    gets_pipelined=600,
+    http_back_to_back=15,
+    http_gets=200,
 )
 QUICK = TasksConfig(
     reps=1,
