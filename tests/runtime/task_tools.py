@@ -144,6 +144,23 @@ def build(flags: Flags) -> Registry:
         return "finished"
 
     @registry.tool(task="optional")
+    async def chatty(*, ctx: Context) -> str:
+        """Reports progress far faster than the store is written to; says a secret first."""
+        ctx.start_task("using AKIAIOSFODNN7EXAMPLE")
+        for step in range(100):
+            await ctx.report_progress(step, 100, message=f"step {step}")
+        return "chatted"
+
+    @registry.tool(task="optional")
+    async def committed_job(*, ctx: Context) -> str:
+        """Passes its point of no return, then waits: a cancel must not cut it short."""
+        ctx.start_task()
+        ctx.point_of_no_return()
+        flags.runs["committed_job"] += 1
+        await flags.release.wait()
+        return "carried out"
+
+    @registry.tool(task="optional")
     def threaded(*, ctx: Context) -> str:
         ctx.start_task()
         while not ctx.cancelled:

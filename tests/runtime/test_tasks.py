@@ -310,6 +310,19 @@ async def test_progress_becomes_the_status_message(
     await wait_for(tasks_client, created["taskId"], "completed")
 
 
+async def test_status_messages_are_written_at_a_bounded_rate_and_redacted(
+    tasks_client: MemoryClient,
+) -> None:
+    created = await start(tasks_client, "chatty")
+    assert created["statusMessage"] == "using [redacted]"
+    done = await wait_for(tasks_client, created["taskId"], "completed")
+    assert done["statusMessage"] == "step 99"  # the last one is always written
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    # 100 messages in well under STATUS_INTERVAL_SECONDS: the first, the last, the end.
+    assert record is not None and record.version <= 5
+
+
 # -- input during the task ------------------------------------------------------------------------
 
 
@@ -513,6 +526,24 @@ async def test_cancel_reaches_a_thread_handler_within_a_second(
     assert time.monotonic() - sent < 1.0
     cancelled = await wait_for(tasks_client, created["taskId"], "cancelled", "completed")
     assert cancelled["status"] == "cancelled"
+
+
+async def test_a_task_past_its_point_of_no_return_runs_to_its_end_despite_a_cancel(
+    tasks_client: MemoryClient, flags: Flags
+) -> None:
+    created = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["committed_job"] == 1)
+    await tasks_client.request("tasks/cancel", {"taskId": created["taskId"]})
+    await asyncio.sleep(0.05)
+    still = await tasks_client.request("tasks/get", {"taskId": created["taskId"]})
+    assert still["status"] == "working"
+    flags.release.set()
+    done = await wait_for(tasks_client, created["taskId"], "completed", "cancelled")
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "carried out"
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.committed and record.cancel_requested
 
 
 async def test_cancel_of_a_task_waiting_for_input_ends_it(tasks_client: MemoryClient) -> None:

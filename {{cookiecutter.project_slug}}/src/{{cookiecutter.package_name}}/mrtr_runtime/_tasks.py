@@ -33,7 +33,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from ._capabilities import ClientCapabilities
@@ -107,9 +106,11 @@ async def memory_store() -> TaskStore:
 
 
 def _iso(when: float) -> str:
-    # tasks "Tasks": ISO 8601 timestamps; always UTC, with Z.
-    moment = datetime.fromtimestamp(when, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # tasks "Tasks": ISO 8601 timestamps; always UTC, with Z. (time, not datetime: nothing
+    # more to import at start-up.)
+    seconds = int(when)
+    milliseconds = int((when - seconds) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{milliseconds:03d}Z"
 
 
 def task_wire(record: TaskRecord, *, detailed: bool) -> JSONObject:
