@@ -139,7 +139,9 @@ def test_pyproject_declares_exactly_the_promised_dependencies(
     # extra pulls it in, because the project's tests and type checks cover HTTP mode too.
     http = [re.split(r"[\s<>=!~;\[]", dep, maxsplit=1)[0] for dep in extras["http"]]
     assert http == ["uvicorn", "httptools", "uvloop"]
-    assert f"{DEFAULT_SLUG}[http]" in extras["dev"]
+    assert f"{DEFAULT_SLUG}[http,redis]" in extras["dev"]
+    # The Redis task store (replicas) is an extra too: redis-py, imported only for redis:// URLs.
+    assert extras["redis"] == ["redis>=8.1,<9"]
     dev = " ".join(extras["dev"])
     for tool in ("pytest", "ruff", "mypy"):
         assert tool in dev

@@ -36,6 +36,8 @@ VALID = {
     ),
     "MRTR_HTTP_ALLOWED_HOSTS": ("a,b", "http_allowed_hosts", ("a", "b")),
     "MRTR_HTTP_MAX_CONNECTIONS": (" 64 ", "http_max_connections", 64),
+    "MRTR_TASK_STORE": ("sqlite:///srv/tasks.db", "task_store", "sqlite:///srv/tasks.db"),
+    "MRTR_TASK_MAX_STORED": ("500", "task_max_stored", 500),
 }
 
 

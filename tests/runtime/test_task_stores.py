@@ -29,11 +29,11 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+import redis_server
 from hypothesis import given
 from hypothesis import strategies as st
 
-import redis_server
-import support
+import mrtr_runtime
 from mrtr_runtime._config import Settings
 from mrtr_runtime._sqlite_store import SqliteTaskStore, open_sqlite_store
 from mrtr_runtime._task_backends import TASKS_FILE_NAME, task_backend
@@ -212,6 +212,58 @@ async def test_fifty_concurrent_creates_with_one_once_key_make_one_task(
     # Another key is another task.
     other = await store.create(make_record(), once_key="another-flight")
     assert other.task_id != winner
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def two_replicas(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[TaskStore, TaskStore]]:
+    """Two stores opened separately on one location: what two processes or replicas hold."""
+    url = (
+        f"sqlite://{tmp_path / 'tasks.db'}"
+        if request.param == "sqlite"
+        else request.getfixturevalue("redis_url")
+    )
+    namespace = f"test-{uuid.uuid4().hex}"
+    first, second = [
+        await task_backend(settings_for(url), None, namespace=namespace).open() for _ in range(2)
+    ]
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def test_two_replicas_claiming_one_task_at_once_make_one_claim_and_one_task(
+    two_replicas: tuple[TaskStore, TaskStore],
+) -> None:
+    stores = two_replicas
+    records = [make_record() for _ in range(20)]
+    created: list[TaskRecord] = []
+
+    async def create(number: int) -> None:
+        store = stores[number % 2]
+        created.append(await store.create(records[number], once_key="one-flight"))
+
+    async with anyio.create_task_group() as group:
+        for number in range(20):
+            group.start_soon(create, number)
+    assert len({record.task_id for record in created}) == 1
+    task = created[0]
+    wins: list[str] = []
+
+    async def claim(number: int) -> None:
+        claimed = task.evolve(lease_owner=f"replica-{number}", lease_expires=time.time() + 15)
+        if await stores[number % 2].swap(claimed):
+            wins.append(f"replica-{number}")
+
+    async with anyio.create_task_group() as group:
+        for number in range(20):
+            group.start_soon(claim, number)
+    assert len(wins) == 1
+    for store in stores:
+        seen = await store.load(task.task_id)
+        assert seen is not None
+        assert seen.lease_owner == wins[0]
 
 
 # -- runnable, leases, expiry, purge -----------------------------------------------------------
@@ -411,7 +463,7 @@ async def test_two_processes_racing_on_one_sqlite_file_lose_no_update(tmp_path: 
     store = await open_sqlite_store(path, max_tasks=1000)
     record = await store.create(make_record())
     go = tmp_path / "go"
-    runtime = f"{support.PACKAGE}.mrtr_runtime"
+    runtime = mrtr_runtime.__name__  # the baked package's runtime, as a subprocess imports it
 
     def race() -> list[dict[str, Any]]:
         racers = [
@@ -480,6 +532,25 @@ async def test_a_write_waiting_for_another_process_lock_never_holds_the_event_lo
     stored = await store.load(record.task_id)
     assert stored is not None
     assert stored.status_message == "after the lock"
+    await store.close()
+
+
+async def test_the_sqlite_row_count_the_bound_reads_first_stays_exact(tmp_path: Path) -> None:
+    store = await open_sqlite_store(tmp_path / "tasks.db", max_tasks=100)
+
+    def counts() -> tuple[int, int]:
+        (kept,) = store._eager.execute("SELECT stored FROM task_count").fetchone()
+        (real,) = store._eager.execute("SELECT count(*) FROM tasks").fetchone()
+        return kept, real
+
+    for number in range(10):
+        await store.create(make_record(ttl=0.2 if number < 4 else 3600), once_key=f"k{number}")
+    assert counts() == (10, 10)
+    await anyio.sleep(0.3)
+    await store.create(make_record(), once_key="k0")  # replaces the expired holder of k0
+    assert counts() == (10, 10)
+    assert await store.purge(time.time()) == 3
+    assert counts() == (7, 7)
     await store.close()
 
 
@@ -631,7 +702,7 @@ async def test_a_bad_bound_is_refused(value: str) -> None:
 async def test_a_missing_redis_extra_names_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    wing = f"{support.PACKAGE}.mrtr_runtime.redis"
+    wing = f"{mrtr_runtime.__name__}.redis"
     for name in (wing, f"{wing}._store", "redis", "redis.asyncio", "redis.exceptions"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setitem(sys.modules, "redis", None)  # what an environment without it imports

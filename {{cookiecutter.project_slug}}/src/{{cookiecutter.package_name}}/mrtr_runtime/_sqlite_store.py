@@ -62,20 +62,33 @@ BUSY_TIMEOUT_MS: Final = 5000
 #: so every expiry comparison is one indexed range.
 _NEVER: Final = math.inf
 
-_SCHEMA: Final = f"""
-CREATE TABLE IF NOT EXISTS tasks (
-    task_id TEXT PRIMARY KEY NOT NULL,
-    version INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    lease_expires REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    once_key TEXT UNIQUE,
-    record TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS tasks_by_lease ON tasks (status, lease_expires);
-CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at);
-PRAGMA user_version = {SCHEMA_VERSION};
-"""
+#: The schema, statement by statement. ``task_count`` is the table's row count, kept by triggers
+#: in the transaction of every insert and delete: the bound is checked in O(1) while the store
+#: holds fewer rows than the bound (expired ones included), and only a store that may be full
+#: counts its unexpired tasks (an index range, a fraction of a millisecond per thousand).
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS tasks (
+        task_id TEXT PRIMARY KEY NOT NULL,
+        version INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        lease_expires REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        once_key TEXT UNIQUE,
+        record TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS tasks_by_lease ON tasks (status, lease_expires)",
+    "CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at)",
+    """CREATE TABLE IF NOT EXISTS task_count (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        stored INTEGER NOT NULL
+    )""",
+    "INSERT OR IGNORE INTO task_count (one, stored) VALUES (1, 0)",
+    """CREATE TRIGGER IF NOT EXISTS task_added AFTER INSERT ON tasks
+        BEGIN UPDATE task_count SET stored = stored + 1; END""",
+    """CREATE TRIGGER IF NOT EXISTS task_removed AFTER DELETE ON tasks
+        BEGIN UPDATE task_count SET stored = stored - 1; END""",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
 
 
 def _expiry(record: TaskRecord) -> float:
@@ -137,11 +150,13 @@ class SqliteTaskStore:
                     if row is not None:
                         held: str = row[0]
                         return held
-                (count,) = db.execute(
-                    "SELECT count(*) FROM tasks WHERE expires_at > ?", (now,)
-                ).fetchone()
-                if count >= self.max_tasks:
-                    raise _full(self.max_tasks)
+                (stored,) = db.execute("SELECT stored FROM task_count").fetchone()
+                if stored >= self.max_tasks:
+                    (unexpired,) = db.execute(
+                        "SELECT count(*) FROM tasks WHERE expires_at > ?", (now,)
+                    ).fetchone()
+                    if unexpired >= self.max_tasks:
+                        raise _full(self.max_tasks)
                 try:
                     db.execute(
                         "INSERT INTO tasks (task_id, version, status, lease_expires, expires_at, "
@@ -270,9 +285,8 @@ def _open(path: Path, max_tasks: int) -> SqliteTaskStore:
                         "point MRTR_TASK_STORE at another file"
                     )
                 if found == 0:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            patient.execute(statement)
+                    for statement in _SCHEMA:
+                        patient.execute(statement)
             eager = _connect(path, 0)
         except BaseException:
             patient.close()
