@@ -3,13 +3,16 @@ description of the machine. Stdlib only; all of it lives under `<repo>/.cache/be
 
 - tools venv (`.cache/bench/tools`): cookiecutter, used only when the repo has no dev `.venv`.
 - the baked project (`.cache/bench/baked/<slug>`), re-baked every run, with `bench_tools.py`
-  dropped into its `tools/` package, and its venv (`.cache/bench/baked-venv`,
-  `pip install -e '<project>[http]'`: the `http` extra for the HTTP section).
+  (and, where the runtime has tasks, `bench_task_tools.py`) dropped into its `tools/` package,
+  and its venv (`.cache/bench/baked-venv`, `pip install -e '<project>[http,redis]'`: the `http`
+  extra for the HTTP section, `redis` for the tasks section where the project offers it).
 - the SDK venv (`.cache/bench/sdk`): `mcp==2.3.0`, reused while that version is installed; for
   the HTTP section it also gets the baked venv's versions of uvicorn, httptools and uvloop
   (`sdk_http_python`), so both servers run on the same HTTP stack.
 - the FastMCP venv (`.cache/bench/fastmcp`): `fastmcp==4.2.3`, likewise reused, and likewise given
   the baked venv's HTTP stack for the HTTP section (`fastmcp_http_python`).
+- the FastMCP tasks venv (`.cache/bench/fastmcp-tasks`): `fastmcp==4.1.4` with
+  `fastmcp-tasks==4.1.4` (the newest pair PyPI installs together), for the tasks section.
 pip's cache is `<repo>/.cache/pip` so repeated runs do not download again.
 """
 
@@ -34,6 +37,20 @@ SDK_REQUIREMENT = "mcp==2.3.0"
 SDK_PACKAGES = ("mcp", "mcp-types", "pydantic", "pydantic-core", "anyio", "cryptography")
 FASTMCP_REQUIREMENT = "fastmcp==4.2.3"
 FASTMCP_PACKAGES = ("fastmcp", "mcp", "pydantic", "pydantic-core", "anyio", "cryptography")
+# FastMCP's tasks (SEP-2663) come as the separate `fastmcp-tasks`, pinned to its own FastMCP
+# release (`fastmcp-slim[server]==<same version>`). FastMCP 4.2.3's `tasks` extra asks for
+# `fastmcp-tasks==4.2.3`, which PyPI does not have (its newest is 4.1.4), so the tasks section
+# runs the newest pair that installs together, in a venv of its own beside 4.2.3's.
+FASTMCP_TASKS_REQUIREMENTS = ("fastmcp==4.1.4", "fastmcp-tasks==4.1.4")
+FASTMCP_TASKS_PACKAGES = (
+    "fastmcp",
+    "fastmcp-tasks",
+    "pydocket",
+    "redis",
+    "mcp",
+    "pydantic",
+    "anyio",
+)
 # FastMCP's CLI banner asks PyPI for a newer release at every start (fastmcp/utilities/
 # version_check.py, cached 12 hours): a network round trip is no part of a server's start-up,
 # and the bench must not query a registry, so its servers run with the check off.
@@ -136,14 +153,27 @@ def bake(tools_module: Path, *, reuse_on_failure: bool = False) -> tuple[Baked, 
     tools_inits = sorted(project.glob("src/*/tools/__init__.py"))
     if len(tools_inits) != 1:
         raise SetupError(f"no src/<package>/tools/ in {project}")
-    shutil.copyfile(tools_module, tools_inits[0].parent / "bench_tools.py")
+    _drop_tools(tools_module, tools_inits[0].parent)
     package = tools_inits[0].parent.parent.name
     venv = CACHE / "baked-venv"
     python = _venv(venv, "baked-venv.log")
-    _run([str(python), "-m", "pip", "install", "-q", "-e", f"{project}[http]"], "baked-venv.log")
+    extras = ",".join(baked_extras(project))
+    _run(
+        [str(python), "-m", "pip", "install", "-q", "-e", f"{project}[{extras}]"], "baked-venv.log"
+    )
     script = venv / "bin" / project.name
     command = [str(script)] if script.exists() else [str(python), "-m", package]
     return Baked(project=project, package=package, python=python, command=command), note
+
+
+def baked_extras(project: Path) -> list[str]:
+    """The extras the bench installs: `http` for the HTTP section, and `redis` (redis-py, for
+    `MRTR_TASK_STORE=redis://...`) where the project has it, for the tasks section."""
+    import tomllib
+
+    data = tomllib.loads((project / "pyproject.toml").read_text())
+    offered = data.get("project", {}).get("optional-dependencies", {})
+    return [extra for extra in ("http", "redis") if extra == "http" or extra in offered]
 
 
 def existing(project: Path, tools_module: Path) -> Baked:
@@ -153,7 +183,7 @@ def existing(project: Path, tools_module: Path) -> Baked:
     tools_inits = sorted(project.glob("src/*/tools/__init__.py"))
     if len(tools_inits) != 1:
         raise SetupError(f"no src/<package>/tools/ in {project}")
-    shutil.copyfile(tools_module, tools_inits[0].parent / "bench_tools.py")
+    _drop_tools(tools_module, tools_inits[0].parent)
     package = tools_inits[0].parent.parent.name
     python = CACHE / "baked-venv" / "bin" / "python"
     if not python.exists():
@@ -161,6 +191,28 @@ def existing(project: Path, tools_module: Path) -> Baked:
     return Baked(
         project=project, package=package, python=python, command=[str(python), "-m", package]
     )
+
+
+#: The tasks section's tool, dropped in only where the runtime has tasks (an older bake measured
+#: with `--project` would fail to import it, and every section with it).
+TASK_TOOLS = Path(__file__).resolve().parent / "bench_task_tools.py"
+
+
+def has_tasks(project: Path) -> bool:
+    """Whether the baked runtime offers tasks to tools (`Context.start_task`, issue 21)."""
+    return any(
+        "def start_task(" in path.read_text()
+        for path in project.glob("src/*/mrtr_runtime/_context.py")
+    )
+
+
+def _drop_tools(tools_module: Path, tools_dir: Path) -> None:
+    shutil.copyfile(tools_module, tools_dir / "bench_tools.py")
+    task_tools = tools_dir / TASK_TOOLS.name
+    if has_tasks(tools_dir.parent.parent.parent):
+        shutil.copyfile(TASK_TOOLS, task_tools)
+    else:
+        task_tools.unlink(missing_ok=True)
 
 
 def _project_in(out: Path) -> Path:
@@ -195,6 +247,20 @@ def fastmcp_python() -> Path:
     if not _has(python, FASTMCP_REQUIREMENT):
         _run([str(python), "-m", "pip", "install", "-q", FASTMCP_REQUIREMENT], "fastmcp-venv.log")
     return python
+
+
+def fastmcp_tasks_python() -> Path:
+    """FastMCP with `fastmcp-tasks` (its Docket-backed task engine), pinned as a pair."""
+    python = _venv(CACHE / "fastmcp-tasks", "fastmcp-tasks-venv.log")
+    if not all(_has(python, r) for r in FASTMCP_TASKS_REQUIREMENTS):
+        argv = [str(python), "-m", "pip", "install", "-q", *FASTMCP_TASKS_REQUIREMENTS]
+        _run(argv, "fastmcp-tasks-venv.log")
+    return python
+
+
+def fastmcp_tasks_http_python(baked_python: Path) -> Path:
+    """The FastMCP tasks venv on the baked venv's HTTP stack (the tasks section over HTTP)."""
+    return _with_http_stack(fastmcp_tasks_python(), baked_python, "fastmcp-tasks-venv.log")
 
 
 def fastmcp_http_python(baked_python: Path) -> Path:

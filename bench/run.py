@@ -2,7 +2,7 @@
 """Benchmark the baked server against the official SDK's MCPServer, FastMCP and a stdlib floor.
 
     python3 bench/run.py [--quick] [--out bench/results.json] [--reps N] [--servers a,b,c]
-                         [--sections stdio,http]
+                         [--sections stdio,http,tasks]
 
 Stdlib only. It bakes the template, drops `bench/bench_tools.py` into the baked project, makes
 the venvs it needs under `.cache/bench/` (see `envs.py`), then measures the four servers
@@ -14,6 +14,11 @@ The HTTP section (`http_bench.py`) then measures the baked project's `<slug> htt
 SDK's and FastMCP's Streamable HTTP servers (stateless, JSON responses), the HTTP floor and two
 replicas of itself,
 under a lean asyncio load client in this process, and checks the goal of issue 13.
+
+The tasks section (`tasks_bench.py`) measures MCP tasks over stdio: create -> completed latency
+and `tasks/get` per second of the baked server on its SQLite and Redis stores, side by side with
+FastMCP + `fastmcp-tasks` on its `memory://` and Redis backends, against one real `redis-server`
+(`redis_harness.py`), and checks the goals of issue 21.
 
 Not part of `dev.py test`: timings are never asserted anywhere. The exit status is 0 when every
 server ran every workload correctly (goals may still fail: they are reported, not enforced), 1
@@ -41,12 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import driver  # the bench directory is not a package: run.py is run as a script
 import envs
 import http_bench
+import tasks_bench
 
 BENCH = Path(__file__).resolve().parent
 SERVERS = ("baked", "sdk", "fastmcp", "floor")
 #: The peers the baked server's figures are divided by, in the table's order.
 PEERS = ("sdk", "fastmcp", "floor")
-SECTIONS = ("stdio", "http")
+SECTIONS = ("stdio", "http", "tasks")
 TITLES = {"baked": "baked", "sdk": "SDK", "fastmcp": "FastMCP", "floor": "floor"}
 
 
@@ -234,6 +240,55 @@ def setup_http(
         if name in specs and "baked" not in specs:
             errors.append(f"http {name}: needs the baked venv's HTTP stack; measure baked as well")
     return http_specs, errors
+
+
+def setup_tasks(
+    specs: Mapping[str, driver.ServerSpec],
+    info: dict[str, Any],
+    log: Callable[[str], None],
+    *,
+    fastmcp: bool,
+) -> tuple[list[tasks_bench.TaskServer], list[str]]:
+    """The tasks section's configurations: the baked server (its tool `task_job` from
+    `bench_task_tools.py`) on SQLite and Redis, and `fastmcp_tasks_server.py` in its own venv
+    (FastMCP + fastmcp-tasks) on memory:// and Redis. Each store is set per session."""
+    servers: list[tasks_bench.TaskServer] = []
+    errors: list[str] = []
+    if "baked" in specs:
+        baked = specs["baked"]
+        if envs.has_tasks(Path(baked.cwd)):
+            http = http_bench.HttpServerSpec(
+                "ours",
+                [*baked.argv, "http", "--host", "127.0.0.1", "--port", "0"],
+                baked.env,
+                baked.cwd,
+                exits_zero_on_sigterm=True,
+            )
+            for store in ("sqlite", "redis"):
+                servers.append(tasks_bench.TaskServer(f"ours {store}", baked, store, http))
+        else:
+            errors.append("tasks: the baked runtime has no tasks (no Context.start_task)")
+    if fastmcp:
+        log(f"preparing the FastMCP tasks venv ({', '.join(envs.FASTMCP_TASKS_REQUIREMENTS)}) ...")
+        try:
+            python = envs.fastmcp_tasks_python()
+            argv = [str(python), str(BENCH / "fastmcp_tasks_server.py")]
+            env = {**_base_env(), **envs.FASTMCP_ENV}
+            spec = driver.ServerSpec("fastmcp-tasks", argv, env, BENCH)
+            if "baked" in info:  # over HTTP on the baked venv's uvicorn, httptools, uvloop
+                envs.fastmcp_tasks_http_python(Path(info["baked"]["python"]))
+            argv = [str(python), str(BENCH / "http_fastmcp_tasks_server.py"), "{port}"]
+            http = http_bench.HttpServerSpec("fastmcp-tasks", argv, env, BENCH)
+            for store in ("memory", "redis"):
+                servers.append(tasks_bench.TaskServer(f"fastmcp {store}", spec, store, http))
+            info["fastmcp-tasks"] = {
+                "command": "python fastmcp_tasks_server.py",
+                "python": str(python),
+                "versions": envs.package_versions(python, envs.FASTMCP_TASKS_PACKAGES),
+            }
+        except envs.SetupError as exc:
+            errors.append(f"tasks fastmcp: {exc}")
+    return servers, errors
 
 
 # -- measuring ------------------------------------------------------------------------------------
@@ -478,6 +533,8 @@ def render(report: Mapping[str, Any]) -> str:
         ),
     ]
     for name, entry in report["servers"].items():
+        if name not in TITLES:  # the tasks section's own servers: listed there
+            continue
         versions = ", ".join(f"{k} {v}" for k, v in entry.get("versions", {}).items())
         extra = f", runtime {entry['runtime_digest']}" if entry.get("runtime_digest") else ""
         lines.append(f"{TITLES[name]}: {entry['command']} ({versions}{extra})")
@@ -499,6 +556,8 @@ def render(report: Mapping[str, Any]) -> str:
         ]
     if report.get("http"):
         lines += ["", http_bench.render(report["http"])]
+    if report.get("tasks"):
+        lines += ["", tasks_bench.render(report["tasks"])]
     lines += [f"ERROR {error}" for error in report["errors"]]
     return "\n".join(lines) + "\n"
 
@@ -525,8 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--sections",
         default=",".join(SECTIONS),
-        help="stdio, http or both (default); http: baked (one and two replicas), sdk, fastmcp "
-        "and floor",
+        help="stdio, http, tasks, or a comma-separated mix (default: all three); http: baked "
+        "(one and two replicas), sdk, fastmcp and floor; tasks: baked and fastmcp",
     )
     args = parser.parse_args(argv)
     if args.render:
@@ -541,10 +600,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     http_cfg = http_bench.QUICK if args.quick else http_bench.FULL
     if args.reps:
         http_cfg = dataclasses.replace(http_cfg, reps=args.reps)
+    tasks_cfg = tasks_bench.QUICK if args.quick else tasks_bench.FULL
+    if args.reps:
+        tasks_cfg = dataclasses.replace(tasks_cfg, reps=args.reps)
     sections = [s for s in args.sections.split(",") if s in SECTIONS]
     wanted = [s for s in args.servers.split(",") if s in SERVERS]
     if "stdio" not in sections:
         wanted = [s for s in wanted if s != "floor"]  # the HTTP floor runs in the baked venv
+    tasks_fastmcp = "tasks" in sections and "fastmcp" in wanted  # its own venv (4.1.4)
+    if sections == ["tasks"]:
+        wanted = [s for s in wanted if s == "baked"]  # FastMCP 4.2.3 serves no tasks
     started = time.perf_counter()
 
     def log(text: str) -> None:
@@ -562,7 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     specs, info, setup_errors = setup(wanted, log, args.project)
     for error in setup_errors:
         log(f"SETUP FAILED {error}")
-    if not specs:
+    if not specs and not tasks_fastmcp:
         return 2
     placement = driver.pin(not args.no_pin)
     samples = Samples()
@@ -595,6 +660,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             "metrics": http_metrics,
             "goals": http_bench.goals(http_metrics),
         }
+    tasks_report: dict[str, Any] | None = None
+    if "tasks" in sections:
+        task_servers, tasks_errors = setup_tasks(specs, info, log, fastmcp=tasks_fastmcp)
+        setup_errors += tasks_errors
+        log(
+            f"tasks: measuring {', '.join(s.config for s in task_servers)} "
+            f"({tasks_cfg.reps} repetitions, interleaved)"
+        )
+        tasks_samples, tasks_info = tasks_bench.measure(task_servers, tasks_cfg, log)
+        samples.errors += tasks_samples.errors
+        tasks_metrics = tasks_bench.summarise(tasks_samples)
+        tasks_report = {
+            "config": {**tasks_cfg.__dict__, "cpus": placement},
+            "servers": {s: info[s] for s in ("baked", "fastmcp-tasks") if s in info},
+            **tasks_info,
+            "metrics": tasks_metrics,
+            "goals": tasks_bench.goals(tasks_metrics),
+        }
     report = {
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "template_revision": envs.git_revision(),
@@ -606,6 +689,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "goals": goal_results,
         "errors": setup_errors + samples.errors,
         "http": http_report,
+        "tasks": tasks_report,
         "duration_s": round(time.perf_counter() - started, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -76,6 +76,12 @@ async def hold(marker: str, *, ctx: Context) -> str:
 
 
 @registry.tool()
+def quick() -> str:
+    \"\"\"Returns at once, from one of AnyIO's worker threads (a plain def tool).\"\"\"
+    return "done"
+
+
+@registry.tool()
 async def stall(marker: str, release: str) -> str:
     \"\"\"Blocks the event loop itself until `release` exists: what a loop starved by busy threads
     looks like to the clients, whose connections wait unaccepted in the listen backlog.\"\"\"
@@ -217,6 +223,26 @@ async def until(condition: Any, what: str) -> None:
 
 def markers_in(folder: Path) -> int:
     return sum(1 for _ in folder.iterdir())
+
+
+def test_sigterm_after_a_thread_tool_returned_reports_no_thread_still_running(
+    tmp_path: Path,
+) -> None:
+    # The worker thread that ran `quick` waits, idle, for its next job for ten seconds: it runs
+    # no tool, and the stop must not say it does (nor abandon it with os._exit).
+    with http_server(tmp_path) as server:
+
+        async def call() -> Reply:
+            client = Client(server.port)
+            await client.exchange(1, await client.connect(), post(server.port, 1, "quick", {}))
+            return client.replies[1]
+
+        reply = asyncio.run(call())
+        assert assert_json_rpc(reply)["result"]["content"][0]["text"] == "done"
+        server.process.send_signal(signal.SIGTERM)
+        _, stderr = server.process.communicate(timeout=BOUND)
+    assert server.process.returncode == 0, stderr
+    assert "still running" not in stderr, stderr
 
 
 # -- SIGTERM with requests stuck in threads and waiting for a place -----------------------------

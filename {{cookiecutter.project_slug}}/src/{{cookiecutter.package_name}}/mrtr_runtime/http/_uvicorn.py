@@ -149,7 +149,10 @@ def _uvicorn_server_class() -> type[Any]:
             threads = [
                 thread
                 for thread in threading.enumerate()
-                if thread.is_alive() and not thread.daemon and thread is not main
+                if thread.is_alive()
+                and not thread.daemon
+                and thread is not main
+                and not _idle_worker(thread)
             ]
             if not threads and not self.server_state.tasks:
                 return
@@ -178,6 +181,15 @@ def _uvicorn_server_class() -> type[Any]:
                     signal.signal(sig, handler)
 
     return Uvicorn
+
+
+def _idle_worker(thread: threading.Thread) -> bool:
+    """Whether `thread` is one of AnyIO's worker threads waiting for work (in its pool's idle
+    queue): it runs nothing, and AnyIO stops it with the event loop. Tools and the task store
+    leave such threads behind for ten seconds after each use; counting them would report tool
+    threads "still running" that are not."""
+    idle = getattr(thread, "idle_workers", None)
+    return idle is not None and thread in idle
 
 
 async def _answer_and_flush(answering: Awaitable[int], connections: set[Any]) -> None:
