@@ -219,8 +219,8 @@ async def test_sdk_deploys_to_moto_through_its_automatic_input_required_loop(
     assert text_of(result).startswith("Created stack 'sdk-modern' in us-east-1: CREATE_COMPLETE.")
     assert result.structured_content is not None
     assert result.structured_content["action"] == "created"
-    # One round asked both questions, keyed by the server's inputRequests keys.
-    assert sorted(str(request_id) for request_id, _ in user.asked) == ["confirm", "role-arn"]
+    # The role, then the yes to the plan it shows, keyed by the server's inputRequests keys.
+    assert [str(request_id) for request_id, _ in user.asked] == ["role-arn", "confirm"]
     assert stack_status(aws_env, "sdk-modern") == "CREATE_COMPLETE"
 
 
@@ -239,7 +239,7 @@ async def test_sdk_declining_gives_the_cancelled_result_and_deploys_nothing(
     assert stack_status(aws_env, "sdk-declined") is None
 
 
-async def test_sdk_without_the_loop_sees_the_raw_round_one_shape_and_can_finish_by_hand(
+async def test_sdk_without_the_loop_sees_the_raw_round_shapes_and_can_finish_by_hand(
     project: BakedProject, aws_env: dict[str, str]
 ) -> None:
     arguments = {"stack": "sdk-by-hand"}
@@ -250,22 +250,36 @@ async def test_sdk_without_the_loop_sees_the_raw_round_one_shape_and_can_finish_
             )
             assert isinstance(first, types.InputRequiredResult)
             assert first.input_requests is not None
-            assert sorted(first.input_requests) == ["confirm", "role-arn"]
+            assert sorted(first.input_requests) == ["role-arn"]
             assert {request.method for request in first.input_requests.values()} == {
                 "elicitation/create"
             }
             assert isinstance(first.request_state, str) and first.request_state
             assert stack_status(aws_env, "sdk-by-hand") is None  # nothing happened yet
 
-            answers: types.InputResponses = {
-                "confirm": types.ElicitResult(action="accept", content={"confirmed": True}),
+            role: types.InputResponses = {
                 "role-arn": types.ElicitResult(action="accept", content={"arn": ROLE_ARN}),
+            }
+            plan = await client.session.call_tool(
+                "deploy_to_aws",
+                arguments,
+                input_responses=role,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(plan, types.InputRequiredResult)
+            assert plan.input_requests is not None
+            assert sorted(plan.input_requests) == ["confirm"]
+            assert stack_status(aws_env, "sdk-by-hand") is None  # still nothing
+
+            yes: types.InputResponses = {
+                "confirm": types.ElicitResult(action="accept", content={"confirmed": True}),
             }
             second = await client.session.call_tool(
                 "deploy_to_aws",
                 arguments,
-                input_responses=answers,
-                request_state=first.request_state,
+                input_responses=yes,
+                request_state=plan.request_state,
                 allow_input_required=True,
             )
 
