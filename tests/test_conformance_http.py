@@ -7,7 +7,11 @@ every status code, header and stream the suite checks is the server's own. One C
 every 2026-07-28 server scenario (`server --suite all --spec-version 2026-07-28`; the extension
 scenarios, tasks-* and sep-2640-*, belong to no protocol version and are not part of it), and
 the results are read back per scenario from each `checks.json`, as tests/test_conformance.py
-does; the scenario lists and the reading are that module's.
+does; the scenario lists and the reading are that module's. Then the ten scenarios of the tasks
+extension run against the same process, one CLI process each, as that module runs them; the
+suite does not score them, so each check is judged here and each must be SUCCESS (the one
+exception: tasks-status-notifications, which this suite version skips itself). Over HTTP
+nothing is left out of them either: tasks-request-headers' Mcp-Method / Mcp-Name checks pass.
 
 Over HTTP nothing is set aside and nothing is expected to fail: every scenario of the era,
 the transport's own included (Host/Origin validation against DNS rebinding, the
@@ -17,15 +21,21 @@ stdio module's expected failures are all HTTP checks a stdio server cannot pass;
 The 2025-11-25 era stays a stdio feature: a plain `initialize` over HTTP must get HTTP 400 and
 an error naming 2026-07-28.
 
-The server's log must show no traceback, and SIGTERM must stop it with status 0. The module
+The server's log must show no traceback but the one protocol_error_job means to cause (it
+breaks with an unexpected exception, and a server logs those whole), and SIGTERM must stop it
+with status 0. The module
 writes a table, scenario | checks passed / total | note, to `scenario-table.md` in its tmp
 directory and prints it from `test_scenario_table` (visible with `pytest -rA`); its note is
-what the suite reported without scoring it (INFO checks).
+what the suite reported without scoring it (INFO checks; for a tasks scenario, that the suite
+does not score it, or skipped it). The server gets a per-user state directory of its own
+(`XDG_STATE_HOME`), so the default task store holds this run's tasks only.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -40,9 +50,13 @@ from test_conformance import (
     HTTP_SCENARIOS,
     MODERN,
     SCENARIOS,
+    TASKS_SCENARIOS,
     ScenarioRun,
     _read_checks,
     _run_era,
+    assert_tasks_run_passed,
+    run_tasks_scenarios,
+    tasks_note,
 )
 
 #: Every 2026-07-28 server scenario of the pinned suite (`conformance list --server`).
@@ -62,6 +76,10 @@ LEGACY_INITIALIZE = {
 }
 #: 2026-07-28 basic/index "Error Codes": UnsupportedProtocolVersionError.
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+#: Where each record of the server's log begins (logging's default asctime, then the level).
+LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", re.MULTILINE)
+#: The last line of the traceback protocol_error_job causes on purpose (tasks-lifecycle).
+DELIBERATE_ERROR = "RuntimeError: protocol_error_job broke on purpose"
 
 
 @dataclass(frozen=True)
@@ -69,7 +87,8 @@ class HttpSuite:
     runs: Mapping[str, ScenarioRun]  # scenario -> its run
     output: str  # the CLI's
     legacy_initialize: tuple[int, dict[str, Any]]  # HTTP status, JSON-RPC response
-    server_log: str
+    server_log: str  # its end, for messages
+    server_log_whole: str
     server_exit: int
     table: str
 
@@ -108,12 +127,13 @@ def _info(run: ScenarioRun) -> str:
 
 def _table(runs: Mapping[str, ScenarioRun]) -> str:
     lines = ["| scenario | checks passed / total | note |", "|---|---|---|"]
-    for scenario in ERA_SCENARIOS:
+    for scenario in (*ERA_SCENARIOS, *TASKS_SCENARIOS):
         run = runs.get(scenario)
         if run is None:
             lines.append(f"| {scenario} | - | did not run |")
             continue
-        lines.append(f"| {scenario} | {run.passed()} / {run.scored()} | {_info(run)} |")
+        note = tasks_note(run) if scenario in TASKS_SCENARIOS else _info(run)
+        lines.append(f"| {scenario} | {run.passed()} / {run.scored()} | {note} |")
     return "\n".join(lines) + "\n"
 
 
@@ -138,17 +158,21 @@ def suite(
 ) -> HttpSuite:
     """The whole era against one `http` process, a legacy probe, then SIGTERM."""
     work = tmp_path_factory.mktemp("suite-http")
-    with serve_http(fixture_project, work / "server.log") as server:
+    state = {"XDG_STATE_HOME": str(work / "state")}  # the default task store: this run's own
+    with serve_http(fixture_project, work / "server.log", state) as server:
         output = _run_era(node_peers, server.url, MODERN, work / MODERN)
+        tasks = run_tasks_scenarios(node_peers, server.url, work / "tasks")
         legacy = _post(server.url, LEGACY_INITIALIZE)
         server_exit = server.stop()
         log = server.log()
+        whole = server.log_path.read_text(encoding="utf-8", errors="replace")
     runs = {
         scenario: run for (_, scenario), run in _read_checks(work / MODERN, MODERN, output).items()
     }
+    runs.update(tasks)
     table = _table(runs)
     (work / "scenario-table.md").write_text(table, encoding="utf-8")
-    return HttpSuite(runs, output, legacy, log, server_exit, table)
+    return HttpSuite(runs, output, legacy, log, whole, server_exit, table)
 
 
 # -- the scenarios -----------------------------------------------------------------------------
@@ -165,8 +189,13 @@ def test_scenario_passes(scenario: str, suite: HttpSuite) -> None:
     assert wire == ([] if scenario in UNOBSERVED else ["SUCCESS"]), run.report()
 
 
-def test_every_scenario_of_the_era_runs(suite: HttpSuite) -> None:
-    assert set(suite.runs) == set(ERA_SCENARIOS)
+@pytest.mark.parametrize("scenario", TASKS_SCENARIOS)
+def test_tasks_scenario_passes(scenario: str, suite: HttpSuite) -> None:
+    assert_tasks_run_passed(suite.run(scenario))  # over HTTP, nothing listed
+
+
+def test_every_scenario_of_the_era_and_of_tasks_runs(suite: HttpSuite) -> None:
+    assert set(suite.runs) == {*ERA_SCENARIOS, *TASKS_SCENARIOS}
 
 
 def test_a_2025_11_25_initialize_gets_400_naming_the_supported_version(suite: HttpSuite) -> None:
@@ -179,8 +208,19 @@ def test_a_2025_11_25_initialize_gets_400_naming_the_supported_version(suite: Ht
     assert MODERN in body["error"]["message"], body
 
 
+def _tracebacks(log: str) -> list[str]:
+    """The records of `log` that hold a traceback, each from its first line to its last."""
+    starts = sorted({0, *(match.start() for match in LOG_RECORD.finditer(log)), len(log)})
+    records = [log[start:end] for start, end in itertools.pairwise(starts)]
+    return [record.strip() for record in records if "Traceback" in record]
+
+
 def test_server_logged_no_traceback_and_stopped_cleanly(suite: HttpSuite) -> None:
-    assert "Traceback" not in suite.server_log, suite.server_log
+    tracebacks = _tracebacks(suite.server_log_whole)
+
+    assert len(tracebacks) == 1, "\n\n".join(tracebacks) or suite.server_log
+    assert tracebacks[0].endswith(DELIBERATE_ERROR), tracebacks[0]
+    assert "tool 'protocol_error_job' raised" in tracebacks[0].splitlines()[0], tracebacks[0]
     assert suite.server_exit == 0, suite.server_log
 
 
@@ -189,5 +229,5 @@ def test_scenario_table(suite: HttpSuite) -> None:
         line for line in suite.table.splitlines() if line.startswith("| ") and "---" not in line
     ]
 
-    assert len(rows) - 1 == len(ERA_SCENARIOS)
+    assert len(rows) - 1 == len(ERA_SCENARIOS) + len(TASKS_SCENARIOS)
     sys.stdout.write("\n" + suite.table)  # shown by `pytest -rA`

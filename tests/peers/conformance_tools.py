@@ -11,12 +11,18 @@ schema, a parameter HTTP clients mirror in a header (`x-mcp-header`), and every 
 elicitation, sampling, roots, state that must round-trip, several requests at once, several
 rounds, a tampered state, degrading to the client's declared capabilities, a prompt that asks
 for input, a tool that cannot run without a capability). In the 2025-11-25 era the same
-`request_input` tools ask with real `sampling/createMessage` and `elicitation/create`.
+`request_input` tools ask with real `sampling/createMessage` and `elicitation/create`. Tools
+that run as tasks (the `io.modelcontextprotocol/tasks` extension): optional and required, one
+that asks before its task starts, ones that ask from inside it, one at a time or two at once,
+and each way a task ends (a result, a tool error, a protocol error, a cancellation).
 
 Names, keys, URIs and texts follow @modelcontextprotocol/conformance 0.2.0-alpha.12,
 `src/scenarios/server/*.ts` (tools, prompts, resources, utils, elicitation-defaults,
 elicitation-enums, json-schema-2020-12, input-required-result, stateless,
-http-custom-header-server-validation).
+http-custom-header-server-validation) and `src/scenarios/server/tasks/*.ts` (lifecycle,
+capability-negotiation, wire-fields, request-state-removal, mrtr-input, request-headers,
+dispatch-and-envelope, required-task-error, mrtr-composition; status-notifications names no
+fixture).
 """
 
 from __future__ import annotations
@@ -628,3 +634,112 @@ async def template_data(id: str) -> str:
 async def watched_resource() -> str:
     """Conformance: a resource clients subscribe to."""
     return "Watched resource content"
+
+
+# -- tasks (io.modelcontextprotocol/tasks): tasks-lifecycle, -capability-negotiation,
+#    -wire-fields, -request-state-removal, -mrtr-input, -request-headers,
+#    -dispatch-and-envelope, -required-task-error, -mrtr-composition -------------------------
+# A task tool calls ctx.start_task() where its long work begins. A client that declared the
+# extension gets a CreateTaskResult there and the handler runs again, from the top, as the
+# task (ctx.in_task); any other client gets the work inline (task="optional") or -32021 before
+# the handler runs (task="required").
+TICK_SECONDS = 0.05  # how often a working fixture looks for a cancellation
+
+
+async def _work(ctx: Context, seconds: float) -> None:
+    """Sleep `seconds` in short steps; a cancelled task (or call) stops at the next one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while (left := deadline - loop.time()) > 0:
+        ctx.check_cancelled()
+        await asyncio.sleep(min(TICK_SECONDS, left))
+    ctx.check_cancelled()
+
+
+@registry.tool()
+async def greet(name: str) -> str:
+    """Conformance: says hello; never a task (a legacy `task` parameter changes nothing)."""
+    return f"Hello, {name}!"
+
+
+@registry.tool(task="optional")
+async def slow_compute(
+    seconds: Annotated[float, Field(ge=0, le=3600, description="How long the work takes")],
+    label: Annotated[str, Field(description="Named in the result")],
+    *,
+    ctx: Context,
+) -> str:
+    """Conformance: works for `seconds`, as a task when the client follows tasks."""
+    ctx.start_task(f"Computing {label!r} for {seconds:g} s")
+    await _work(ctx, seconds)
+    return f"Computed {label!r} in {seconds:g} s."
+
+
+@registry.tool(task="required")
+async def failing_job(*, ctx: Context) -> str:
+    """Conformance: a task only; after about a second it reports a tool error (isError)."""
+    ctx.start_task("Running a job that is bound to fail")
+    await _work(ctx, 1.0)
+    raise ToolError("failing_job failed, as it always does")
+
+
+@registry.tool(task="optional")
+async def protocol_error_job(*, ctx: Context) -> str:
+    """Conformance: breaks with an unexpected exception, which ends its task `failed`."""
+    ctx.start_task("Running a job that breaks")
+    await _work(ctx, 0.2)
+    raise RuntimeError("protocol_error_job broke on purpose")
+
+
+class DeleteConfirmation(BaseModel):
+    confirm: bool
+
+
+@registry.tool(task="optional")
+async def confirm_delete(filename: str, *, ctx: Context) -> str | InputRequired:
+    """Conformance: starts its task at once, then asks the user to confirm (key `confirm`)."""
+    ctx.start_task(f"Deleting {filename}")
+    answer = ctx.form_answer("confirm", DeleteConfirmation)
+    if answer is None:
+        ask = elicit_form(f"Delete {filename}?", DeleteConfirmation)
+        return ctx.request_input({"confirm": ask})
+    if isinstance(answer, Accepted) and answer.content.confirm:
+        return f"Deleted {filename} (a fixture: no file was touched)."
+    return f"Kept {filename} ({_action(answer)})."
+
+
+class Approval(BaseModel):
+    name: str
+    confirm: bool
+
+
+@registry.tool(task="optional")
+async def multi_input(*, ctx: Context) -> str | InputRequired:
+    """Conformance: asks two reviewers at once (keys `first`, `second`); done when both answer."""
+    ctx.start_task("Collecting two approvals")
+    answers = {key: ctx.form_answer(key, Approval) for key in ("first", "second")}
+    missing = {
+        key: elicit_form(f"Approve as the {key} reviewer?", Approval)
+        for key, answer in answers.items()
+        if answer is None
+    }
+    if missing:
+        return ctx.request_input(missing)
+    approved = [
+        answer.content.name
+        for answer in answers.values()
+        if isinstance(answer, Accepted) and answer.content.confirm
+    ]
+    return f"Approved by {len(approved)} of 2: {', '.join(approved) or 'nobody'}."
+
+
+@registry.tool(task="required")
+async def test_tool_with_task(*, ctx: Context) -> str | InputRequired:
+    """Conformance: asks the user's name (key `user_name`) first, then greets them as a task."""
+    answer = ctx.form_answer("user_name", Name)
+    if answer is None:  # an ordinary stateless round: no task yet
+        return ctx.request_input({"user_name": _ask_name()})
+    name = _accepted_name(answer) or "stranger"
+    ctx.start_task(f"Greeting {name}")
+    await _work(ctx, 0.2)
+    return f"Hello, {name}! (from a task)"
