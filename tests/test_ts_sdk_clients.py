@@ -150,7 +150,6 @@ def test_ts_v1_task_stream_starts_no_task_and_yields_the_inline_result(
     assert text_of(messages[0]["result"]) == INLINE_TEXT
 
 
-
 def test_ts_v1_client_is_refused_a_task_only_tool_with_32021(v1: dict[str, Any]) -> None:
     refused = v1["calls"][2]["error"]
     assert refused["code"] == -32021
