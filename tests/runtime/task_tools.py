@@ -78,6 +78,21 @@ def build(flags: Flags) -> Registry:
         flags.runs["delete_file"] += 1
         return f"deleted {filename}"
 
+    @registry.tool(task="optional", task_ttl_seconds=60)
+    async def short_lived(*, ctx: Context) -> str:
+        ctx.start_task()
+        return "brief"
+
+    @registry.tool(task="optional")
+    async def confirm_slow(seconds: float, *, ctx: Context) -> str | InputRequired:
+        """Asks first, then runs long as a task: counts its runs past the question."""
+        if ctx.form_answer("confirm", support.Confirm) is None:
+            return ctx.request_input({"confirm": elicit_form("Go?", support.Confirm)})
+        ctx.start_task()
+        flags.runs["confirm_slow"] += 1
+        await asyncio.sleep(seconds)
+        return f"went for {seconds}"
+
     @registry.tool(task="optional")
     async def two_questions(*, ctx: Context) -> str | InputRequired:
         """Starts the task first, then asks two questions at once (the task's own)."""
@@ -127,6 +142,23 @@ def build(flags: Flags) -> Registry:
         await ctx.report_progress(1, 2, message="halfway there")
         await flags.release.wait()
         return "finished"
+
+    @registry.tool(task="optional")
+    async def chatty(*, ctx: Context) -> str:
+        """Reports progress far faster than the store is written to; says a secret first."""
+        ctx.start_task("using AKIAIOSFODNN7EXAMPLE")
+        for step in range(100):
+            await ctx.report_progress(step, 100, message=f"step {step}")
+        return "chatted"
+
+    @registry.tool(task="optional")
+    async def committed_job(*, ctx: Context) -> str:
+        """Passes its point of no return, then waits: a cancel must not cut it short."""
+        ctx.start_task()
+        ctx.point_of_no_return()
+        flags.runs["committed_job"] += 1
+        await flags.release.wait()
+        return "carried out"
 
     @registry.tool(task="optional")
     def threaded(*, ctx: Context) -> str:

@@ -10,7 +10,7 @@ import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -31,6 +31,7 @@ from support import (
     make_server,
     meta,
 )
+from task_tools import Flags, build
 
 pytestmark = pytest.mark.anyio
 
@@ -576,3 +577,63 @@ async def test_a_listen_streams_its_notices_and_ends_at_shutdown() -> None:
         None,
     ]
     assert events[-1]["result"]["_meta"]
+
+
+# -- tasks (io.modelcontextprotocol/tasks) over HTTP --------------------------------------------
+
+
+async def test_a_task_over_http_is_followed_with_mcp_name_the_task_id() -> None:
+    server = make_server(registry=build(Flags()))
+    with_tasks = {**ALL_CAPABILITIES, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    http = Client(app_over(server))
+    created = (
+        await http.rpc(
+            "tools/call", {"name": "slow", "arguments": {"seconds": 0}}, capabilities=with_tasks
+        )
+    ).json()["result"]
+    assert created["resultType"] == "task"
+    task_id = created["taskId"]
+    # tasks "Streamable HTTP: Routing Headers": Mcp-Name MUST be the task id.
+    for sent in ({}, {"mcp-name": "another-task"}):
+        refused = await http.rpc(
+            "tasks/get", {"taskId": task_id}, headers=sent, capabilities=with_tasks
+        )
+        assert refused.status == 400
+        assert refused.json()["error"]["code"] == -32020
+    with anyio.fail_after(10):
+        while True:
+            got = await http.rpc(
+                "tasks/get",
+                {"taskId": task_id},
+                headers={"mcp-name": task_id},
+                capabilities=with_tasks,
+            )
+            assert got.status == 200
+            task = got.json()["result"]
+            if task["status"] == "completed":
+                break
+            await anyio.sleep(0.02)
+    assert task["result"]["content"] == [{"type": "text", "text": "slept 0.0"}]
+
+
+async def test_the_lifespan_runs_the_task_engine_and_stops_it() -> None:
+    server = make_server(registry=build(Flags()))
+    app = app_over(server)
+    messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+    sent: list[str] = []
+    started = anyio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if len(messages) == 1:
+            await started.wait()
+        return messages.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message["type"])
+        if message["type"] == "lifespan.startup.complete":
+            assert app._tasks_loop is not None and not app._tasks_loop.done()
+            started.set()
+
+    await app(cast("Any", {"type": "lifespan"}), receive, send)
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert app._tasks_loop is None and server.tasks._stopping

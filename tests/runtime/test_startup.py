@@ -125,6 +125,22 @@ def test_the_first_answer_does_not_wait_for_pydantic(tmp_path: Path) -> None:
     assert "pydantic before tools: False" in stderr
 
 
+def test_the_first_answer_does_not_wait_for_the_task_engine(tmp_path: Path) -> None:
+    # The tasks extension loads with the first task, or the engine's loop after the first
+    # answer: never before the first answer (nor its store, which opens later still).
+    tools_source = (
+        "import sys\n"
+        "ends = ('._tasks', '._task_store')\n"
+        "loaded = sorted(name for name in sys.modules if name.endswith(ends))\n"
+        "print('task modules before tools:', loaded, file=sys.stderr)\n"
+    )
+    responses, stderr, status = run_server(tmp_path, tools_source, request(1, "server/discover"))
+
+    assert status == 0, stderr
+    assert [response["id"] for response in responses] == [1]
+    assert "task modules before tools: []" in stderr
+
+
 def test_a_stdio_server_never_loads_the_http_transport(tmp_path: Path) -> None:
     # The HTTP side is an optional extra: serving stdio imports none of it, not even the
     # runtime's own HTTP modules (checked once the tools are in, after the first answers).

@@ -352,7 +352,10 @@ async def test_discover_and_initialize_declare_the_same_capabilities_and_handler
     server = make_server()
     discover = await MemoryClient(server).request("server/discover")
     initialized = await MemoryClient(server, era="legacy").initialize()
-    assert discover["capabilities"] == initialized["capabilities"]
+    # The same promises, but for the extensions, which 2026-07-28 declares only (the tasks
+    # extension has no 2025-11-25 form).
+    extensions = {"io.modelcontextprotocol/tasks": {}}
+    assert discover["capabilities"] == {**initialized["capabilities"], "extensions": extensions}
     capabilities = discover["capabilities"]
     assert capabilities["tools"] == {"listChanged": True}
     assert capabilities["prompts"] == {"listChanged": True}

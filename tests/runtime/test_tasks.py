@@ -310,6 +310,19 @@ async def test_progress_becomes_the_status_message(
     await wait_for(tasks_client, created["taskId"], "completed")
 
 
+async def test_status_messages_are_written_at_a_bounded_rate_and_redacted(
+    tasks_client: MemoryClient,
+) -> None:
+    created = await start(tasks_client, "chatty")
+    assert created["statusMessage"] == "using [redacted]"
+    done = await wait_for(tasks_client, created["taskId"], "completed")
+    assert done["statusMessage"] == "step 99"  # the last one is always written
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    # 100 messages in well under STATUS_INTERVAL_SECONDS: the first, the last, the end.
+    assert record is not None and record.version <= 5
+
+
 # -- input during the task ------------------------------------------------------------------------
 
 
@@ -396,10 +409,37 @@ async def test_questions_first_then_the_task(server: Server, flags: Flags) -> No
     )
     assert created["resultType"] == "task"
     assert "requestState" not in created and "inputRequests" not in created
-    assert created["ttlMs"] == 60_000
+    # The tool asks for 60 s, but a task made by a confirmation is kept at least as long as
+    # its token verifies (600 s here): a replay must find it, not run again.
+    assert created["ttlMs"] == 600_000
     done = await wait_for(client, created["taskId"], "completed")
     assert done["result"]["content"][0]["text"] == "deleted a"
     assert flags.runs["delete_file"] == 1
+
+
+async def test_a_tool_sets_the_ttl_of_its_tasks(tasks_client: MemoryClient) -> None:
+    created = await start(tasks_client, "short_lived")
+    assert created["ttlMs"] == 60_000
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.expires_at == pytest.approx(record.created_at + 60)
+
+
+async def test_task_answers_are_bounded_like_round_answers(tasks_client: MemoryClient) -> None:
+    created = await start(tasks_client, "two_questions")
+    await wait_for(tasks_client, created["taskId"], "input_required")
+    many = {f"k{n}": accept(name="x") for n in range(640)}  # ten times the 64 a round takes
+    error = await rpc_error(
+        tasks_client, "tasks/update", {"taskId": created["taskId"], "inputResponses": many}
+    )
+    assert error.code == -32602 and "more than 64" in error.message
+    big = {"k": accept(name="x" * (320 * 1024))}  # ten times the 32 KiB
+    error = await rpc_error(
+        tasks_client, "tasks/update", {"taskId": created["taskId"], "inputResponses": big}
+    )
+    assert error.code == -32602 and "bytes" in error.message
+    error = await rpc_error(tasks_client, "tasks/update", {"taskId": created["taskId"]})
+    assert error.code == -32602
 
 
 # -- confirmed once --------------------------------------------------------------------------------
@@ -486,6 +526,24 @@ async def test_cancel_reaches_a_thread_handler_within_a_second(
     assert time.monotonic() - sent < 1.0
     cancelled = await wait_for(tasks_client, created["taskId"], "cancelled", "completed")
     assert cancelled["status"] == "cancelled"
+
+
+async def test_a_task_past_its_point_of_no_return_runs_to_its_end_despite_a_cancel(
+    tasks_client: MemoryClient, flags: Flags
+) -> None:
+    created = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["committed_job"] == 1)
+    await tasks_client.request("tasks/cancel", {"taskId": created["taskId"]})
+    await asyncio.sleep(0.05)
+    still = await tasks_client.request("tasks/get", {"taskId": created["taskId"]})
+    assert still["status"] == "working"
+    flags.release.set()
+    done = await wait_for(tasks_client, created["taskId"], "completed", "cancelled")
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "carried out"
+    store = await tasks_client.server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.committed and record.cancel_requested
 
 
 async def test_cancel_of_a_task_waiting_for_input_ends_it(tasks_client: MemoryClient) -> None:
@@ -766,6 +824,26 @@ async def test_notifications_follow_a_change_made_by_another_replica(flags: Flag
         assert stream.acknowledged == {"taskIds": [created["taskId"]]}
         flags.release.set()
         await until(lambda: any(n["params"]["status"] == "completed" for n in stream.notifications))
+
+
+async def test_an_inline_replay_on_another_replica_waits_for_the_first_run(flags: Flags) -> None:
+    first, second = shared_servers(flags, MemoryTaskStore())
+    one = MemoryClient(first, capabilities=ALL_CAPABILITIES)
+    params: Json = {"name": "confirm_slow", "arguments": {"seconds": 0.3}}
+    asked = await one.request("tools/call", params)
+    retry = {
+        **params,
+        "inputResponses": {"confirm": accept(confirmed=True)},
+        "requestState": asked["requestState"],
+    }
+    running = asyncio.create_task(one.request("tools/call", retry))
+    await until(lambda: flags.runs["confirm_slow"] == 1)
+    replayed = await MemoryClient(second, capabilities=ALL_CAPABILITIES).request(
+        "tools/call", retry
+    )
+    assert replayed["content"] == [{"type": "text", "text": "went for 0.3"}]
+    assert (await running)["content"] == replayed["content"]
+    assert flags.runs["confirm_slow"] == 1
 
 
 # -- over stdio ------------------------------------------------------------------------------

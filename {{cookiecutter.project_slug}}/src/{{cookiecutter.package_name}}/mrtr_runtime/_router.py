@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ._capabilities import ClientCapabilities
 from ._config import Settings
@@ -43,7 +43,6 @@ from ._jsonrpc import (
 from ._legacy import run_legacy
 from ._registry import Registry
 from ._subscriptions import LIST_KINDS, MAX_RESOURCE_SUBSCRIPTIONS, Listener, Subscriptions
-from ._tasks import MAX_FOLLOWED_TASKS, StoreOpener, TaskEngine
 from ._tokens import RequestStateCodec
 from ._wire import (
     LEGACY_VERSIONS,
@@ -57,6 +56,9 @@ from ._wire import (
     TASK_METHODS,
     TASKS_EXTENSION,
 )
+
+if TYPE_CHECKING:
+    from ._tasks import StoreOpener, TaskEngine
 
 __all__ = (
     "Peer",
@@ -194,14 +196,28 @@ class Server:
         registry.on_change(self._subscriptions.announce)
         self._flights = RoundFlights()
         self._call_of: CallOf | None = None
-        #: The tasks extension: tasks made, followed and run (see `_tasks`).
-        self.tasks = TaskEngine(
-            server_name=name,
-            registry=registry,
-            call_of=lambda: self._call_of or self._load_methods(),
-            open_store=task_store,
-            store_exists=task_store_exists,
-        )
+        self._task_store = task_store
+        self._task_store_exists = task_store_exists
+        self._tasks: TaskEngine | None = None
+
+    @property
+    def tasks(self) -> TaskEngine:
+        """The tasks extension: tasks made, followed and run (see `_tasks`). Made on first
+        use (the first tools/call, task method, or the transport's background loop, which
+        starts after the first answer), so a server's start-up never imports it."""
+        engine = self._tasks
+        if engine is None:
+            from ._tasks import TaskEngine
+
+            engine = self._tasks = TaskEngine(
+                server_name=self.info["name"],
+                registry=self.registry,
+                call_of=lambda: self._call_of or self._load_methods(),
+                open_store=self._task_store,
+                store_exists=self._task_store_exists,
+                token_ttl_seconds=self.signing.ttl_seconds,
+            )
+        return engine
 
     # -- entry points -------------------------------------------------------------------
 
@@ -247,6 +263,11 @@ class Server:
         Each listen then tells its client (`notifications/cancelled`) and answers its request.
         """
         return self._subscriptions.end_listens()
+
+    def stop_tasks(self) -> int:
+        """The server is stopping: its running tasks stop and keep their records (`working`)
+        for a server holding the same store to resume. How many were running."""
+        return 0 if self._tasks is None else self._tasks.stop()
 
     def warm_up(self) -> None:
         """Load what `server/discover` did not need; raises if a tool module is broken."""
@@ -544,6 +565,8 @@ class Server:
             agreed["resourceSubscriptions"] = uris
         task_ids: list[str] = []
         if "taskIds" in wanted:
+            from ._tasks import MAX_FOLLOWED_TASKS
+
             # tasks "Task Status Notifications": without the extension, -32021.
             if not scope.capabilities.extension(TASKS_EXTENSION):
                 raise tasks_required_error()

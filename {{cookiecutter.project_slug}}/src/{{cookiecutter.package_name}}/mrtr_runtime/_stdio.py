@@ -800,7 +800,7 @@ async def _serve_pipes(
     for task in background:
         task.cancel()
     # Running tasks keep their records (`working`): the next server resumes them.
-    server.tasks.stop()
+    server.stop_tasks()
     stopped.cancel()
     eof.cancel()
     if connection.in_flight:

@@ -33,7 +33,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from ._capabilities import ClientCapabilities
@@ -107,9 +106,11 @@ async def memory_store() -> TaskStore:
 
 
 def _iso(when: float) -> str:
-    # tasks "Tasks": ISO 8601 timestamps; always UTC, with Z.
-    moment = datetime.fromtimestamp(when, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # tasks "Tasks": ISO 8601 timestamps; always UTC, with Z. (time, not datetime: nothing
+    # more to import at start-up.)
+    seconds = int(when)
+    milliseconds = int((when - seconds) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{milliseconds:03d}Z"
 
 
 def task_wire(record: TaskRecord, *, detailed: bool) -> JSONObject:
@@ -239,6 +240,7 @@ class TaskEngine:
         lease_seconds: float = LEASE_SECONDS,
         renew_seconds: float = RENEW_SECONDS,
         sweep_seconds: float = SWEEP_SECONDS,
+        token_ttl_seconds: float = 0.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.server_name = server_name
@@ -251,6 +253,10 @@ class TaskEngine:
         self.lease_seconds = lease_seconds
         self.renew_seconds = renew_seconds
         self.sweep_seconds = sweep_seconds
+        #: How long a requestState token verifies: a task made with a once-key is kept at
+        #: least that long, or a replay of its confirmation after the task was forgotten
+        #: would find no task and run again.
+        self.token_ttl_seconds = token_ttl_seconds
         self.clock = clock
         #: This process's name on the leases it holds.
         self.worker_id = f"{server_name}:{secrets.token_hex(8)}"
@@ -347,6 +353,8 @@ class TaskEngine:
         store = await self.store()
         now = self.clock()
         ttl = call.task_ttl_seconds or DEFAULT_TASK_TTL_SECONDS
+        if opening.once_key is not None:
+            ttl = max(ttl, self.token_ttl_seconds)
         claim = opening.inline or self._workers < self.max_running
         record = TaskRecord(
             task_id=new_task_id(),

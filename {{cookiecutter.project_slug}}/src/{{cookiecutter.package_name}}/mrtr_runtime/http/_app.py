@@ -399,7 +399,7 @@ class HttpApp:
         if self._tasks_loop is not None:
             self._tasks_loop.cancel()
             self._tasks_loop = None
-        self.server.tasks.stop()
+        self.server.stop_tasks()
 
     # -- one request ----------------------------------------------------------------------------
 
