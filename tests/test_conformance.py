@@ -34,8 +34,10 @@ and each must be SUCCESS, stricter than for the eras (no INFO, no SKIPPED), with
 exceptions: tasks-status-notifications, which this suite version skips itself (its one check
 is SKIPPED, saying its harness is pending; tests/runtime covers notifications/tasks), and the
 two checks of tasks-request-headers that compare HTTP headers with the body, listed in
-tests/peers/expected-failures.yml like the others (TASKS_HTTP_ONLY). (The sep-2640-* skills
-scenarios are not run: the project serves no skills.)
+tests/peers/expected-failures.yml like the others (TASKS_HTTP_ONLY). What the suite records
+without judging it is asserted too where its description says MUST (TASKS_DETAILS: a cancelled
+slow_compute ends `cancelled`). (The sep-2640-* skills scenarios are not run: the project
+serves no skills.)
 
 Throughout, the adapter watches every child's stdout for what a stdio server must never write
 (its docstring lists the rules, per era), and each child must exit 0 when its stdin closes. The
@@ -224,6 +226,12 @@ TASKS_HTTP_ONLY: Mapping[str, str] = {
     ),
 }
 TASKS_HEADERS = "tasks-request-headers"
+#: What the suite records in a check's details but does not judge, and is judged here: its
+#: description says a running slow_compute "MUST settle to `cancelled` (not
+#: `completed`/`failed`) when `tasks/cancel` arrives" (scenario, check id -> detail, value).
+TASKS_DETAILS: Mapping[tuple[str, str], tuple[str, object]] = {
+    ("tasks-lifecycle", "sep-2663-cancel-ack-empty-result"): ("statusAfterCancel", "cancelled"),
+}
 #: Per scenario, for the CLI (`--timeout`) and for its process: the longest (tasks-lifecycle)
 #: waits for several tasks, each polled for up to 10 s.
 TASKS_SCENARIO_TIMEOUT_SECONDS = 180
@@ -392,13 +400,10 @@ def run_tasks_scenarios(peers: NodePeers, url: str, output_dir: Path) -> dict[st
 
 
 def tasks_note(run: ScenarioRun) -> str:
-    """The table's note for a tasks scenario: what, besides SUCCESS, the suite reported."""
-    skipped = [c for c in run.checks if c["status"] == "SKIPPED"]
-    if skipped:
-        return "extension; skipped by the suite itself: " + "; ".join(
-            str(c.get("errorMessage") or c["id"])[:90] for c in skipped
-        )
-    return "extension (not scored by the suite; every check judged here)"
+    """The table's note for a tasks scenario: an extension's, judged here; or the suite's skip."""
+    if any(check["status"] == "SKIPPED" for check in run.checks):
+        return "extension: skipped by the suite itself (its notifications/tasks harness is pending)"
+    return "extension: not scored by the suite, every check judged here"
 
 
 def _read_checks(output_dir: Path, era: str, output: str) -> dict[tuple[str, str], ScenarioRun]:
@@ -517,6 +522,10 @@ def assert_tasks_run_passed(run: ScenarioRun, listed: Collection[str] = ()) -> N
     assert run.passed() > 0, run.report()
     wire = [check["status"] for check in run.checks if check["id"] == "wire-schema-valid"]
     assert wire == ["SUCCESS"], run.report()
+    for (scenario, check_id), (detail, value) in TASKS_DETAILS.items():
+        if scenario == run.scenario:
+            details = [c.get("details") or {} for c in run.checks if c["id"] == check_id]
+            assert [d.get(detail) for d in details] == [value], f"{check_id}: {details}"
 
 
 @pytest.mark.parametrize("scenario", TASKS_SCENARIOS)
