@@ -328,7 +328,7 @@ async def test_sdk_deploys_to_moto_through_its_automatic_input_required_loop(
     assert text_of(result).startswith("Created stack 'sdk-modern' in us-east-1: CREATE_COMPLETE.")
     assert result.structured_content is not None
     assert result.structured_content["action"] == "created"
-    # Two rounds, keyed by the server's inputRequests keys: the role, then the yes to the plan.
+    # The role, then the yes to the plan it shows, keyed by the server's inputRequests keys.
     assert [str(request_id) for request_id, _ in user.asked] == ["role-arn", "confirm"]
     assert stack_status(aws_env, "sdk-modern") == "CREATE_COMPLETE"
 

@@ -13,10 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.from_thread
 import boto3
 import pytest
 from moto import mock_aws
@@ -40,6 +43,9 @@ Json = dict[str, Any]
 Elicit = Callable[[Json], Awaitable[Json]]
 
 FORMS: Json = {"elicitation": {"form": {}}}
+# What a host that follows tasks declares beside forms (the tasks extension).
+TASKS: Json = {**FORMS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+BOUND = 30  # seconds for a task to end against moto
 
 # Round 1: only the role; the confirmation shows what it implies (its account).
 ROLE_REQUEST: Json = {
@@ -71,7 +77,8 @@ PLAN_LINES = [
 
 
 def new_server() -> Any:
-    return build_server({"MRTR_SIGNING_KEY": secrets.token_hex(32)})
+    # A task store of this server's own, in memory: nothing outlives the test.
+    return build_server({"MRTR_SIGNING_KEY": secrets.token_hex(32), "MRTR_TASK_STORE": "memory:"})
 
 
 @pytest.fixture
@@ -306,6 +313,108 @@ async def test_a_client_without_the_tasks_extension_gets_the_result_inline(
     assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
 
 
+# -- as a task -----------------------------------------------------------------------------------
+
+
+async def follow(client: MemoryClient, task_id: str) -> tuple[Json, list[str]]:
+    """tasks/get until the task ends: its last state, and every statusMessage seen on the way."""
+    seen: list[str] = []
+    with anyio.fail_after(BOUND):
+        while True:
+            task = await client.request("tasks/get", {"taskId": task_id})
+            message = task.get("statusMessage")
+            if message and (not seen or seen[-1] != message):
+                seen.append(message)
+            if task["status"] not in ("working", "input_required"):
+                return task, seen
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.anyio
+async def test_the_confirming_round_starts_a_task_that_deploys_once(aws: None) -> None:
+    server = new_server()
+    client = MemoryClient(server, capabilities=TASKS)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    second = await rounds(client, call, ARN)
+    # The questions are ordinary rounds, never a task.
+    assert second["resultType"] == "input_required"
+    assert "taskId" not in second
+    confirming = {**call, "inputResponses": CONFIRMED, "requestState": second["requestState"]}
+
+    created = await client.request("tools/call", confirming)
+
+    assert created["resultType"] == "task"
+    assert created["status"] == "working"
+    assert created["statusMessage"] == (
+        f"Deploying stack '{STACK}' to AWS account {ACCOUNT}, {REGION}"
+    )
+    assert "requestState" not in created and "inputRequests" not in created
+    task, _ = await follow(client, created["taskId"])
+    assert task["status"] == "completed", task
+    result = task["result"]
+    assert result["structuredContent"]["action"] == "created"
+    assert result["content"][0]["text"].startswith(f"Created stack '{STACK}' in {REGION}")
+    assert len(cfn().list_stacks()["StackSummaries"]) == 1
+    assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
+    events = len(cfn().describe_stack_events(StackName=STACK)["StackEvents"])
+
+    # The confirming round again, byte for byte: the same task, already done; nothing deployed.
+    replayed = await client.request("tools/call", confirming)
+    inline = await MemoryClient(server, capabilities=FORMS).request("tools/call", confirming)
+
+    assert replayed["resultType"] == "task"
+    assert replayed["taskId"] == created["taskId"]
+    assert replayed["status"] == "completed"
+    assert inline["structuredContent"] == result["structuredContent"]  # the stored result
+    assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
+    assert len(cfn().describe_stack_events(StackName=STACK)["StackEvents"]) == events
+
+
+@pytest.mark.anyio
+async def test_the_deploys_progress_is_the_tasks_status_message(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shown, go_on = anyio.Event(), threading.Event()
+    real_run_deploy = engine.run_deploy
+
+    def run_deploy(*args: Any, progress: Callable[[str], None], **kwargs: Any) -> Any:
+        progress("Waiting for the test")
+        anyio.from_thread.run_sync(shown.set)
+        assert go_on.wait(BOUND)
+        return real_run_deploy(*args, progress=progress, **kwargs)
+
+    monkeypatch.setattr(tool, "run_deploy", run_deploy)
+    client = MemoryClient(new_server(), capabilities=TASKS)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    created = await rounds(client, call, ARN, CONFIRMED)
+    with anyio.fail_after(BOUND):
+        await shown.wait()
+        while True:  # the engine writes a status at most every quarter of a second
+            task = await client.request("tasks/get", {"taskId": created["taskId"]})
+            if task.get("statusMessage") == "Waiting for the test":
+                break
+            await anyio.sleep(0.05)
+    assert task["status"] == "working"
+    go_on.set()
+
+    done, seen = await follow(client, created["taskId"])
+
+    assert done["status"] == "completed"
+    assert done["result"]["structuredContent"]["action"] == "created"
+    assert all(not message.startswith("Deploying stack") for message in seen)  # moved on
+
+
+@pytest.mark.anyio
+async def test_call_tool_follows_the_task_to_its_result(aws: None) -> None:
+    client = MemoryClient(new_server(), capabilities=FORMS, tasks=True)
+
+    result = await deploy(client)
+
+    assert not result.is_error, result.text
+    assert result.structured["action"] == "created"
+    assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
+
+
 # -- the yes is bound to the role, the plan and the stack as shown -------------------------------
 
 
@@ -315,7 +424,8 @@ async def test_the_role_shown_is_the_role_the_deploy_assumes(client: MemoryClien
     # the yes is no answer to a question of that round, so the deploy uses the role shown.
     other = "arn:aws:iam::111122223333:role/Deployer"
     call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
-    second = await rounds(client, call, {"role-arn": {"action": "accept", "content": {"arn": other}}})
+    theirs: Json = {"role-arn": {"action": "accept", "content": {"arn": other}}}
+    second = await rounds(client, call, theirs)
     assert f"Role: {other}" in second["inputRequests"]["confirm"]["params"]["message"]
 
     retry = {
@@ -346,8 +456,9 @@ async def test_a_stack_changed_between_the_question_and_the_yes_is_confirmed_aga
 ) -> None:
     call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
     second = await rounds(client, call, ARN)
-    # Someone else creates the stack after the user saw "Stack now: none".
-    cfn().create_stack(StackName=STACK, TemplateBody=TEMPLATE)
+    # Someone else creates the stack, for another environment, after the user saw none.
+    prod = [{"ParameterKey": "Environment", "ParameterValue": "prod"}]
+    cfn().create_stack(StackName=STACK, TemplateBody=TEMPLATE, Parameters=prod)
     theirs = cfn().describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"]
 
     retry = {**call, "inputResponses": CONFIRMED, "requestState": second["requestState"]}
@@ -356,7 +467,9 @@ async def test_a_stack_changed_between_the_question_and_the_yes_is_confirmed_aga
     assert third["resultType"] == "input_required"
     assert list(third["inputRequests"]) == ["confirm"]
     lines = third["inputRequests"]["confirm"]["params"]["message"].splitlines()
-    assert lines[0] == "The stack changed after you confirmed (it did not exist); check the plan again."
+    assert lines[0] == (
+        "The stack changed after you confirmed (it did not exist); check the plan again."
+    )
     assert lines[1] == PLAN_LINES[0]
     assert lines[3].startswith(f"Stack now: {theirs}, last changed ")
     assert change_sets() == []  # nothing of ours ran
@@ -369,7 +482,7 @@ async def test_a_stack_changed_between_the_question_and_the_yes_is_confirmed_aga
         "tools/call",
         {**call, "inputResponses": CONFIRMED, "requestState": third["requestState"]},
     )
-    assert done["structuredContent"]["action"] in ("updated", "unchanged")
+    assert done["structuredContent"]["action"] == "updated"  # to the plan confirmed again
 
 
 @pytest.mark.anyio

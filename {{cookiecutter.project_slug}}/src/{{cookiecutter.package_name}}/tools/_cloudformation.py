@@ -189,6 +189,9 @@ class PlanView:
     role_arn: str
     parameters: tuple[ShownParameter, ...]
     stack_version: str
+    #: The stack already is this plan, or this plan's change set is executing: deploying it
+    #: again would change nothing, whoever changed the stack since it was seen.
+    matches: bool = False
 
 
 @dataclass(frozen=True)
@@ -642,8 +645,9 @@ def inspect_plan(plan: StackPlan, *, role_arn: str, region: str | None) -> PlanV
     the role and reads (GetTemplateSummary, DescribeStacks); it writes nothing.
     """
 
-    def look(cfn: Any) -> tuple[tuple[ShownParameter, ...], str]:
+    def look(cfn: Any) -> tuple[tuple[ShownParameter, ...], str, bool]:
         values, secret_keys = _resolve_parameters(cfn, plan)
+        stack = _describe_stack(cfn, plan.stack)
         shown = tuple(
             ShownParameter(
                 key=key,
@@ -653,16 +657,33 @@ def inspect_plan(plan: StackPlan, *, role_arn: str, region: str | None) -> PlanV
             )
             for key, value in values.items()
         )
-        return shown, stack_version(_describe_stack(cfn, plan.stack))
+        return shown, stack_version(stack), _matches(cfn, stack, plan, values, secret_keys)
 
-    resolved, (parameters, version) = _as_role(plan, role_arn, region, look)
+    resolved, (parameters, version, matches) = _as_role(plan, role_arn, region, look)
     return PlanView(
         region=resolved,
         account=role_arn.split(":")[4],
         role_arn=role_arn,
         parameters=parameters,
         stack_version=version,
+        matches=matches,
     )
+
+
+def _matches(
+    cfn: Any,
+    stack: _Stack | None,
+    plan: StackPlan,
+    values: Mapping[str, str],
+    secret_keys: frozenset[str],
+) -> bool:
+    if stack is None or stack.status == _REVIEW:
+        return False
+    if stack.busy:
+        name = change_set_name(plan.template_body, values, secret_keys=secret_keys)
+        ours = _our_change_set(cfn, stack, name)
+        return ours is not None and ours.get("ExecutionStatus") == "EXECUTE_IN_PROGRESS"
+    return stack.status in _SUCCEEDED and _is_current(cfn, stack, plan.template_body, values)
 
 
 def resolve_region(region: str | None) -> str:

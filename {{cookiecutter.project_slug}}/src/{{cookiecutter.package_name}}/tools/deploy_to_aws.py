@@ -122,6 +122,10 @@ def confirm_message(args: DeployArgs, view: PlanView, template_body: str) -> str
     )
 
 
+def _still_holds(confirmed: object, now: dict[str, str], view: PlanView) -> bool:
+    return isinstance(confirmed, dict) and confirmed.get("plan") == now["plan"] and view.matches
+
+
 def _why_again(confirmed: object, now: dict[str, str]) -> str:
     """The first line of a confirmation asked again: what changed since the yes."""
     before = confirmed if isinstance(confirmed, dict) else {}
@@ -265,7 +269,11 @@ async def deploy_to_aws(args: DeployArgs, *, ctx: Context) -> ToolResult | Input
             functools.partial(inspect_plan, plan, role_arn=arn, region=region)
         )
         binding = {"plan": plan_digest, "stack": view.stack_version}
-        if confirm is None or ctx.state != binding:
+        # The yes holds while the stack is as the user saw it, or already is this very plan
+        # (this confirmation's own deploy, done or under way: running it again changes
+        # nothing). A stack changed in any other way, by a later deploy say, is asked again.
+        holds = ctx.state == binding or _still_holds(ctx.state, binding, view)
+        if confirm is None or not holds:
             message = confirm_message(args, view, template_body)
             if confirm is not None:
                 message = f"{_why_again(ctx.state, binding)}\n{message}"
