@@ -38,7 +38,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from mcp.client.session import ClientRequestContext
+from mcp.client.session import ClientRequestContext, ClientSession
 from moto.server import ThreadedMotoServer
 from peers.project import BakedProject, bake, serve_http
 
@@ -156,17 +156,26 @@ class User:
         )
 
 
-def stack_status(aws_env: Mapping[str, str], stack: str) -> str | None:
-    cfn = boto3.client(
+def cloudformation(aws_env: Mapping[str, str]) -> Any:
+    return boto3.client(
         "cloudformation",
         region_name=REGION,
         endpoint_url=aws_env["AWS_ENDPOINT_URL"],
         aws_access_key_id=aws_env["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=aws_env["AWS_SECRET_ACCESS_KEY"],
     )
-    stacks = cfn.list_stacks()["StackSummaries"]
+
+
+def stack_status(aws_env: Mapping[str, str], stack: str) -> str | None:
+    stacks = cloudformation(aws_env).list_stacks()["StackSummaries"]
     found = [summary["StackStatus"] for summary in stacks if summary["StackName"] == stack]
     return found[-1] if found else None
+
+
+def change_sets(aws_env: Mapping[str, str], stack: str) -> list[tuple[str, str]]:
+    """(name, execution status) of every change set moto holds for `stack`."""
+    summaries = cloudformation(aws_env).list_change_sets(StackName=stack)["Summaries"]
+    return [(summary["ChangeSetName"], summary["ExecutionStatus"]) for summary in summaries]
 
 
 def registered_names(project: BakedProject) -> dict[str, list[str]]:
@@ -700,3 +709,72 @@ async def test_sdk_host_follows_the_deploy_task_over_streamable_http(
     assert follower.statuses()[0] == "working"
     assert follower.statuses()[-1] == "completed"
     assert stack_status(aws_env, "sdk-http-task") == "CREATE_COMPLETE"
+
+
+async def test_sdk_replaying_the_confirming_round_of_a_finished_deploy_runs_nothing_again(
+    http_url: str, aws_env: dict[str, str]
+) -> None:
+    """Confirmed once, across clients: the confirming round, replayed byte for byte after its
+    task completed, by the host that follows tasks and then by another that does not, never
+    deploys again. What each may get back: that task, that run's result, or the question again
+    (the stack changed since the yes); never a second task or a second run."""
+    arguments = {"stack": "sdk-replay"}
+    follower = TaskFollower()
+    role = {"role-arn": types.ElicitResult(action="accept", content={"arn": ROLE_ARN})}
+    yes = {"confirm": types.ElicitResult(action="accept", content={"confirmed": True})}
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with User().client(http_url, extensions=[follower]) as client:
+            session = client.session
+            first = await session.call_tool(
+                "deploy_to_aws", arguments, allow_input_required=True, allow_claimed=True
+            )
+            assert isinstance(first, types.InputRequiredResult)
+            second = await session.call_tool(
+                "deploy_to_aws",
+                arguments,
+                input_responses=role,
+                request_state=first.request_state,
+                allow_input_required=True,
+                allow_claimed=True,
+            )
+            assert isinstance(second, types.InputRequiredResult)
+            assert second.request_state is not None
+            state = second.request_state
+
+            async def confirm(session: ClientSession, *, claimed: bool) -> object:
+                """The confirming round, byte for byte: the same answer, the same token."""
+                return await session.call_tool(
+                    "deploy_to_aws",
+                    arguments,
+                    input_responses=yes,
+                    request_state=state,
+                    allow_input_required=True,
+                    allow_claimed=claimed,
+                )
+
+            created = await confirm(session, claimed=True)
+            assert isinstance(created, CreatedTask), created
+            context = ClaimContext(
+                session=session, tool_name="deploy_to_aws", read_timeout_seconds=None
+            )
+            done = await follower.follow(created, context)
+            assert not done.is_error, text_of(done)
+            executed = change_sets(aws_env, "sdk-replay")
+            assert [status for _, status in executed] == ["EXECUTE_COMPLETE"]
+
+            replays = [await confirm(session, claimed=True)]
+        async with User().client(http_url) as plain:
+            replays.append(await confirm(plain.session, claimed=False))
+
+    for replay in replays:
+        if isinstance(replay, CreatedTask):
+            assert replay.task_id == created.task_id  # that task, never a second one
+        elif isinstance(replay, types.CallToolResult):
+            assert replay.structured_content == done.structured_content  # that run's result
+        else:
+            assert isinstance(replay, types.InputRequiredResult), replay
+            assert replay.input_requests is not None
+            (question,) = replay.input_requests.values()
+            message = getattr(question.params, "message", "")
+            assert message.startswith("The stack changed after you confirmed"), message
+    assert change_sets(aws_env, "sdk-replay") == executed  # the one change set, run once
