@@ -175,7 +175,12 @@ def stack_status(aws_env: Mapping[str, str], stack: str) -> str | None:
 def change_sets(aws_env: Mapping[str, str], stack: str) -> list[tuple[str, str]]:
     """(name, execution status) of every change set moto holds for `stack`."""
     summaries = cloudformation(aws_env).list_change_sets(StackName=stack)["Summaries"]
-    return [(summary["ChangeSetName"], summary["ExecutionStatus"]) for summary in summaries]
+    # moto lists every stack's change sets whatever StackName says: keep this stack's own.
+    return [
+        (summary["ChangeSetName"], summary["ExecutionStatus"])
+        for summary in summaries
+        if summary["StackName"] == stack
+    ]
 
 
 def registered_names(project: BakedProject) -> dict[str, list[str]]:
@@ -711,7 +716,7 @@ async def test_sdk_host_follows_the_deploy_task_over_streamable_http(
     assert stack_status(aws_env, "sdk-http-task") == "CREATE_COMPLETE"
 
 
-async def test_sdk_replaying_the_confirming_round_of_a_finished_deploy_runs_nothing_again(
+async def test_sdk_replaying_a_finished_deploys_confirmation_over_http_runs_nothing_again(
     http_url: str, aws_env: dict[str, str]
 ) -> None:
     """Confirmed once, across clients: the confirming round, replayed byte for byte after its
