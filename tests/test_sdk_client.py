@@ -19,7 +19,8 @@ so a plain `Client` never declares the extension and must get every task tool's 
 `mcp.client.extension` (`ClientExtension`, `ResultClaim`: a resolver for one more `resultType`
 of tools/call, run by `Client.call_tool`) and `Request.name_param` (the `Mcp-Name` header of
 tasks/*). `TaskFollower` below is such a follower, as a host would write it: it declares the
-extension, claims `resultType: "task"` and polls tasks/get at the task's pollIntervalMs.
+extension, claims `resultType: "task"`, polls tasks/get at the task's pollIntervalMs and answers
+a running task's forms with tasks/update.
 """
 
 from __future__ import annotations
@@ -106,7 +107,11 @@ class User:
     async def elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        self.asked.append((context.request_id, params.message))
+        return self.fill(context.request_id, params)
+
+    def fill(self, request_id: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        """The form `params` asks for, filled in (or declined); `request_id` names the question."""
+        self.asked.append((request_id, params.message))
         if self.decline:
             return types.ElicitResult(action="decline")
         properties = getattr(params, "requested_schema", {}).get("properties", {})
@@ -122,6 +127,7 @@ class User:
             "color": "teal",
             "context": "peer review",
             "ok": True,
+            "confirm": True,  # confirm_delete, multi_input (asked inside their tasks)
         }
         return types.ElicitResult(
             action="accept", content={key: answers[key] for key in properties}
@@ -242,7 +248,8 @@ class GetTask(types.Request[TaskParams, Literal["tasks/get"]]):
 
 
 class DetailedTask(types.Result):
-    """What tasks/get answers: the task, with its result or error once it has ended."""
+    """What tasks/get answers: the task, with its result or error once it has ended, or the
+    questions it waits on (`input_required`)."""
 
     task_id: str
     status: str
@@ -250,6 +257,23 @@ class DetailedTask(types.Result):
     poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, dict[str, Any]] | None = None
+
+
+class UpdateParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
+class Acknowledged(types.Result):
+    """tasks/update's answer: `{"resultType": "complete"}` and nothing of the task."""
+
+    result_type: Literal["complete"]
 
 
 class TaskEnded(Exception):
@@ -261,16 +285,18 @@ class TaskEnded(Exception):
 
 
 class TaskFollower(ClientExtension):
-    """Follows a task to its end the way the spec asks a client to (tasks "Polling Tasks").
+    """Follows a task to its end the way the spec asks a client to (tasks "Polling Tasks"),
+    answering the forms a task asks for (`input_required`) through `user` with tasks/update.
 
-    Answers no task input (`input_required`): deploy_to_aws and the fixtures it is used with
-    ask everything before their task starts. Remembers each status it saw, in order.
+    Remembers each status it saw, in order, and the keys it answered.
     """
 
     identifier = TASKS
 
-    def __init__(self) -> None:
+    def __init__(self, user: User | None = None) -> None:
+        self.user = user or User()
         self.seen: list[tuple[str, str, str | None]] = []  # (taskId, status, statusMessage)
+        self.answered: list[str] = []
 
     def claims(self) -> list[ResultClaim[Any]]:
         return [ResultClaim(result_type="task", model=CreatedTask, resolve=self.follow)]
@@ -291,7 +317,24 @@ class TaskFollower(ClientExtension):
             if task.status in ("failed", "cancelled"):
                 raise TaskEnded(task)
             if task.status == "input_required":
-                raise AssertionError(f"{context.tool_name} asked for input inside its task")
+                await self.answer(context, task)
+
+    async def answer(self, context: ClaimContext, task: DetailedTask) -> None:
+        # tasks "Input Requests": keys are unique over the task's life, so a key answered
+        # once is never answered again, however many polls still show it.
+        responses: dict[str, Any] = {}
+        for key, request in (task.input_requests or {}).items():
+            if key in self.answered:
+                continue
+            if request.get("method") != "elicitation/create":
+                raise AssertionError(f"{context.tool_name} asked {request!r} inside its task")
+            params = types.ElicitRequestFormParams.model_validate(request["params"])
+            answer = self.user.fill(key, params)
+            responses[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+            self.answered.append(key)
+        if responses:
+            update = UpdateParams(task_id=task.task_id, input_responses=responses)
+            await context.session.send_request(UpdateTask(params=update), Acknowledged)
 
     def statuses(self) -> list[str]:
         return [status for _, status, _ in self.seen]
@@ -581,6 +624,36 @@ async def test_sdk_host_with_the_tasks_extension_follows_the_deploy_task_to_its_
     assert first_message is not None
     assert first_message.startswith("Deploying stack 'sdk-task' to AWS account 123456789012")
     assert stack_status(aws_env, "sdk-task") == "CREATE_COMPLETE"
+
+
+async def test_sdk_host_answers_the_question_a_running_task_asks_through_tasks_update(
+    project: BakedProject,
+) -> None:
+    user = User()
+    follower = TaskFollower(user)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project), extensions=[follower]) as client:
+            result = await client.call_tool("confirm_delete", {"filename": "notes.txt"})
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "Deleted notes.txt (a fixture: no file was touched)."
+    assert "input_required" in follower.statuses()
+    assert follower.statuses()[-1] == "completed"
+    # Asked once, inside the task: on tasks/get, never as an input_required round of tools/call.
+    assert [message for _, message in user.asked] == ["Delete notes.txt?"]
+    assert len(follower.answered) == 1
+
+
+async def test_sdk_host_answers_two_questions_of_one_task_at_once(project: BakedProject) -> None:
+    user = User()
+    follower = TaskFollower(user)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project), extensions=[follower]) as client:
+            result = await client.call_tool("multi_input", {})
+
+    assert text_of(result) == "Approved by 2 of 2: Ada, Ada."
+    assert len(follower.answered) == 2
+    assert len(set(follower.answered)) == 2
 
 
 async def test_sdk_host_sees_a_tool_error_as_the_completed_task_result(
