@@ -184,6 +184,31 @@ async def test_an_unknown_task_id_is_invalid_params(
     assert (error.code, error.message) == (-32602, "Task not found")
 
 
+async def test_an_expired_task_is_not_found(server: Server, tasks_client: MemoryClient) -> None:
+    store = await server.tasks.store()
+    gone = replace(dead_record(server, attempts=0), task_id="expired", expires_at=time.time() - 1)
+    await store.create(gone)
+    error = await rpc_error(tasks_client, "tasks/get", {"taskId": "expired"})
+    assert (error.code, error.message) == (-32602, "Task not found")
+
+
+async def test_an_update_of_a_task_that_asks_nothing_is_acknowledged_and_ignored(
+    tasks_client: MemoryClient,
+) -> None:
+    created = await start(tasks_client, "progress")
+    ack = await tasks_client.request(
+        "tasks/update", {"taskId": created["taskId"], "inputResponses": {"x.1": accept(a=1)}}
+    )
+    assert ack["resultType"] == "complete"
+    task = await tasks_client.request("tasks/get", {"taskId": created["taskId"]})
+    assert task["status"] == "working"
+
+
+async def test_a_legacy_session_runs_an_optional_task_tool_inline(server: Server) -> None:
+    legacy = MemoryClient(server, era="legacy", capabilities=ALL_CAPABILITIES)
+    assert (await legacy.call_tool("slow", {"seconds": 0})).text == "slept 0.0"
+
+
 async def as_principal(server: Server, principal: str, method: str, params: Json) -> Json:
     request = Request(1, method, {**params, "_meta": meta(WITH_TASKS)})
     peer = MemoryClient(server)  # only its notify is used, and never here
@@ -774,7 +799,7 @@ async def test_a_stopping_server_leaves_its_task_working_and_another_resumes_it(
     first.tasks.lease_seconds = 0.2
     created = await start(MemoryClient(first, tasks=True), "slow", {"seconds": 60})
     await until(lambda: flags.runs["slow"] == 1)
-    assert first.tasks.stop() == 1
+    assert first.tasks.stop() == set()  # nothing past a point of no return: all stopped
     await until(lambda: flags.cancelled_at is not None)
     store = await first.tasks.store()
     left = await store.load(created["taskId"])
@@ -796,6 +821,21 @@ async def test_a_stopping_server_leaves_its_task_working_and_another_resumes_it(
     assert record.lease_owner == second.tasks.worker_id
     await follower.request("tasks/cancel", {"taskId": created["taskId"]})
     await wait_for(follower, created["taskId"], "cancelled")
+
+
+async def test_a_stopping_server_lets_a_task_past_its_point_of_no_return_finish(
+    server: Server, tasks_client: MemoryClient, flags: Flags
+) -> None:
+    created = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["committed_job"] == 1)
+    finishing = server.tasks.stop()
+    assert len(finishing) == 1
+    flags.release.set()
+    await asyncio.wait(finishing, timeout=BOUND)
+    store = await server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.status == "completed"
+    server.tasks.abandon()  # nothing left to stop
 
 
 async def test_a_cancel_on_another_replica_reaches_the_worker_at_its_renewal(

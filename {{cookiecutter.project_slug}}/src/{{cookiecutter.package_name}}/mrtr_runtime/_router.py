@@ -9,6 +9,7 @@ the few things that must travel the other way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -264,10 +265,15 @@ class Server:
         """
         return self._subscriptions.end_listens()
 
-    def stop_tasks(self) -> int:
+    def stop_tasks(self) -> set[asyncio.Task[None]]:
         """The server is stopping: its running tasks stop and keep their records (`working`)
-        for a server holding the same store to resume. How many were running."""
-        return 0 if self._tasks is None else self._tasks.stop()
+        for a server holding the same store to resume; those past their point of no return
+        are returned, to be given the shutdown grace, then `abandon_tasks`."""
+        return set() if self._tasks is None else self._tasks.stop()
+
+    def abandon_tasks(self) -> None:
+        if self._tasks is not None:
+            self._tasks.abandon()
 
     def warm_up(self) -> None:
         """Load what `server/discover` did not need; raises if a tool module is broken."""

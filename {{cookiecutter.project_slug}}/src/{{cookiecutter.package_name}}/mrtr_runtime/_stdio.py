@@ -766,6 +766,9 @@ async def _serve_pipes(
     stopped = loop.create_task(stop.wait())
     eof = loop.create_task(stdin_done.wait())
     await asyncio.wait({stopped, eof}, return_when=asyncio.FIRST_COMPLETED)
+    # Running tasks stop and keep their records (`working`): the next server holding the
+    # store resumes them. Those past their point of no return share the requests' grace.
+    tasks_finishing = server.stop_tasks()
     # basic/patterns/subscriptions "Graceful Closure": each open listen stream is ended first;
     # it tells its client and answers its request, so it neither holds the drain below nor
     # is abandoned with an error.
@@ -784,12 +787,14 @@ async def _serve_pipes(
             {drained, stopped}, timeout=DRAIN_SECONDS, return_when=asyncio.FIRST_COMPLETED
         )
         drained.cancel()
+        if tasks_finishing and not stop.is_set():
+            await asyncio.wait(tasks_finishing, timeout=SHUTDOWN_GRACE_SECONDS)
     else:
         # Told to stop: what has not reached its point of no return stops now; what has may
         # have changed the world already, and gets the grace to finish and say what it did.
         finishing = connection.stop_uncommitted()
-        if finishing:
-            await asyncio.wait(finishing, timeout=SHUTDOWN_GRACE_SECONDS)
+        if finishing or tasks_finishing:
+            await asyncio.wait(finishing | tasks_finishing, timeout=SHUTDOWN_GRACE_SECONDS)
     unfinished = connection.unfinished
     if unfinished:
         _logger.warning("stopping; abandoning %d unfinished request(s)", unfinished)
@@ -799,8 +804,7 @@ async def _serve_pipes(
     connection.cancel_all()
     for task in background:
         task.cancel()
-    # Running tasks keep their records (`working`): the next server resumes them.
-    server.stop_tasks()
+    server.abandon_tasks()
     stopped.cancel()
     eof.cancel()
     if connection.in_flight:

@@ -770,7 +770,8 @@ class TaskEngine:
                 return
             await run.flush()
             if run.cancellation.cancelled and not run.cancellation.committed:
-                await self._settle_cancelled(run)
+                if not self._stopping:  # a stopping server leaves the task to resume
+                    await self._settle_cancelled(run)
                 return
             if not isinstance(outcome, InputRequired):
                 result = call.finish(outcome)
@@ -933,23 +934,39 @@ class TaskEngine:
                     _logger.exception("forgetting expired tasks failed")
             await asyncio.sleep(self.sweep_seconds)
 
-    def stop(self) -> int:
-        """The server is stopping: local workers are stopped and their records left as they
-        are (`working`, the lease left to lapse), so the task resumes when a server holding
-        the store starts (or on another replica). How many were running."""
+    def stop(self) -> set[asyncio.Task[None]]:
+        """The server is stopping: local workers stop, and their records stay as they are
+        (`working`, the lease left to lapse), so each task resumes when a server holding the
+        store takes it over (after a restart, or on another replica). A worker past its
+        handler's point of no return is left to finish: its task is returned, for the
+        transport to give the shutdown grace (then `abandon`)."""
         self._stopping = True
-        running = [run for run in self._runs.values() if run.task is not None]
-        for run in running:
+        finishing: set[asyncio.Task[None]] = set()
+        for run in list(self._runs.values()):
+            task = run.task
+            if task is None:
+                continue  # an inline run: its request is the transport's to stop
+            if not run.cancellation.cancel_unless_committed():
+                finishing.add(task)
+                continue
             _logger.warning(
                 "task %s stopped with the server; it stays 'working' and resumes when a "
                 "server with the same task store takes it over",
                 run.task_id,
             )
-            if run.task is not None:
+            task.cancel()
+        return finishing
+
+    def abandon(self) -> None:
+        """Stop the workers `stop` left to finish (the grace is over); they resume later."""
+        for run in list(self._runs.values()):
+            if run.task is not None and not run.task.done():
+                _logger.warning(
+                    "task %s did not finish within the shutdown grace; it stays 'working' "
+                    "and its handler runs again when the task is resumed",
+                    run.task_id,
+                )
                 run.task.cancel()
-            if run.renewal is not None:
-                run.renewal.cancel()
-        return len(running)
 
     @property
     def running(self) -> int:

@@ -395,11 +395,14 @@ class HttpApp:
 
     def _stop_tasks(self) -> None:
         """Running tasks stop with the server and keep their records (`working`): a server
-        holding the same store resumes them once their leases lapse."""
+        holding the same store resumes them once their leases lapse. The lifespan ends after
+        uvicorn's grace is spent, so even those past their point of no return stop here (the
+        handler, idempotent, runs again when the task is resumed)."""
         if self._tasks_loop is not None:
             self._tasks_loop.cancel()
             self._tasks_loop = None
         self.server.stop_tasks()
+        self.server.abandon_tasks()
 
     # -- one request ----------------------------------------------------------------------------
 
