@@ -184,6 +184,53 @@ async def test_two_rounds_through_the_real_server_deploy_the_stack_into_moto(
     assert seen == list(updated.progress)
 
 
+@pytest.mark.anyio
+async def test_a_host_that_follows_tasks_gets_the_deploy_as_a_task_run_once(
+    endpoint: str, server_env: dict[str, str]
+) -> None:
+    stack = "e2e-task"
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": stack}}
+    role = {"role-arn": {"action": "accept", "content": {"arn": ROLE}}}
+    yes = {"confirm": {"action": "accept", "content": {"confirmed": True}}}
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            [sys.executable, "-m", PACKAGE],
+            env=server_env,
+            capabilities={"elicitation": {"form": {}}},
+            tasks=True,
+        ) as session:
+            first = await session.request("tools/call", call)
+            second = await session.request(
+                "tools/call",
+                {**call, "inputResponses": role, "requestState": first["requestState"]},
+            )
+            confirming = {**call, "inputResponses": yes, "requestState": second["requestState"]}
+            created = await session.request("tools/call", confirming)
+            task = created
+            statuses: list[str] = []
+            while task["status"] == "working":
+                statuses.append(str(task.get("statusMessage")))
+                await anyio.sleep(0.1)
+                task = await session.request("tasks/get", {"taskId": created["taskId"]})
+            replayed = await session.request("tools/call", confirming)
+
+    assert first["resultType"] == second["resultType"] == "input_required"
+    assert created["resultType"] == "task", created
+    assert statuses[0] == f"Deploying stack '{stack}' to AWS account 111122223333, {REGION}"
+    assert task["status"] == "completed", (task, session.stderr_text())
+    assert task["result"]["structuredContent"]["action"] == "created"
+    # The confirming round again, byte for byte, after the task ended: that task, not a deploy.
+    assert replayed["resultType"] == "task"
+    assert (replayed["taskId"], replayed["status"]) == (created["taskId"], "completed")
+    cloudformation = assumed("cloudformation", endpoint)
+    stacks = cloudformation.list_stacks()["StackSummaries"]
+    assert [summary["StackStatus"] for summary in stacks if summary["StackName"] == stack] == [
+        "CREATE_COMPLETE"
+    ]
+    change_sets = cloudformation.list_change_sets(StackName=stack)["Summaries"]
+    assert [item["ExecutionStatus"] for item in change_sets] == ["EXECUTE_COMPLETE"]
+
+
 class SlowAws:
     """A proxy in front of moto's server that holds every AWS call for `delay` seconds.
 
