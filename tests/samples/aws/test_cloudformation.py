@@ -909,6 +909,71 @@ def test_a_leftover_change_set_of_the_same_name_is_rebuilt_not_executed(
         engine.deploy_stack(client, PLAN, waits=Recorder().policy())
 
 
+def test_a_create_interrupted_before_its_execution_executes_its_own_change_set(
+    stubbed: tuple[Any, Stubber],
+) -> None:
+    # The process died between CreateChangeSet and ExecuteChangeSet (a task resumed by another
+    # process): the stack is only that proposal, named for this very plan. It is executed, not
+    # rebuilt: no second proposal, no DeleteChangeSet, no CreateChangeSet.
+    client, stubber = stubbed
+    _existing_stack(stubber, "REVIEW_IN_PROGRESS")
+    stubber.add_response(
+        "describe_change_set",
+        {
+            "ChangeSetId": CHANGE_SET_ID,
+            "StackId": STACK_ID,
+            "Status": "CREATE_COMPLETE",
+            "ExecutionStatus": "AVAILABLE",
+            "Capabilities": [],
+        },
+    )
+    stubber.add_response("describe_stack_events", events_response(("e0", STACK, "REVIEW", None)))
+    stubber.add_response(
+        "execute_change_set",
+        {},
+        {
+            "ChangeSetName": CHANGE_SET_ID,
+            "ClientRequestToken": engine._token("mrtr-exec", CHANGE_SET_ID),
+        },
+    )
+    stubber.add_response(
+        "describe_stack_events",
+        events_response(("e1", "Queue", "CREATE_COMPLETE", None), ("e0", STACK, "REVIEW", None)),
+    )
+    stubber.add_response("describe_stacks", stack_response("CREATE_COMPLETE"))
+    record = Recorder()
+
+    outcome = engine.deploy_stack(client, PLAN, progress=record.progress, waits=record.policy())
+
+    assert outcome.action == "created"
+    assert outcome.status == "CREATE_COMPLETE"
+    assert record.messages[0] == f"Executing change set {NAME}"
+    stubber.assert_no_pending_responses()
+
+
+def test_an_interrupted_create_whose_change_set_lacks_the_plans_capabilities_is_rebuilt(
+    stubbed: tuple[Any, Stubber],
+) -> None:
+    client, stubber = stubbed
+    plan = engine.StackPlan(STACK, TEMPLATE, {"Password": "hunter2"}, ("CAPABILITY_IAM",))
+    _existing_stack(stubber, "REVIEW_IN_PROGRESS")
+    stubber.add_response(
+        "describe_change_set",
+        {
+            "ChangeSetId": CHANGE_SET_ID,
+            "StackId": STACK_ID,
+            "Status": "CREATE_COMPLETE",
+            "ExecutionStatus": "AVAILABLE",
+            "Capabilities": [],
+        },
+    )
+    stubber.add_response("delete_change_set", {}, {"ChangeSetName": CHANGE_SET_ID})
+    stubber.add_client_error("create_change_set", service_error_code="Throttling")
+
+    with pytest.raises(ClientError, match="Throttling"):
+        engine.deploy_stack(client, plan, waits=Recorder().policy())
+
+
 def test_a_retry_while_its_change_set_executes_waits_for_it(
     stubbed: tuple[Any, Stubber],
 ) -> None:

@@ -527,9 +527,24 @@ def deploy_stack(
 
     replaced = ""
     if stack is not None:
-        # A leftover from an interrupted attempt is rebuilt, never executed blind.
         leftover = _our_change_set(cfn, stack, name)
+        if not updating and leftover is not None and _ready_for(leftover, plan):
+            # A create interrupted between its change set and its execution (the process died,
+            # and this is the task resumed): the stack is still only that proposal, and the
+            # change set's name is this plan's digest, so it is exactly what was confirmed.
+            # Executing it finishes that create; rebuilding it would make a second proposal.
+            return _execute(
+                cfn,
+                str(leftover["ChangeSetId"]),
+                stack.stack_id,
+                name,
+                "created",
+                progress,
+                deadline,
+            )
         if leftover is not None:
+            # A leftover of an update is rebuilt, never executed blind: the stack may have
+            # changed since it was computed.
             replaced = str(leftover["ChangeSetId"])
             checkpoint()
             cfn.delete_change_set(ChangeSetName=replaced)
@@ -576,17 +591,38 @@ def deploy_stack(
             return DeployOutcome("unchanged", stack.stack_id, stack.status, name, stack.outputs)
         raise ToolError(f"Change set {name} could not be created: {reason or error}") from None
 
+    made: Literal["created", "updated"] = "updated" if updating else "created"
+    return _execute(cfn, change_set_id, stack_id, name, made, progress, deadline)
+
+
+def _ready_for(change_set: Mapping[str, Any], plan: StackPlan) -> bool:
+    """Whether a change set of ours was made in full and never executed, with the plan's own
+    capabilities (its name already says its template and parameters)."""
+    return (
+        change_set.get("Status") == "CREATE_COMPLETE"
+        and change_set.get("ExecutionStatus") == "AVAILABLE"
+        and sorted(change_set.get("Capabilities") or []) == sorted(plan.capabilities)
+    )
+
+
+def _execute(
+    cfn: Any,
+    change_set_id: str,
+    stack_id: str,
+    name: str,
+    action: Literal["created", "updated"],
+    progress: Progress,
+    deadline: _Deadline,
+) -> DeployOutcome:
     seen = _event_ids(cfn, stack_id)
     progress(f"Executing change set {name}")
-    checkpoint()
-    commit()
+    deadline.checkpoint()
+    deadline.commit()
     cfn.execute_change_set(
         ChangeSetName=change_set_id, ClientRequestToken=_token("mrtr-exec", change_set_id)
     )
     done = _wait_for_stack(cfn, stack_id, seen, progress, deadline)
-    return DeployOutcome(
-        "updated" if updating else "created", done.stack_id, done.status, name, done.outputs
-    )
+    return DeployOutcome(action, done.stack_id, done.status, name, done.outputs)
 
 
 def require_boto3() -> Any:
