@@ -621,22 +621,32 @@ async def test_a_write_waiting_for_another_process_lock_never_holds_the_event_lo
     await store.close()
 
 
-async def test_the_sqlite_row_count_the_bound_reads_first_stays_exact(tmp_path: Path) -> None:
-    store = await open_sqlite_store(tmp_path / "tasks.db", max_tasks=100)
+async def test_the_sqlite_row_counts_the_bounds_read_first_stay_exact(tmp_path: Path) -> None:
+    store = await open_sqlite_store(tmp_path / "tasks.db", max_tasks=100, max_per_owner=6)
 
-    def counts() -> tuple[int, int]:
+    def counts() -> tuple[int, int, dict[str, int]]:
         (kept,) = store._eager.execute("SELECT stored FROM task_count").fetchone()
         (real,) = store._eager.execute("SELECT count(*) FROM tasks").fetchone()
-        return kept, real
+        owned = dict(store._eager.execute("SELECT owner, stored FROM owner_count").fetchall())
+        grouped = store._eager.execute("SELECT owner, count(*) FROM tasks GROUP BY owner")
+        assert owned == dict(grouped.fetchall())  # per owner too, none left at zero
+        return kept, real, owned
 
     for number in range(10):
-        await store.create(make_record(ttl=0.2 if number < 4 else 3600), once_key=f"k{number}")
-    assert counts() == (10, 10)
+        owner = "a" if number % 2 else "b"
+        record = make_record(ttl=0.2 if number < 4 else 3600, owner=owner)
+        await store.create(record, once_key=f"k{number}")
+    assert counts() == (10, 10, {"a": 5, "b": 5})
     await anyio.sleep(0.3)
-    await store.create(make_record(), once_key="k0")  # replaces the expired holder of k0
-    assert counts() == (10, 10)
-    assert await store.purge(time.time()) == 3
-    assert counts() == (7, 7)
+    await store.create(make_record(owner="a"), once_key="k0")  # replaces b's expired holder
+    assert counts() == (10, 10, {"a": 6, "b": 4})
+    # "a" is at its bound of 6 counting its two expired rows: those go, the create is taken.
+    await store.create(make_record(owner="a"))
+    assert counts() == (9, 9, {"a": 5, "b": 4})
+    assert await store.purge(time.time()) == 1
+    assert counts() == (8, 8, {"a": 5, "b": 3})
+    assert await store.purge(time.time() + 7200) == 8
+    assert counts() == (0, 0, {})
     await store.close()
 
 
