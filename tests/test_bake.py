@@ -104,7 +104,7 @@ def test_aws_off_leaves_no_trace(bake: BakeFactory) -> None:
     readme = (baked.project / "README.md").read_text(encoding="utf-8")
     assert not re.search(r"^#+ .*\bAWS\b", readme, re.MULTILINE)
     pyproject = tomllib.loads((baked.project / "pyproject.toml").read_text(encoding="utf-8"))
-    assert set(pyproject["project"]["optional-dependencies"]) == {"dev", "http"}
+    assert set(pyproject["project"]["optional-dependencies"]) == {"dev", "http", "redis"}
 
 
 def test_aws_on_ships_the_example(bake: BakeFactory) -> None:
