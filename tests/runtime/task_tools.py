@@ -9,7 +9,7 @@ import time
 from collections import Counter
 
 import support
-from mrtr_runtime import Context, InputRequired, Registry, ToolResult, elicit_form
+from mrtr_runtime import Context, InputRequired, Registry, ToolError, ToolResult, elicit_form
 from mrtr_runtime._jsonrpc import RpcError
 from mrtr_runtime._tasks import MAX_RESULT_BYTES
 
@@ -117,6 +117,11 @@ def build(flags: Flags) -> Registry:
     async def crashes(*, ctx: Context) -> str:
         ctx.start_task()
         raise KeyError("x")
+
+    @registry.tool(task="optional")
+    async def raises_tool_error(*, ctx: Context) -> str:
+        ctx.start_task()
+        raise ToolError("the disk is full")
 
     @registry.tool(task="optional")
     async def tool_error(*, ctx: Context) -> ToolResult:
