@@ -640,7 +640,7 @@ class TaskEngine:
             )
             if idle and record.committed:
                 if record.status == "input_required":
-                    return self._maybe_done(record.evolve(cancel_requested=True), now)
+                    return self._maybe_done(record, now, cancel_requested=True)
                 # A worker died past the point of no return: the takeover decides (rule of
                 # `_claim`), never `cancelled`.
                 return None if record.cancel_requested else record.evolve(cancel_requested=True)
@@ -817,7 +817,7 @@ class TaskEngine:
         tool = self.registry.tools.get(name)
         return tool is not None and tool.summary.get("annotations", {}).get("idempotentHint") is True
 
-    def _maybe_done(self, record: TaskRecord, now: float) -> TaskRecord:
+    def _maybe_done(self, record: TaskRecord, now: float, **changes: Any) -> TaskRecord:
         """`record` ended `completed` with an isError result saying its action may have been
         carried out (never `cancelled`, never a protocol error: the tool's state is the answer)."""
         return record.evolve(
@@ -830,6 +830,7 @@ class TaskEngine:
             lease_owner=None,
             lease_expires=0.0,
             updated_at=now,
+            **changes,
         )
 
     def _spawn(self, record: TaskRecord) -> None:
@@ -986,7 +987,7 @@ class TaskEngine:
             if status == "cancelled" and (record.committed or run.cancellation.committed):
                 # Past the point of no return (in this run or one before it) a task never
                 # ends `cancelled`: its action may have happened.
-                return self._maybe_done(record.evolve(committed=True), now)
+                return self._maybe_done(record, now, committed=True)
             # The final statusMessage fits the end, never the last progress text: failed
             # SHOULD carry one (tasks "Task Execution Errors"): its reason.
             text = status_message
