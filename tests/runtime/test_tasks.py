@@ -1252,3 +1252,21 @@ async def test_a_graceful_stop_gives_up_the_leases_so_another_server_takes_over_
     await until(lambda: flags.runs["slow"] == 2)
     await follower.request("tasks/cancel", {"taskId": created["taskId"]})
     await wait_for(follower, created["taskId"], "cancelled")
+
+
+async def test_the_stop_log_says_what_becomes_of_each_task(
+    server: Server, tasks_client: MemoryClient, flags: Flags, caplog: pytest.LogCaptureFixture
+) -> None:
+    stopped = await start(tasks_client, "slow", {"seconds": 60})
+    past = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["slow"] == 1 and flags.runs["committed_job"] == 1)
+    with caplog.at_level("WARNING", logger="mrtr_runtime"):
+        finishing = server.tasks.stop()
+        assert len(finishing) == 1
+        server.tasks.abandon()  # the grace is over: the committed one is still running
+        await asyncio.wait(finishing, timeout=BOUND)
+    lines = {r.getMessage() for r in caplog.records}
+    (before,) = (line for line in lines if stopped["taskId"] in line)
+    assert "before its point of no return" in before and "resumes" in before
+    (after,) = (line for line in lines if past["taskId"] in line)
+    assert "may have been carried out" in after and "without running again" in after
