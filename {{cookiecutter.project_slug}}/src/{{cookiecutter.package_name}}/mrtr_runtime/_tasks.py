@@ -1126,7 +1126,9 @@ class TaskEngine:
     def abandon(self) -> None:
         """Stop the workers `stop` left to finish (the grace is over); they resume later."""
         for run in list(self._runs.values()):
-            if run.task is not None and not run.task.done():
+            # Only those `stop` left to finish: the others were stopped (and said so) there,
+            # and may still be unwinding.
+            if run.task is not None and not run.task.done() and run.cancellation.committed:
                 again = (
                     "its handler runs again"
                     if self._idempotent_tool(run.target)
