@@ -660,7 +660,10 @@ async def test_inline_replays_of_a_task_waiting_for_input_answer_at_once_and_hol
     with anyio.fail_after(10):
         while True:
             got = await http.rpc(
-                "tasks/get", {"taskId": task_id}, headers={"mcp-name": task_id}, capabilities=WITH_TASKS
+                "tasks/get",
+                {"taskId": task_id},
+                headers={"mcp-name": task_id},
+                capabilities=WITH_TASKS,
             )
             if got.json()["result"]["status"] == "input_required":
                 break
@@ -693,7 +696,9 @@ async def test_an_http_stop_gives_a_task_past_its_point_of_no_return_the_grace(
         await http.rpc("tools/call", {"name": "committed_job"}, capabilities=WITH_TASKS)
     ).json()["result"]
     with anyio.fail_after(10):
-        while flags.runs["committed_job"] == 0:
+        while True:
+            if flags.runs["committed_job"]:
+                break
             await anyio.sleep(0.01)
 
     async def finish_soon() -> None:

@@ -343,15 +343,20 @@ async def test_progress_becomes_the_status_message(
     assert "statusMessage" not in done
 
 
+async def wait_for_message(client: MemoryClient, task_id: str, message: str) -> None:
+    with anyio.fail_after(BOUND):
+        while True:
+            task = await client.request("tasks/get", {"taskId": task_id})
+            if task.get("statusMessage") == message:
+                return
+            await asyncio.sleep(0.01)
+
+
 async def test_a_cancelled_task_s_status_message_says_why_not_its_last_progress(
     tasks_client: MemoryClient,
 ) -> None:
     created = await start(tasks_client, "progress")
-    with anyio.fail_after(BOUND):
-        while (await tasks_client.request("tasks/get", {"taskId": created["taskId"]})).get(
-            "statusMessage"
-        ) != "halfway there":
-            await asyncio.sleep(0.01)
+    await wait_for_message(tasks_client, created["taskId"], "halfway there")
     await tasks_client.request("tasks/cancel", {"taskId": created["taskId"]})
     cancelled = await wait_for(tasks_client, created["taskId"], "cancelled")
     assert cancelled["statusMessage"] == "Cancelled at the client's request."
@@ -1098,9 +1103,7 @@ async def test_a_takeover_of_a_committed_task_with_a_cancel_requested_is_not_can
     # The cancel came while the dead worker still held its lease (another replica): the
     # takeover finds it, and the action may have happened all the same.
     store = await server.tasks.store()
-    record = await store.create(
-        committed_record(server, "committed_job", cancel_requested=True)
-    )
+    record = await store.create(committed_record(server, "committed_job", cancel_requested=True))
     done = await wait_for(tasks_client, record.task_id, "completed", "failed", "cancelled")
     assert done["status"] == "completed" and done["result"]["isError"] is True
     assert flags.runs["committed_job"] == 0
@@ -1220,7 +1223,8 @@ async def test_a_store_in_memory_for_want_of_a_home_warns_once_when_opened(
 
     settings = Settings.from_environment({})
     homeless = task_backend(settings, None, namespace="mrtr")
-    chosen = task_backend(Settings.from_environment({"MRTR_TASK_STORE": "memory:"}), None, namespace="mrtr")
+    asked = Settings.from_environment({"MRTR_TASK_STORE": "memory:"})
+    chosen = task_backend(asked, None, namespace="mrtr")
     with caplog.at_level("WARNING", logger="mrtr_runtime"):
         await chosen.open()
         assert not caplog.records  # memory asked for: nothing to warn of

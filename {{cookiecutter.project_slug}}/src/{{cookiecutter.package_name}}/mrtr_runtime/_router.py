@@ -276,13 +276,13 @@ class Server:
         if self._tasks is not None:
             self._tasks.abandon()
 
-    async def release_tasks(self, timeout: float) -> None:
+    async def release_tasks(self, grace: float) -> None:
         """After `stop_tasks`: give up the leases of the tasks it left `working` (before their
         point of no return), so a restart or another replica takes them over at once; at most
-        `timeout` seconds (a store that does not answer leaves the leases to lapse)."""
+        `grace` seconds (a store that does not answer leaves the leases to lapse)."""
         if self._tasks is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._tasks.release(), timeout)
+                await asyncio.wait_for(self._tasks.release(), grace)
 
     def warm_up(self) -> None:
         """Load what `server/discover` did not need; raises if a tool module is broken."""

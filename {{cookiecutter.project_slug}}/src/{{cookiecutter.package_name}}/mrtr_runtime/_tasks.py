@@ -815,7 +815,8 @@ class TaskEngine:
 
     def _idempotent_tool(self, name: str) -> bool:
         tool = self.registry.tools.get(name)
-        return tool is not None and tool.summary.get("annotations", {}).get("idempotentHint") is True
+        hints = tool.summary.get("annotations", {}) if tool is not None else {}
+        return hints.get("idempotentHint") is True
 
     def _maybe_done(self, record: TaskRecord, now: float, **changes: Any) -> TaskRecord:
         """`record` ended `completed` with an isError result saying its action may have been
