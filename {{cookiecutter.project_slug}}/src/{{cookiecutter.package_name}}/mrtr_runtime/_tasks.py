@@ -207,8 +207,8 @@ class _Run:
         if on_loop:
             self._commit_write = self._loop.create_task(self._write_commit())
             return
-        future = asyncio.run_coroutine_threadsafe(self._write_commit(), self._loop)
         try:
+            future = asyncio.run_coroutine_threadsafe(self._write_commit(), self._loop)
             future.result(timeout=self.engine.lease_seconds)
         except Exception:
             # The renewal writes it too; the action is the tool's to carry out either way.
