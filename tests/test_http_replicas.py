@@ -483,11 +483,14 @@ def test_deploy_to_aws_asks_on_one_replica_and_deploys_on_the_other(
     assert result.get("isError") is not True, result
     assert result["structuredContent"]["action"] == "created"
     assert stack_status(aws_endpoint, stack) == "CREATE_COMPLETE"
-    assert [hop.answered for hop in hops] == [(), ("confirm", "role-arn")]
-    assert hops[0].outcome == "input_required for confirm, role-arn"
+    # The role, then the yes to the plan it shows, then the deploy: each round on the other
+    # replica from the last.
+    assert [hop.answered for hop in hops] == [(), ("role-arn",), ("confirm",)]
+    assert hops[0].outcome == "input_required for role-arn"
+    assert hops[1].outcome == "input_required for confirm"
     assert_alternating(hops)
-    # The deploy's progress came back through the proxy as the SSE stream of round two.
-    assert "SSE" in hops[1].outcome
+    # The deploy's progress came back through the proxy as the SSE stream of round three.
+    assert "SSE" in hops[2].outcome
     progress = [note for note in deploy.notifications if note["method"] == "notifications/progress"]
     assert progress
     assert {note["params"]["progressToken"] for note in progress} == {"deploy"}

@@ -7,7 +7,20 @@ The Streamable HTTP tests point the SDK's HTTP client at one `<slug> http` proce
 
 `deploy_to_aws` talks to moto's standalone server on 127.0.0.1 (AWS_ENDPOINT_URL, dummy
 credentials). The conformance fixtures (tests/peers/conformance_tools.py) are dropped into the
-same bake, so the AWS-free shapes (sampling, roots, several rounds, prompts) meet the SDK too.
+same bake, so the AWS-free shapes (sampling, roots, several rounds, prompts, task tools) meet the
+SDK too. Every server of the module keeps its tasks in a state directory of the module's own
+(XDG_STATE_HOME), where the default task store lives.
+
+Tasks (the `io.modelcontextprotocol/tasks` extension): mcp 2.3.0 has no tasks client. No module
+of `mcp` names the extension, and `Client.call_tool` validates a tools/call answer as
+CallToolResult or InputRequiredResult only (`mcp/client/session.py`, `_CallToolResultAdapter`),
+so a plain `Client` never declares the extension and must get every task tool's result inline
+(or -32021 for a task-only tool). What 2.3.0 ships is the API a host builds a follower with:
+`mcp.client.extension` (`ClientExtension`, `ResultClaim`: a resolver for one more `resultType`
+of tools/call, run by `Client.call_tool`) and `Request.name_param` (the `Mcp-Name` header of
+tasks/*). `TaskFollower` below is such a follower, as a host would write it: it declares the
+extension, claims `resultType: "task"`, polls tasks/get at the task's pollIntervalMs and answers
+a running task's forms with tasks/update.
 """
 
 from __future__ import annotations
@@ -18,14 +31,15 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import boto3
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.session import ClientRequestContext
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.session import ClientRequestContext, ClientSession
 from moto.server import ThreadedMotoServer
 from peers.project import BakedProject, bake, serve_http
 
@@ -66,13 +80,18 @@ def aws_env() -> Iterator[dict[str, str]]:
         moto.stop()
 
 
+def state_env(project: BakedProject) -> dict[str, str]:
+    """The per-user state directory (and so the default task store) of this module's servers."""
+    return {"XDG_STATE_HOME": str(project.root.parent / "state")}
+
+
 def server_params(
     project: BakedProject, extra_env: Mapping[str, str] | None = None
 ) -> StdioServerParameters:
     return StdioServerParameters(
         command=project.server_command()[0],
         args=project.server_command()[1:],
-        env=project.server_env(extra_env),
+        env=project.server_env({**state_env(project), **(extra_env or {})}),
         cwd=str(project.root.parent),  # not the project: hosts start servers from anywhere
     )
 
@@ -88,7 +107,11 @@ class User:
     async def elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        self.asked.append((context.request_id, params.message))
+        return self.fill(context.request_id, params)
+
+    def fill(self, request_id: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        """The form `params` asks for, filled in (or declined); `request_id` names the question."""
+        self.asked.append((request_id, params.message))
         if self.decline:
             return types.ElicitResult(action="decline")
         properties = getattr(params, "requested_schema", {}).get("properties", {})
@@ -104,6 +127,7 @@ class User:
             "color": "teal",
             "context": "peer review",
             "ok": True,
+            "confirm": True,  # confirm_delete, multi_input (asked inside their tasks)
         }
         return types.ElicitResult(
             action="accept", content={key: answers[key] for key in properties}
@@ -121,27 +145,48 @@ class User:
         self.asked.append((context.request_id, "roots"))
         return types.ListRootsResult(roots=[types.Root(uri="file:///srv/peer", name="peer")])
 
-    def client(self, params: StdioServerParameters | str, *, mode: str = "2026-07-28") -> Client:
+    def client(
+        self,
+        params: StdioServerParameters | str,
+        *,
+        mode: str = "2026-07-28",
+        extensions: list[ClientExtension] | None = None,
+    ) -> Client:
         return Client(
             params,
             mode=mode,
             elicitation_callback=self.elicit,
             sampling_callback=self.sample,
             list_roots_callback=self.roots,
+            extensions=extensions,
         )
 
 
-def stack_status(aws_env: Mapping[str, str], stack: str) -> str | None:
-    cfn = boto3.client(
+def cloudformation(aws_env: Mapping[str, str]) -> Any:
+    return boto3.client(
         "cloudformation",
         region_name=REGION,
         endpoint_url=aws_env["AWS_ENDPOINT_URL"],
         aws_access_key_id=aws_env["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=aws_env["AWS_SECRET_ACCESS_KEY"],
     )
-    stacks = cfn.list_stacks()["StackSummaries"]
+
+
+def stack_status(aws_env: Mapping[str, str], stack: str) -> str | None:
+    stacks = cloudformation(aws_env).list_stacks()["StackSummaries"]
     found = [summary["StackStatus"] for summary in stacks if summary["StackName"] == stack]
     return found[-1] if found else None
+
+
+def change_sets(aws_env: Mapping[str, str], stack: str) -> list[tuple[str, str]]:
+    """(name, execution status) of every change set moto holds for `stack`."""
+    summaries = cloudformation(aws_env).list_change_sets(StackName=stack)["Summaries"]
+    # moto lists every stack's change sets whatever StackName says: keep this stack's own.
+    return [
+        (summary["ChangeSetName"], summary["ExecutionStatus"])
+        for summary in summaries
+        if summary["StackName"] == stack
+    ]
 
 
 def registered_names(project: BakedProject) -> dict[str, list[str]]:
@@ -172,6 +217,127 @@ def leaf_errors(error: BaseException) -> list[BaseException]:
 
 def text_of(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+# -- a tasks follower built on the SDK's extension API -------------------------------------------
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+class CreatedTask(types.Result):
+    """CreateTaskResult (tasks "Creating Tasks"): the task's fields, flat, tagged "task"."""
+
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+
+
+class TaskParams(types.RequestParams):
+    task_id: str
+
+
+class GetTask(types.Request[TaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    # tasks "Streamable HTTP: Routing Headers": tasks/* carry `Mcp-Name: <taskId>`.
+    name_param = "taskId"
+
+
+class DetailedTask(types.Result):
+    """What tasks/get answers: the task, with its result or error once it has ended, or the
+    questions it waits on (`input_required`)."""
+
+    task_id: str
+    status: str
+    status_message: str | None = None
+    poll_interval_ms: int | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    input_requests: dict[str, dict[str, Any]] | None = None
+
+
+class UpdateParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
+class Acknowledged(types.Result):
+    """tasks/update's answer: `{"resultType": "complete"}` and nothing of the task."""
+
+    result_type: Literal["complete"]
+
+
+class TaskEnded(Exception):
+    """The task ended without a result: `failed` (with its JSON-RPC error) or `cancelled`."""
+
+    def __init__(self, task: DetailedTask) -> None:
+        super().__init__(f"task {task.task_id} ended {task.status}: {task.error}")
+        self.task = task
+
+
+class TaskFollower(ClientExtension):
+    """Follows a task to its end the way the spec asks a client to (tasks "Polling Tasks"),
+    answering the forms a task asks for (`input_required`) through `user` with tasks/update.
+
+    Remembers each status it saw, in order, and the keys it answered.
+    """
+
+    identifier = TASKS
+
+    def __init__(self, user: User | None = None) -> None:
+        self.user = user or User()
+        self.seen: list[tuple[str, str, str | None]] = []  # (taskId, status, statusMessage)
+        self.answered: list[str] = []
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=CreatedTask, resolve=self.follow)]
+
+    async def follow(self, created: CreatedTask, context: ClaimContext) -> types.CallToolResult:
+        self.seen.append((created.task_id, created.status, created.status_message))
+        interval_ms = created.poll_interval_ms
+        while True:
+            # tasks "Polling Tasks": clients SHOULD wait pollIntervalMs between polls.
+            await anyio.sleep((interval_ms if interval_ms is not None else 1000) / 1000)
+            task = await context.session.send_request(
+                GetTask(params=TaskParams(task_id=created.task_id)), DetailedTask
+            )
+            self.seen.append((task.task_id, task.status, task.status_message))
+            interval_ms = task.poll_interval_ms
+            if task.status == "completed":
+                return types.CallToolResult.model_validate(task.result)
+            if task.status in ("failed", "cancelled"):
+                raise TaskEnded(task)
+            if task.status == "input_required":
+                await self.answer(context, task)
+
+    async def answer(self, context: ClaimContext, task: DetailedTask) -> None:
+        # tasks "Input Requests": keys are unique over the task's life, so a key answered
+        # once is never answered again, however many polls still show it.
+        responses: dict[str, Any] = {}
+        for key, request in (task.input_requests or {}).items():
+            if key in self.answered:
+                continue
+            if request.get("method") != "elicitation/create":
+                raise AssertionError(f"{context.tool_name} asked {request!r} inside its task")
+            params = types.ElicitRequestFormParams.model_validate(request["params"])
+            answer = self.user.fill(key, params)
+            responses[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+            self.answered.append(key)
+        if responses:
+            update = UpdateParams(task_id=task.task_id, input_responses=responses)
+            await context.session.send_request(UpdateTask(params=update), Acknowledged)
+
+    def statuses(self) -> list[str]:
+        return [status for _, status, _ in self.seen]
 
 
 # -- discovery -----------------------------------------------------------------------------------
@@ -219,8 +385,8 @@ async def test_sdk_deploys_to_moto_through_its_automatic_input_required_loop(
     assert text_of(result).startswith("Created stack 'sdk-modern' in us-east-1: CREATE_COMPLETE.")
     assert result.structured_content is not None
     assert result.structured_content["action"] == "created"
-    # One round asked both questions, keyed by the server's inputRequests keys.
-    assert sorted(str(request_id) for request_id, _ in user.asked) == ["confirm", "role-arn"]
+    # The role, then the yes to the plan it shows, keyed by the server's inputRequests keys.
+    assert [str(request_id) for request_id, _ in user.asked] == ["role-arn", "confirm"]
     assert stack_status(aws_env, "sdk-modern") == "CREATE_COMPLETE"
 
 
@@ -239,7 +405,7 @@ async def test_sdk_declining_gives_the_cancelled_result_and_deploys_nothing(
     assert stack_status(aws_env, "sdk-declined") is None
 
 
-async def test_sdk_without_the_loop_sees_the_raw_round_one_shape_and_can_finish_by_hand(
+async def test_sdk_without_the_loop_sees_each_raw_round_and_can_finish_by_hand(
     project: BakedProject, aws_env: dict[str, str]
 ) -> None:
     arguments = {"stack": "sdk-by-hand"}
@@ -250,27 +416,45 @@ async def test_sdk_without_the_loop_sees_the_raw_round_one_shape_and_can_finish_
             )
             assert isinstance(first, types.InputRequiredResult)
             assert first.input_requests is not None
-            assert sorted(first.input_requests) == ["confirm", "role-arn"]
-            assert {request.method for request in first.input_requests.values()} == {
-                "elicitation/create"
-            }
+            assert sorted(first.input_requests) == ["role-arn"]  # the role comes first
             assert isinstance(first.request_state, str) and first.request_state
-            assert stack_status(aws_env, "sdk-by-hand") is None  # nothing happened yet
 
-            answers: types.InputResponses = {
-                "confirm": types.ElicitResult(action="accept", content={"confirmed": True}),
-                "role-arn": types.ElicitResult(action="accept", content={"arn": ROLE_ARN}),
+            role: types.InputResponses = {
+                "role-arn": types.ElicitResult(action="accept", content={"arn": ROLE_ARN})
             }
             second = await client.session.call_tool(
                 "deploy_to_aws",
                 arguments,
-                input_responses=answers,
+                input_responses=role,
                 request_state=first.request_state,
                 allow_input_required=True,
             )
+            assert isinstance(second, types.InputRequiredResult)
+            assert second.input_requests is not None
+            assert sorted(second.input_requests) == ["confirm"]
+            (confirm,) = second.input_requests.values()
+            assert confirm.method == "elicitation/create"
+            # The plan shows in the question's first line: what, where and which account.
+            question = getattr(confirm.params, "message", "")
+            assert question.splitlines()[0] == (
+                "Deploy stack 'sdk-by-hand' to AWS account 123456789012, region us-east-1?"
+            )
+            assert isinstance(second.request_state, str) and second.request_state
+            assert stack_status(aws_env, "sdk-by-hand") is None  # nothing happened yet
 
-    assert isinstance(second, types.CallToolResult), second
-    assert not second.is_error, text_of(second)
+            yes: types.InputResponses = {
+                "confirm": types.ElicitResult(action="accept", content={"confirmed": True})
+            }
+            third = await client.session.call_tool(
+                "deploy_to_aws",
+                arguments,
+                input_responses=yes,
+                request_state=second.request_state,
+                allow_input_required=True,
+            )
+
+    assert isinstance(third, types.CallToolResult), third
+    assert not third.is_error, text_of(third)
     assert stack_status(aws_env, "sdk-by-hand") == "CREATE_COMPLETE"
 
 
@@ -415,6 +599,118 @@ async def test_sdk_gets_the_release_announcement_prompt_after_its_question(
     assert "a chat message" in content.text
 
 
+# -- tasks: a client that follows them, and clients that do not -----------------------------------
+
+
+async def test_sdk_host_with_the_tasks_extension_follows_the_deploy_task_to_its_result(
+    project: BakedProject, aws_env: dict[str, str]
+) -> None:
+    user, follower = User(), TaskFollower()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project, aws_env), extensions=[follower]) as client:
+            result = await client.call_tool("deploy_to_aws", {"stack": "sdk-task"})
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result).startswith("Created stack 'sdk-task' in us-east-1: CREATE_COMPLETE.")
+    assert result.structured_content is not None
+    assert result.structured_content["action"] == "created"
+    # The questions came first, in ordinary rounds; the confirming round started the task.
+    assert [str(request_id) for request_id, _ in user.asked] == ["role-arn", "confirm"]
+    assert len({task_id for task_id, _, _ in follower.seen}) == 1
+    statuses = follower.statuses()
+    assert statuses[0] == "working" and statuses[-1] == "completed", follower.seen
+    assert set(statuses) == {"working", "completed"}
+    first_message = follower.seen[0][2]
+    assert first_message is not None
+    assert first_message.startswith("Deploying stack 'sdk-task' to AWS account 123456789012")
+    assert stack_status(aws_env, "sdk-task") == "CREATE_COMPLETE"
+
+
+async def test_sdk_host_answers_the_question_a_running_task_asks_through_tasks_update(
+    project: BakedProject,
+) -> None:
+    user = User()
+    follower = TaskFollower(user)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project), extensions=[follower]) as client:
+            result = await client.call_tool("confirm_delete", {"filename": "notes.txt"})
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "Deleted notes.txt (a fixture: no file was touched)."
+    assert "input_required" in follower.statuses()
+    assert follower.statuses()[-1] == "completed"
+    # Asked once, inside the task: on tasks/get, never as an input_required round of tools/call.
+    assert [message for _, message in user.asked] == ["Delete notes.txt?"]
+    assert len(follower.answered) == 1
+
+
+async def test_sdk_host_answers_two_questions_of_one_task_at_once(project: BakedProject) -> None:
+    user = User()
+    follower = TaskFollower(user)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(server_params(project), extensions=[follower]) as client:
+            result = await client.call_tool("multi_input", {})
+
+    assert text_of(result) == "Approved by 2 of 2: Ada, Ada."
+    assert len(follower.answered) == 2
+    assert len(set(follower.answered)) == 2
+
+
+async def test_sdk_host_sees_a_tool_error_as_the_completed_task_result(
+    project: BakedProject,
+) -> None:
+    follower = TaskFollower()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with User().client(server_params(project), extensions=[follower]) as client:
+            result = await client.call_tool("failing_job", {})
+
+    # tasks "Task Execution Errors": isError is a result, so the task ends `completed`.
+    assert result.is_error
+    assert text_of(result) == "failing_job failed, as it always does"
+    assert follower.statuses()[-1] == "completed"
+
+
+async def test_sdk_host_sees_a_broken_task_end_failed_with_its_json_rpc_error(
+    project: BakedProject,
+) -> None:
+    follower = TaskFollower()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with User().client(server_params(project), extensions=[follower]) as client:
+            with pytest.raises(TaskEnded) as ended:
+                await client.call_tool("protocol_error_job", {})
+
+    task = ended.value.task
+    assert task.status == "failed"
+    assert task.result is None
+    assert task.error is not None and task.error["code"] == types.INTERNAL_ERROR
+    assert "broke on purpose" not in json.dumps(task.error)  # redacted, like any error
+
+
+async def test_sdk_without_the_tasks_extension_gets_a_task_tool_result_inline(
+    project: BakedProject,
+) -> None:
+    """tasks "Capability Negotiation": no CreateTaskResult for a request that did not declare
+    the extension; a plain SDK client (it cannot follow one) gets the tool's result inline."""
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with User().client(server_params(project)) as client:
+            result = await client.call_tool("slow_compute", {"seconds": 0.1, "label": "inline"})
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "Computed 'inline' in 0.1 s."
+
+
+async def test_sdk_without_the_tasks_extension_is_refused_a_task_only_tool_with_32021(
+    project: BakedProject,
+) -> None:
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with User().client(server_params(project)) as client:
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("failing_job", {})
+
+    assert raised.value.error.code == -32021  # MissingRequiredClientCapabilityError
+    assert raised.value.error.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+
+
 # -- over Streamable HTTP -------------------------------------------------------------------------
 
 
@@ -424,7 +720,7 @@ def http_url(
 ) -> Iterator[str]:
     """One `<slug> http` for the module (pointed at moto); it must stop cleanly on SIGTERM."""
     log_path = tmp_path_factory.mktemp("sdk-http") / "server.log"
-    with serve_http(project, log_path, aws_env) as server:
+    with serve_http(project, log_path, {**state_env(project), **aws_env}) as server:
         yield server.url
         assert server.stop() == 0, server.log()
 
@@ -439,7 +735,7 @@ async def test_sdk_deploys_to_moto_over_streamable_http(
 
     assert not result.is_error, text_of(result)
     assert text_of(result).startswith("Created stack 'sdk-http' in us-east-1: CREATE_COMPLETE.")
-    assert sorted(str(request_id) for request_id, _ in user.asked) == ["confirm", "role-arn"]
+    assert [str(request_id) for request_id, _ in user.asked] == ["role-arn", "confirm"]
     assert stack_status(aws_env, "sdk-http") == "CREATE_COMPLETE"
 
 
@@ -473,3 +769,90 @@ async def test_sdk_legacy_mode_over_streamable_http_is_told_the_supported_versio
     assert error.error.code == -32022  # UnsupportedProtocolVersionError
     assert error.error.data == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
     assert "2025-11-25 clients connect over stdio" in error.error.message
+
+
+async def test_sdk_host_follows_the_deploy_task_over_streamable_http(
+    http_url: str, aws_env: dict[str, str]
+) -> None:
+    """tasks/get over HTTP carries `Mcp-Name: <taskId>` (the SDK's name_param), or gets -32020."""
+    user, follower = User(), TaskFollower()
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(http_url, extensions=[follower]) as client:
+            result = await client.call_tool("deploy_to_aws", {"stack": "sdk-http-task"})
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result).startswith(
+        "Created stack 'sdk-http-task' in us-east-1: CREATE_COMPLETE."
+    )
+    assert follower.statuses()[0] == "working"
+    assert follower.statuses()[-1] == "completed"
+    assert stack_status(aws_env, "sdk-http-task") == "CREATE_COMPLETE"
+
+
+async def test_sdk_replaying_a_finished_deploys_confirmation_over_http_runs_nothing_again(
+    http_url: str, aws_env: dict[str, str]
+) -> None:
+    """Confirmed once, across clients: the confirming round, replayed byte for byte after its
+    task completed, by the host that follows tasks and then by another that does not, never
+    deploys again. What each may get back: that task, that run's result, or the question again
+    (the stack changed since the yes); never a second task or a second run."""
+    arguments = {"stack": "sdk-replay"}
+    follower = TaskFollower()
+    role = {"role-arn": types.ElicitResult(action="accept", content={"arn": ROLE_ARN})}
+    yes = {"confirm": types.ElicitResult(action="accept", content={"confirmed": True})}
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with User().client(http_url, extensions=[follower]) as client:
+            session = client.session
+            first = await session.call_tool(
+                "deploy_to_aws", arguments, allow_input_required=True, allow_claimed=True
+            )
+            assert isinstance(first, types.InputRequiredResult)
+            second = await session.call_tool(
+                "deploy_to_aws",
+                arguments,
+                input_responses=role,
+                request_state=first.request_state,
+                allow_input_required=True,
+                allow_claimed=True,
+            )
+            assert isinstance(second, types.InputRequiredResult)
+            assert second.request_state is not None
+            state = second.request_state
+
+            async def confirm(session: ClientSession, *, claimed: bool) -> object:
+                """The confirming round, byte for byte: the same answer, the same token."""
+                return await session.call_tool(
+                    "deploy_to_aws",
+                    arguments,
+                    input_responses=yes,
+                    request_state=state,
+                    allow_input_required=True,
+                    allow_claimed=claimed,
+                )
+
+            created = await confirm(session, claimed=True)
+            assert isinstance(created, CreatedTask), created
+            context = ClaimContext(
+                session=session, tool_name="deploy_to_aws", read_timeout_seconds=None
+            )
+            done = await follower.follow(created, context)
+            assert not done.is_error, text_of(done)
+            executed = change_sets(aws_env, "sdk-replay")
+            assert [status for _, status in executed] == ["EXECUTE_COMPLETE"]
+
+            replays = [await confirm(session, claimed=True)]
+        async with User().client(http_url) as plain:
+            replays.append(await confirm(plain.session, claimed=False))
+
+    for replay in replays:
+        if isinstance(replay, CreatedTask):
+            assert replay.task_id == created.task_id  # that task, never a second one
+        elif isinstance(replay, types.CallToolResult):
+            assert replay.structured_content == done.structured_content  # that run's result
+        else:
+            assert isinstance(replay, types.InputRequiredResult), replay
+            assert replay.input_requests is not None
+            (question,) = replay.input_requests.values()
+            message = getattr(question.params, "message", "")
+            assert message.startswith("The stack changed after you confirmed"), message
+    assert change_sets(aws_env, "sdk-replay") == executed  # the one change set, run once

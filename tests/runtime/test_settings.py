@@ -38,6 +38,7 @@ VALID = {
     "MRTR_HTTP_MAX_CONNECTIONS": (" 64 ", "http_max_connections", 64),
     "MRTR_TASK_STORE": ("sqlite:///srv/tasks.db", "task_store", "sqlite:///srv/tasks.db"),
     "MRTR_TASK_MAX_STORED": ("500", "task_max_stored", 500),
+    "MRTR_TASK_MAX_PER_OWNER": ("50", "task_max_per_owner", 50),
 }
 
 

@@ -3,9 +3,10 @@
 The task engine builds every transition (claim, renewal, answers, cancel, result) from four
 atomic operations, so each store must offer exactly them: create at most once per once-key,
 compare-and-swap on the version (of many concurrent writers exactly one wins), the tasks whose
-lease lapsed, purge; never an expired task; a bound on unexpired tasks with a clear error. The
-SQLite store is also raced by two OS processes on one file, and held to the key file's rules
-(0600 file, 0700 directory, no symlink, nothing other users can write). Redis is a real
+lease lapsed, purge; never an expired task; bounds on unexpired tasks, in all and per owner,
+with a clear error. The SQLite store is also raced by two OS processes on one file, and held to
+the key file's rules (0600 file, 0700 directory, no symlink, nothing other users can write; no
+directory tree made for a configured path). Redis is a real
 ``redis-server`` (``redis_server.py``: installed from Debian's package when missing; a machine
 where it cannot be had FAILS these tests, with the reason).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sqlite3
 import stat
@@ -45,6 +47,7 @@ from mrtr_runtime._task_store import (
     TaskStoreUnavailable,
     new_task_id,
 )
+from mrtr_runtime.redis import RedisTaskStore
 
 pytestmark = pytest.mark.anyio
 
@@ -63,17 +66,22 @@ def redis_url() -> Iterator[str]:
         pytest.fail(f"the Redis task store cannot be tested: {exc}", pytrace=False)
 
 
-def settings_for(url: str, max_tasks: int | None = None) -> Settings:
+def settings_for(
+    url: str, max_tasks: int | None = None, max_per_owner: int | None = None
+) -> Settings:
     environ = {"MRTR_TASK_STORE": url}
     if max_tasks is not None:
         environ["MRTR_TASK_MAX_STORED"] = str(max_tasks)
+    if max_per_owner is not None:
+        environ["MRTR_TASK_MAX_PER_OWNER"] = str(max_per_owner)
     return Settings.from_environment(environ)
 
 
 @pytest.fixture(params=STORES)
 async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
-    """``await open_store(max_tasks=...)``: a fresh, empty store of the parametrized kind,
-    opened the way a server opens it (MRTR_TASK_STORE through the opener); closed afterwards."""
+    """``await open_store(max_tasks=..., max_per_owner=...)``: a fresh, empty store of the
+    parametrized kind, opened the way a server opens it (MRTR_TASK_STORE through the opener);
+    closed afterwards."""
     kind: str = request.param
     url = {
         "memory": "memory:",
@@ -83,8 +91,9 @@ async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     namespace = f"test-{uuid.uuid4().hex}"  # one Redis, a clean namespace per test
     opened: list[TaskStore] = []
 
-    async def open_one(max_tasks: int | None = None) -> TaskStore:
-        backend = task_backend(settings_for(url, max_tasks), None, namespace=namespace)
+    async def open_one(max_tasks: int | None = None, max_per_owner: int | None = None) -> TaskStore:
+        settings = settings_for(url, max_tasks, max_per_owner)
+        backend = task_backend(settings, None, namespace=namespace)
         assert backend.kind == kind
         store = await backend.open()
         opened.append(store)
@@ -346,8 +355,83 @@ async def test_the_bound_holds_at_ten_times_its_size(open_store: Opener) -> None
             group.start_soon(create)
     assert stored == 50
     assert len(refusals) == 450
-    assert "50" in refusals[0]
+    # One sentence: the bound, the variable that sets it, when a task can start again.
+    assert set(refusals) == {
+        "the task store holds 50 tasks, its bound of unexpired tasks (MRTR_TASK_MAX_STORED), "
+        "so no new task can start until one of them expires"
+    }
     # A replay of a stored once-key is no new task: it is answered even when the store is full.
+
+
+async def test_one_owner_cannot_fill_the_store_at_ten_times_its_own_bound(
+    open_store: Opener,
+) -> None:
+    store = await open_store(max_tasks=1000, max_per_owner=20)
+    stored = 0
+    refusals: list[str] = []
+
+    async def create() -> None:
+        nonlocal stored
+        try:
+            await store.create(make_record(owner="greedy"))
+            stored += 1
+        except TaskStoreFull as exc:
+            refusals.append(str(exc))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(200):
+            group.start_soon(create)
+    assert stored == 20
+    assert len(refusals) == 180
+    assert set(refusals) == {
+        "you have 20 tasks in the task store, the bound of unexpired tasks for each user "
+        "(MRTR_TASK_MAX_PER_OWNER), so no new task of yours can start until one of them expires"
+    }
+    # Everyone else still starts tasks.
+    other = await store.create(make_record(owner="someone-else"))
+    assert await store.load(other.task_id) == other
+
+
+async def test_the_owner_bound_counts_only_that_owner_s_unexpired_tasks(
+    open_store: Opener,
+) -> None:
+    store = await open_store(max_tasks=100, max_per_owner=3)
+    kept = await store.create(make_record(owner="a"), once_key="kept")
+    shortened = await store.create(make_record(owner="a"))
+    await store.create(make_record(owner="a", ttl=0.3))
+    with pytest.raises(TaskStoreFull, match="MRTR_TASK_MAX_PER_OWNER"):
+        await store.create(make_record(owner="a"))
+    # Full for "a", yet a replayed once-key of "a" still finds its task.
+    assert await store.create(make_record(owner="a"), once_key="kept") == kept
+    # A swap that moves a task's expiry closer moves it out of the count when it passes.
+    assert await store.swap(shortened.evolve(expires_at=time.time() + 0.3))
+    await anyio.sleep(0.5)
+    await store.create(make_record(owner="a"))  # the expired one no longer counts
+    await store.create(make_record(owner="a"))  # nor the shortened one
+    with pytest.raises(TaskStoreFull, match="MRTR_TASK_MAX_PER_OWNER"):
+        await store.create(make_record(owner="a"))
+    # Purging early (a caller's `now` ahead) frees the owner's share as it frees the store's.
+    assert await store.purge(time.time() + 7200) >= 3  # (and what expired, where still held)
+    for _ in range(3):
+        await store.create(make_record(owner="a"))
+    with pytest.raises(TaskStoreFull, match="MRTR_TASK_MAX_PER_OWNER"):
+        await store.create(make_record(owner="a"))
+
+
+async def test_a_redis_owner_set_expires_with_its_last_task(redis_url: str) -> None:
+    backend = task_backend(settings_for(redis_url), None, namespace=f"test-{uuid.uuid4().hex}")
+    store = await backend.open()
+    assert isinstance(store, RedisTaskStore)
+    owner_key = f"{store._prefix}owner:o"
+    await store.create(make_record(owner="o", ttl=60))
+    last = await store.create(make_record(owner="o", ttl=120))
+    await store.create(make_record(owner="o", ttl=30))
+    assert last.expires_at is not None
+    expires_ms = await store._client.pexpiretime(owner_key)
+    assert expires_ms == math.ceil(last.expires_at * 1000)  # the latest task's, not the last made
+    await store.create(make_record(owner="o", ttl=None))
+    assert await store._client.pttl(owner_key) == -1  # a task that never expires: nor does it
+    await store.close()
 
 
 async def test_the_bound_counts_only_unexpired_tasks(open_store: Opener) -> None:
@@ -537,22 +621,32 @@ async def test_a_write_waiting_for_another_process_lock_never_holds_the_event_lo
     await store.close()
 
 
-async def test_the_sqlite_row_count_the_bound_reads_first_stays_exact(tmp_path: Path) -> None:
-    store = await open_sqlite_store(tmp_path / "tasks.db", max_tasks=100)
+async def test_the_sqlite_row_counts_the_bounds_read_first_stay_exact(tmp_path: Path) -> None:
+    store = await open_sqlite_store(tmp_path / "tasks.db", max_tasks=100, max_per_owner=6)
 
-    def counts() -> tuple[int, int]:
+    def counts() -> tuple[int, int, dict[str, int]]:
         (kept,) = store._eager.execute("SELECT stored FROM task_count").fetchone()
         (real,) = store._eager.execute("SELECT count(*) FROM tasks").fetchone()
-        return kept, real
+        owned = dict(store._eager.execute("SELECT owner, stored FROM owner_count").fetchall())
+        grouped = store._eager.execute("SELECT owner, count(*) FROM tasks GROUP BY owner")
+        assert owned == dict(grouped.fetchall())  # per owner too, none left at zero
+        return kept, real, owned
 
     for number in range(10):
-        await store.create(make_record(ttl=0.2 if number < 4 else 3600), once_key=f"k{number}")
-    assert counts() == (10, 10)
+        owner = "a" if number % 2 else "b"
+        record = make_record(ttl=0.2 if number < 4 else 3600, owner=owner)
+        await store.create(record, once_key=f"k{number}")
+    assert counts() == (10, 10, {"a": 5, "b": 5})
     await anyio.sleep(0.3)
-    await store.create(make_record(), once_key="k0")  # replaces the expired holder of k0
-    assert counts() == (10, 10)
-    assert await store.purge(time.time()) == 3
-    assert counts() == (7, 7)
+    await store.create(make_record(owner="a"), once_key="k0")  # replaces b's expired holder
+    assert counts() == (10, 10, {"a": 6, "b": 4})
+    # "a" is at its bound of 6 counting its two expired rows: those go, the create is taken.
+    await store.create(make_record(owner="a"))
+    assert counts() == (9, 9, {"a": 5, "b": 4})
+    assert await store.purge(time.time()) == 1
+    assert counts() == (8, 8, {"a": 5, "b": 3})
+    assert await store.purge(time.time() + 7200) == 8
+    assert counts() == (0, 0, {})
     await store.close()
 
 
@@ -564,7 +658,7 @@ def mode_of(path: Path) -> int:
 
 
 async def test_the_sqlite_store_is_a_0600_file_in_a_0700_directory(tmp_path: Path) -> None:
-    path = tmp_path / "new" / "dir" / "tasks.db"
+    path = tmp_path / "new" / "tasks.db"
     store = await open_sqlite_store(path, max_tasks=10)
     await store.create(make_record())
     assert mode_of(path.parent) == 0o700
@@ -573,6 +667,35 @@ async def test_the_sqlite_store_is_a_0600_file_in_a_0700_directory(tmp_path: Pat
         assert mode_of(path.parent / companion) == 0o600
     (journal_mode,) = store._eager.execute("PRAGMA journal_mode").fetchone()
     assert journal_mode == "wal"
+    await store.close()
+
+
+async def test_a_configured_store_s_missing_parents_are_refused_never_made(
+    tmp_path: Path,
+) -> None:
+    absent = tmp_path / "nonexist"
+    settings = settings_for(f"sqlite://{absent / 'dir' / 'x.db'}")
+    with pytest.raises(TaskStoreUnavailable) as refused:
+        await task_backend(settings, tmp_path / "state", namespace="x").open()
+    assert str(refused.value) == (
+        f"the task store's directory {absent / 'dir'} cannot be created: {absent} does not exist "
+        f"(only the store's own directory is created); create it (mkdir -p {absent}) or point "
+        "MRTR_TASK_STORE at a file in an existing directory"
+    )
+    assert not absent.exists()
+    deeper = tmp_path / "a" / "b" / "c" / "x.db"
+    with pytest.raises(TaskStoreUnavailable, match=f"{tmp_path / 'a'} does not exist"):
+        await open_sqlite_store(deeper, max_tasks=10)
+    assert not (tmp_path / "a").exists()
+
+
+async def test_the_default_store_s_directory_is_made_as_the_key_s_is(tmp_path: Path) -> None:
+    # The per-user state directory may not exist yet on a new account (~/.local/state).
+    state = tmp_path / "home" / ".local" / "state" / "mrtr-server"
+    store = await task_backend(Settings(), state, namespace="mrtr-server").open()
+    assert isinstance(store, SqliteTaskStore)
+    assert store.path == state / TASKS_FILE_NAME
+    assert mode_of(state) == 0o700
     await store.close()
 
 
@@ -713,14 +836,23 @@ def test_a_redis_password_never_appears_in_messages_or_reprs() -> None:
     assert "s3cret" not in bad.problems["MRTR_TASK_STORE"]
 
 
+@pytest.mark.parametrize("variable", ["MRTR_TASK_MAX_STORED", "MRTR_TASK_MAX_PER_OWNER"])
 @pytest.mark.parametrize("value", ["0", "-5", "ten", "1e3", "9999999999"])
-async def test_a_bad_bound_is_refused(value: str) -> None:
-    settings = Settings.from_environment({"MRTR_TASK_MAX_STORED": value})
-    assert "whole number from 1" in settings.problems["MRTR_TASK_MAX_STORED"]
-    with pytest.raises(TaskStoreUnavailable, match="MRTR_TASK_MAX_STORED"):
+async def test_a_bad_bound_is_refused(variable: str, value: str) -> None:
+    settings = Settings.from_environment({variable: value})
+    assert "whole number from 1" in settings.problems[variable]
+    with pytest.raises(TaskStoreUnavailable, match=variable):
         await task_backend(settings, None, namespace="x").open()
+
+
+def test_the_bounds_default_and_reach_every_store(tmp_path: Path) -> None:
     assert Settings.from_environment({"MRTR_TASK_MAX_STORED": " 25 "}).task_max_stored == 25
     assert Settings.from_environment({}).task_max_stored == 10_000
+    assert Settings.from_environment({"MRTR_TASK_MAX_PER_OWNER": "7"}).task_max_per_owner == 7
+    assert Settings.from_environment({}).task_max_per_owner == 1_000
+    for url in ("memory:", f"sqlite://{tmp_path / 'x.db'}", "redis://localhost/0"):
+        backend = task_backend(settings_for(url, 30, 7), None, namespace="x")
+        assert (backend.max_tasks, backend.max_per_owner) == (30, 7)
 
 
 async def test_a_missing_redis_extra_names_the_install_command(

@@ -10,11 +10,16 @@ tested by the mrtr-server template, like the runtime.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.from_thread
 import boto3
 import pytest
 from moto import mock_aws
@@ -38,36 +43,42 @@ Json = dict[str, Any]
 Elicit = Callable[[Json], Awaitable[Json]]
 
 FORMS: Json = {"elicitation": {"form": {}}}
+# What a host that follows tasks declares beside forms (the tasks extension).
+TASKS: Json = {**FORMS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+BOUND = 30  # seconds for a task to end against moto
 
-# Round 1: both questions at once, key for key and field for field.
-ROUND_ONE_REQUESTS: Json = {
-    "confirm": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Deploy stack 'prod-api' to AWS production?",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"confirmed": {"type": "boolean"}},
-                "required": ["confirmed"],
-            },
-        },
-    },
-    "role-arn": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Provide the IAM role ARN to assume:",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
-                "required": ["arn"],
-            },
+# Round 1: only the role; the confirmation shows what it implies (its account).
+ROLE_REQUEST: Json = {
+    "method": "elicitation/create",
+    "params": {
+        "message": "Which IAM role should the deploy assume? Give its ARN.",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
+            "required": ["arn"],
         },
     },
 }
+CONFIRM_SCHEMA: Json = {
+    "type": "object",
+    "properties": {"confirmed": {"type": "boolean"}},
+    "required": ["confirmed"],
+}
+TEMPLATE_SHA = hashlib.sha256(TEMPLATE.encode()).hexdigest()[:12]
+# Round 2: the resolved plan, one fact per line, everything in the first lines.
+PLAN_LINES = [
+    f"Deploy stack 'prod-api' to AWS account {ACCOUNT}, region {REGION}?",
+    f"Role: {ROLE}",
+    "Stack now: none, so this creates it",
+    f"Template: stack.yaml (sha256 {TEMPLATE_SHA})",
+    "Capabilities: none",
+    'Parameters: Environment="dev" (default), MessageRetentionSeconds="345600" (default)',
+]
 
 
 def new_server() -> Any:
-    return build_server({"MRTR_SIGNING_KEY": secrets.token_hex(32)})
+    # A task store of this server's own, in memory: nothing outlives the test.
+    return build_server({"MRTR_SIGNING_KEY": secrets.token_hex(32), "MRTR_TASK_STORE": "memory:"})
 
 
 @pytest.fixture
@@ -120,36 +131,41 @@ def no_stacks() -> bool:
     return not cfn().list_stacks()["StackSummaries"]
 
 
-YES: Json = {
-    "confirm": {"action": "accept", "content": {"confirmed": True}},
-    "role-arn": {"action": "accept", "content": {"arn": ROLE}},
-}
+ARN: Json = {"role-arn": {"action": "accept", "content": {"arn": ROLE}}}
+CONFIRMED: Json = {"confirm": {"action": "accept", "content": {"confirmed": True}}}
 
 
-async def two_rounds(client: MemoryClient, call: Json, answers: Json = YES) -> Json:
-    """Round 1, then round 2 with `answers` and the echoed requestState, by hand."""
-    first = await client.request("tools/call", call)
-    assert first["resultType"] == "input_required"
-    retry = {**call, "inputResponses": answers, "requestState": first["requestState"]}
-    return await client.request("tools/call", retry)
+async def rounds(client: MemoryClient, call: Json, *answers: Json) -> Json:
+    """The first call, then one retry per set of `answers`, each echoing the last requestState."""
+    result = await client.request("tools/call", call)
+    for given in answers:
+        assert result["resultType"] == "input_required", result
+        retry = {**call, "inputResponses": given, "requestState": result["requestState"]}
+        result = await client.request("tools/call", retry)
+    return result
 
 
-# -- round 1 -------------------------------------------------------------------------------------
+def change_sets(name: str = STACK) -> list[Json]:
+    """Every change set moto holds for stack `name`, executed or not."""
+    if no_stacks():
+        return []
+    summaries: list[Json] = cfn().list_change_sets(StackName=name)["Summaries"]
+    return summaries
+
+
+# -- round 1: the role -----------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
-async def test_first_round_asks_both_questions_at_once_and_touches_nothing(
-    client: MemoryClient,
-) -> None:
+async def test_first_round_asks_for_the_role_and_touches_nothing(client: MemoryClient) -> None:
     result = await client.request(
         "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
     )
 
     assert result["resultType"] == "input_required"
     assert isinstance(result["requestState"], str)
-    assert result["inputRequests"] == ROUND_ONE_REQUESTS
-    assert list(result["inputRequests"]) == ["confirm", "role-arn"]
-    assert cfn().list_stacks()["StackSummaries"] == []
+    assert result["inputRequests"] == {"role-arn": ROLE_REQUEST}
+    assert no_stacks()
 
 
 @pytest.mark.anyio
@@ -180,6 +196,78 @@ async def test_tool_declares_honest_annotations_and_an_output_schema(client: Mem
     assert declared["inputSchema"]["required"] == ["stack"]
 
 
+# -- round 2: the plan, as it would run ----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_confirmation_shows_the_resolved_plan_in_its_first_lines(
+    client: MemoryClient,
+) -> None:
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+
+    second = await rounds(client, call, ARN)
+
+    assert second["resultType"] == "input_required"
+    assert list(second["inputRequests"]) == ["confirm"]
+    asked = second["inputRequests"]["confirm"]["params"]
+    assert asked["requestedSchema"] == CONFIRM_SCHEMA
+    assert asked["message"].splitlines() == PLAN_LINES
+    assert no_stacks()  # looking is all it did: nothing was written
+
+
+@pytest.mark.anyio
+async def test_the_plan_shows_given_values_capabilities_and_a_stack_that_exists(
+    client: MemoryClient,
+) -> None:
+    await deploy(client)
+    status = cfn().describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"]
+    arguments: Json = {
+        "stack": STACK,
+        "parameters": {"Environment": "prod", "MessageRetentionSeconds": "60"},
+        "capabilities": ["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
+    }
+
+    second = await rounds(client, {"name": "deploy_to_aws", "arguments": arguments}, ARN)
+
+    lines = second["inputRequests"]["confirm"]["params"]["message"].splitlines()
+    assert lines[2].startswith(f"Stack now: {status}, last changed 20")
+    assert lines[2].endswith("Z")
+    assert lines[4] == "Capabilities: CAPABILITY_IAM, CAPABILITY_AUTO_EXPAND"
+    assert lines[5] == 'Parameters: Environment="prod", MessageRetentionSeconds="60"'
+
+
+@pytest.mark.anyio
+async def test_noecho_parameters_are_masked_in_the_question(
+    client: MemoryClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    secret_parameter = (
+        "  ApiKey:\n    Type: String\n    NoEcho: true\n"
+        "  Greeting:\n    Type: String\n    Default: hi\n"
+    )
+    (tmp_path / "secret.yaml").write_text(
+        TEMPLATE.replace("Parameters:\n", "Parameters:\n" + secret_parameter, 1),
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(engine, "TEMPLATE_DIR", tmp_path)
+    secret = "s3cr3t-Value-" + secrets.token_hex(8)
+    arguments: Json = {
+        "stack": STACK,
+        "template": "secret.yaml",
+        # A newline in a value cannot forge a line of the question: values are JSON-quoted.
+        "parameters": {"ApiKey": secret, "Greeting": "hello\nCapabilities: none"},
+    }
+
+    second = await rounds(client, {"name": "deploy_to_aws", "arguments": arguments}, ARN)
+
+    message = second["inputRequests"]["confirm"]["params"]["message"]
+    assert message.splitlines()[5] == (
+        'Parameters: ApiKey=**** (NoEcho), Environment="dev" (default), '
+        'Greeting="hello\\nCapabilities: none", MessageRetentionSeconds="345600" (default)'
+    )
+    assert len(message.splitlines()) == len(PLAN_LINES)
+    assert secret not in json.dumps(second)
+
+
 # -- deploying -----------------------------------------------------------------------------------
 
 
@@ -190,6 +278,7 @@ async def test_confirmed_deploy_creates_the_stack_from_the_bundled_template(
     result = await deploy(client)
 
     assert not result.is_error, result.text
+    assert result.asked == (("role-arn",), ("confirm",))
     structured = result.structured
     assert structured["action"] == "created"
     assert structured["status"] == "CREATE_COMPLETE"
@@ -210,6 +299,295 @@ async def test_confirmed_deploy_creates_the_stack_from_the_bundled_template(
     assert parameter["Parameter"]["Value"] == queue_urls[0]
 
 
+@pytest.mark.anyio
+async def test_a_client_without_the_tasks_extension_gets_the_result_inline(
+    client: MemoryClient,
+) -> None:
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+
+    done = await rounds(client, call, ARN, CONFIRMED)
+
+    assert done["resultType"] == "complete"
+    assert "taskId" not in done
+    assert done["structuredContent"]["action"] == "created"
+    assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
+
+
+# -- as a task -----------------------------------------------------------------------------------
+
+
+async def follow(client: MemoryClient, task_id: str) -> tuple[Json, list[str]]:
+    """tasks/get until the task ends: its last state, and every statusMessage seen on the way."""
+    seen: list[str] = []
+    with anyio.fail_after(BOUND):
+        while True:
+            task = await client.request("tasks/get", {"taskId": task_id})
+            message = task.get("statusMessage")
+            if message and (not seen or seen[-1] != message):
+                seen.append(message)
+            if task["status"] not in ("working", "input_required"):
+                return task, seen
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.anyio
+async def test_the_confirming_round_starts_a_task_that_deploys_once(aws: None) -> None:
+    server = new_server()
+    client = MemoryClient(server, capabilities=TASKS)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    second = await rounds(client, call, ARN)
+    # The questions are ordinary rounds, never a task.
+    assert second["resultType"] == "input_required"
+    assert "taskId" not in second
+    confirming = {**call, "inputResponses": CONFIRMED, "requestState": second["requestState"]}
+
+    created = await client.request("tools/call", confirming)
+
+    assert created["resultType"] == "task"
+    assert created["status"] == "working"
+    assert created["statusMessage"] == (
+        f"Deploying stack '{STACK}' to AWS account {ACCOUNT}, {REGION}"
+    )
+    assert "requestState" not in created and "inputRequests" not in created
+    task, _ = await follow(client, created["taskId"])
+    assert task["status"] == "completed", task
+    result = task["result"]
+    assert result["structuredContent"]["action"] == "created"
+    assert result["content"][0]["text"].startswith(f"Created stack '{STACK}' in {REGION}")
+    assert len(cfn().list_stacks()["StackSummaries"]) == 1
+    assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
+    events = len(cfn().describe_stack_events(StackName=STACK)["StackEvents"])
+
+    # The confirming round again, byte for byte: the same task, already done; nothing deployed.
+    replayed = await client.request("tools/call", confirming)
+    inline = await MemoryClient(server, capabilities=FORMS).request("tools/call", confirming)
+
+    assert replayed["resultType"] == "task"
+    assert replayed["taskId"] == created["taskId"]
+    assert replayed["status"] == "completed"
+    assert inline["structuredContent"] == result["structuredContent"]  # the stored result
+    assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
+    assert len(cfn().describe_stack_events(StackName=STACK)["StackEvents"]) == events
+
+
+@pytest.mark.anyio
+async def test_the_deploys_progress_is_the_tasks_status_message(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shown, go_on = anyio.Event(), threading.Event()
+    real_run_deploy = engine.run_deploy
+
+    def run_deploy(*args: Any, progress: Callable[[str], None], **kwargs: Any) -> Any:
+        progress("Waiting for the test")
+        anyio.from_thread.run_sync(shown.set)
+        assert go_on.wait(BOUND)
+        return real_run_deploy(*args, progress=progress, **kwargs)
+
+    monkeypatch.setattr(tool, "run_deploy", run_deploy)
+    client = MemoryClient(new_server(), capabilities=TASKS)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    created = await rounds(client, call, ARN, CONFIRMED)
+    with anyio.fail_after(BOUND):
+        await shown.wait()
+        while True:  # the engine writes a status at most every quarter of a second
+            task = await client.request("tasks/get", {"taskId": created["taskId"]})
+            if task.get("statusMessage") == "Waiting for the test":
+                break
+            await anyio.sleep(0.05)
+    assert task["status"] == "working"
+    go_on.set()
+
+    done, seen = await follow(client, created["taskId"])
+
+    assert done["status"] == "completed"
+    assert done["result"]["structuredContent"]["action"] == "created"
+    assert all(not message.startswith("Deploying stack") for message in seen)  # moved on
+
+
+@pytest.mark.anyio
+async def test_tasks_cancel_stops_the_deploy_before_its_next_aws_write(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, go_on = anyio.Event(), threading.Event()
+    real_run_deploy = engine.run_deploy
+
+    def run_deploy(*args: Any, **kwargs: Any) -> Any:
+        anyio.from_thread.run_sync(started.set)
+        assert go_on.wait(BOUND)
+        return real_run_deploy(*args, **kwargs)  # its first checkpoint sees the cancel
+
+    monkeypatch.setattr(tool, "run_deploy", run_deploy)
+    client = MemoryClient(new_server(), capabilities=TASKS)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    created = await rounds(client, call, ARN, CONFIRMED)
+    with anyio.fail_after(BOUND):
+        await started.wait()
+    acknowledged = await client.request("tasks/cancel", {"taskId": created["taskId"]})
+    go_on.set()
+
+    task, _ = await follow(client, created["taskId"])
+
+    assert acknowledged["resultType"] == "complete"
+    assert task["status"] == "cancelled"
+    assert "result" not in task
+    assert no_stacks()
+
+
+@pytest.mark.anyio
+async def test_a_task_whose_template_changed_after_the_yes_deploys_nothing(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The task runs the handler again from the top: if the template it loads is no longer
+    # the one confirmed, it stops with the reason instead of deploying the other one.
+    edited = TEMPLATE.replace("Default: dev\n", "Default: staging\n")
+    looked: list[str] = []
+    real_inspect = engine.inspect_plan
+
+    def load_template(name: str) -> str:
+        return edited if len(looked) >= 2 else TEMPLATE  # after the confirming round's look
+
+    def inspect_plan(*args: Any, **kwargs: Any) -> Any:
+        looked.append("look")
+        return real_inspect(*args, **kwargs)
+
+    monkeypatch.setattr(tool, "load_template", load_template)
+    monkeypatch.setattr(tool, "inspect_plan", inspect_plan)
+    client = MemoryClient(new_server(), capabilities=TASKS)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+
+    created = await rounds(client, call, ARN, CONFIRMED)
+
+    assert created["resultType"] == "task"
+    task, _ = await follow(client, created["taskId"])
+    assert task["status"] == "completed"
+    assert task["result"]["isError"] is True
+    assert task["result"]["content"][0]["text"].startswith(
+        f"The plan for stack '{STACK}' changed after it was confirmed"
+    )
+    assert no_stacks()
+
+
+@pytest.mark.anyio
+async def test_call_tool_follows_the_task_to_its_result(aws: None) -> None:
+    client = MemoryClient(new_server(), capabilities=FORMS, tasks=True)
+
+    result = await deploy(client)
+
+    assert not result.is_error, result.text
+    assert result.structured["action"] == "created"
+    assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
+
+
+# -- the yes is bound to the role, the plan and the stack as shown -------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_role_shown_is_the_role_the_deploy_assumes(client: MemoryClient) -> None:
+    # The role was answered in round 1 and signed into the token: an answer to it sent with
+    # the yes is no answer to a question of that round, so the deploy uses the role shown.
+    other = "arn:aws:iam::111122223333:role/Deployer"
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    theirs: Json = {"role-arn": {"action": "accept", "content": {"arn": other}}}
+    second = await rounds(client, call, theirs)
+    assert f"Role: {other}" in second["inputRequests"]["confirm"]["params"]["message"]
+
+    retry = {
+        **call,
+        "inputResponses": {**CONFIRMED, **ARN},
+        "requestState": second["requestState"],
+    }
+    done = await client.request("tools/call", retry)
+
+    assert done["structuredContent"]["action"] == "created"
+    assert ":111122223333:stack/" in done["structuredContent"]["stack_id"]
+    assert no_stacks()  # nothing in the other account, the one the ignored answer named
+
+
+def test_the_digest_binds_the_role_and_the_region() -> None:
+    plan = engine.StackPlan(STACK, TEMPLATE, {})
+    digests = {
+        tool.digest(plan, role_arn=ROLE, region=REGION),
+        tool.digest(plan, role_arn=ROLE.replace(ACCOUNT, "111122223333"), region=REGION),
+        tool.digest(plan, role_arn=ROLE, region="eu-west-1"),
+    }
+    assert len(digests) == 3
+
+
+@pytest.mark.anyio
+async def test_a_stack_changed_between_the_question_and_the_yes_is_confirmed_again(
+    client: MemoryClient,
+) -> None:
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    second = await rounds(client, call, ARN)
+    # Someone else creates the stack, for another environment, after the user saw none.
+    prod = [{"ParameterKey": "Environment", "ParameterValue": "prod"}]
+    cfn().create_stack(StackName=STACK, TemplateBody=TEMPLATE, Parameters=prod)
+    theirs = cfn().describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"]
+
+    retry = {**call, "inputResponses": CONFIRMED, "requestState": second["requestState"]}
+    third = await client.request("tools/call", retry)
+
+    assert third["resultType"] == "input_required"
+    assert list(third["inputRequests"]) == ["confirm"]
+    lines = third["inputRequests"]["confirm"]["params"]["message"].splitlines()
+    assert lines[0] == (
+        "The stack changed after you confirmed (it did not exist); check the plan again."
+    )
+    assert lines[1] == PLAN_LINES[0]
+    assert lines[3].startswith(f"Stack now: {theirs}, last changed ")
+    assert change_sets() == []  # nothing of ours ran
+    # The same confirming round again is asked again too: the stale yes never deploys.
+    replay = await client.request("tools/call", retry)
+    assert replay["resultType"] == "input_required"
+    assert change_sets() == []
+
+    done = await client.request(
+        "tools/call",
+        {**call, "inputResponses": CONFIRMED, "requestState": third["requestState"]},
+    )
+    assert done["structuredContent"]["action"] == "updated"  # to the plan confirmed again
+
+
+@pytest.mark.anyio
+async def test_a_template_changed_after_the_yes_is_confirmed_again_before_deploying(
+    client: MemoryClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Deploy exactly what the user confirmed: the yes is bound to a digest of the plan.
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    second = await rounds(client, call, ARN)
+    edited = TEMPLATE.replace("Default: dev\n", "Default: staging\n")
+    (tmp_path / "stack.yaml").write_text(edited, encoding="utf-8")
+    monkeypatch.setattr(engine, "TEMPLATE_DIR", tmp_path)  # the file changes between rounds
+
+    third = await client.request(
+        "tools/call",
+        {**call, "inputResponses": CONFIRMED, "requestState": second["requestState"]},
+    )
+
+    assert third["resultType"] == "input_required"
+    assert list(third["inputRequests"]) == ["confirm"]  # the role answer still stands
+    lines = third["inputRequests"]["confirm"]["params"]["message"].splitlines()
+    assert lines[0] == (
+        "The plan changed after you confirmed (its template or the server's region)."
+    )
+    assert lines[-1].startswith('Parameters: Environment="staging" (default)')
+    assert no_stacks()
+    # A retry without a new answer deploys nothing: the old yes was dropped with the re-ask.
+    bare = await client.request("tools/call", {**call, "requestState": third["requestState"]})
+    assert list(bare["inputRequests"]) == ["confirm"]
+    assert no_stacks()
+
+    fourth = await client.request(
+        "tools/call",
+        {**call, "inputResponses": CONFIRMED, "requestState": third["requestState"]},
+    )
+
+    assert fourth["structuredContent"]["action"] == "created"
+    stack = cfn().describe_stacks(StackName=STACK)["Stacks"][0]
+    environment = {item["ParameterKey"]: item["ParameterValue"] for item in stack["Parameters"]}
+    assert environment["Environment"] == "staging"  # the plan confirmed the second time
+
+
 # -- the user says no ----------------------------------------------------------------------------
 
 
@@ -223,7 +601,7 @@ async def test_confirmed_deploy_creates_the_stack_from_the_bundled_template(
     ],
     ids=["declined", "cancelled", "confirmed-false"],
 )
-async def test_no_to_the_confirmation_cancels_without_touching_aws(
+async def test_no_to_the_confirmation_cancels_without_deploying(
     client: MemoryClient, monkeypatch: pytest.MonkeyPatch, answer: Json
 ) -> None:
     monkeypatch.setattr(tool, "run_deploy", _must_not_run)
@@ -241,14 +619,15 @@ async def test_no_to_the_confirmation_cancels_without_touching_aws(
         "change_set": None,
         "outputs": {},
     }
-    assert cfn().list_stacks()["StackSummaries"] == []
+    assert no_stacks()
 
 
 @pytest.mark.anyio
-async def test_declining_the_role_question_cancels_too(
+async def test_declining_the_role_question_cancels_before_aws_is_called(
     client: MemoryClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tool, "run_deploy", _must_not_run)
+    monkeypatch.setattr(tool, "inspect_plan", _must_not_run)
 
     async def elicit(params: Json) -> Json:
         if "confirmed" in params["requestedSchema"]["properties"]:
@@ -258,6 +637,7 @@ async def test_declining_the_role_question_cancels_too(
     result = await deploy(client, elicit)
 
     assert result.text == "Deploy cancelled by user."
+    assert result.asked == (("role-arn",),)
 
 
 def _must_not_run(*args: Any, **kwargs: Any) -> Any:
@@ -268,85 +648,33 @@ def _must_not_run(*args: Any, **kwargs: Any) -> Any:
 
 
 @pytest.mark.anyio
-async def test_an_invalid_arn_is_asked_again_alone_with_the_reason(client: MemoryClient) -> None:
+async def test_an_invalid_arn_is_asked_again_with_the_reason(client: MemoryClient) -> None:
     call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
-    first = await client.request("tools/call", call)
+    bad: Json = {"role-arn": {"action": "accept", "content": {"arn": "arn:aws:iam::1234:role/x"}}}
 
-    second = await client.request(
-        "tools/call",
-        {
-            **call,
-            "inputResponses": {
-                "confirm": {"action": "accept", "content": {"confirmed": True}},
-                "role-arn": {"action": "accept", "content": {"arn": "arn:aws:iam::1234:role/x"}},
-            },
-            "requestState": first["requestState"],
-        },
-    )
+    second = await rounds(client, call, bad)
 
     assert second["resultType"] == "input_required"
     assert list(second["inputRequests"]) == ["role-arn"]
     asked = second["inputRequests"]["role-arn"]["params"]
     assert asked["message"] == (
         "That is not an IAM role ARN: the account ID must be 12 digits. "
-        "Provide the IAM role ARN to assume:"
+        "Which IAM role should the deploy assume? Give its ARN."
     )
-    assert asked["requestedSchema"] == ROUND_ONE_REQUESTS["role-arn"]["params"]["requestedSchema"]
-
-    # Only the corrected answer comes back; the confirmation travels in the requestState.
-    third = await client.request(
-        "tools/call",
-        {
-            **call,
-            "inputResponses": {"role-arn": {"action": "accept", "content": {"arn": ROLE}}},
-            "requestState": second["requestState"],
-        },
-    )
-
-    assert third["structuredContent"]["action"] == "created"
-
-
-@pytest.mark.anyio
-async def test_a_template_changed_after_the_yes_is_confirmed_again_before_deploying(
-    client: MemoryClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    # Deploy exactly what the user confirmed: the yes is bound to a digest of the plan.
-    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
-    first = await client.request("tools/call", call)
-    edited = TEMPLATE.replace("Default: dev\n", "Default: staging\n")
-    (tmp_path / "stack.yaml").write_text(edited, encoding="utf-8")
-    monkeypatch.setattr(engine, "TEMPLATE_DIR", tmp_path)  # the file changes between rounds
-
-    second = await client.request(
-        "tools/call",
-        {**call, "inputResponses": YES, "requestState": first["requestState"]},
-    )
-
-    assert second["resultType"] == "input_required"
-    assert list(second["inputRequests"]) == ["confirm"]  # the role answer still stands
-    assert second["inputRequests"]["confirm"]["params"]["message"] == (
-        f"The stack's template changed after you confirmed. Deploy stack '{STACK}' to AWS "
-        "production?"
-    )
-    assert no_stacks()
-    # A retry without a new answer deploys nothing: the old yes was dropped with the re-ask.
-    bare = await client.request("tools/call", {**call, "requestState": second["requestState"]})
-    assert list(bare["inputRequests"]) == ["confirm"]
+    assert asked["requestedSchema"] == ROLE_REQUEST["params"]["requestedSchema"]
     assert no_stacks()
 
+    # The corrected answer, then the confirmation, which shows the corrected role.
     third = await client.request(
+        "tools/call", {**call, "inputResponses": ARN, "requestState": second["requestState"]}
+    )
+    assert third["inputRequests"]["confirm"]["params"]["message"].splitlines() == PLAN_LINES
+    fourth = await client.request(
         "tools/call",
-        {
-            **call,
-            "inputResponses": {"confirm": YES["confirm"]},
-            "requestState": second["requestState"],
-        },
+        {**call, "inputResponses": CONFIRMED, "requestState": third["requestState"]},
     )
 
-    assert third["structuredContent"]["action"] == "created"
-    stack = cfn().describe_stacks(StackName=STACK)["Stacks"][0]
-    environment = {item["ParameterKey"]: item["ParameterValue"] for item in stack["Parameters"]}
-    assert environment["Environment"] == "staging"  # the plan confirmed the second time
+    assert fourth["structuredContent"]["action"] == "created"
 
 
 # -- a confirmation proves the user was asked ----------------------------------------------------
@@ -354,17 +682,34 @@ async def test_a_template_changed_after_the_yes_is_confirmed_again_before_deploy
 
 @pytest.mark.anyio
 async def test_answers_sent_with_the_first_call_deploy_nothing(client: MemoryClient) -> None:
-    call = {"name": "deploy_to_aws", "arguments": {"stack": STACK}, "inputResponses": YES}
+    call = {
+        "name": "deploy_to_aws",
+        "arguments": {"stack": STACK},
+        "inputResponses": {**ARN, **CONFIRMED},
+    }
     first = await client.request("tools/call", call)
     assert first["resultType"] == "input_required"
-    assert sorted(first["inputRequests"]) == ["confirm", "role-arn"]
+    assert list(first["inputRequests"]) == ["role-arn"]
+    assert no_stacks()
+
+
+@pytest.mark.anyio
+async def test_a_yes_sent_with_the_role_answer_deploys_nothing(client: MemoryClient) -> None:
+    # The confirmation counts only as the answer to the question that showed the plan.
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    second = await rounds(client, call, {**ARN, **CONFIRMED})
+    assert list(second["inputRequests"]) == ["confirm"]
     assert no_stacks()
 
 
 @pytest.mark.anyio
 async def test_a_client_without_elicitation_cannot_deploy_by_pre_answering(aws: None) -> None:
     client = MemoryClient(new_server(), capabilities={})
-    call = {"name": "deploy_to_aws", "arguments": {"stack": STACK}, "inputResponses": YES}
+    call = {
+        "name": "deploy_to_aws",
+        "arguments": {"stack": STACK},
+        "inputResponses": {**ARN, **CONFIRMED},
+    }
     with pytest.raises(RpcError) as raised:
         await client.request("tools/call", call)
     assert raised.value.code == -32021
@@ -376,9 +721,9 @@ async def test_a_client_without_elicitation_cannot_deploy_by_pre_answering(aws: 
 async def test_a_loosely_typed_yes_is_asked_again_and_deploys_nothing(
     client: MemoryClient, loose: object
 ) -> None:
-    answers = {**YES, "confirm": {"action": "accept", "content": {"confirmed": loose}}}
+    answer = {"confirm": {"action": "accept", "content": {"confirmed": loose}}}
     call = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
-    result = await two_rounds(client, call, answers)
+    result = await rounds(client, call, ARN, answer)
     assert result["resultType"] == "input_required"
     assert list(result["inputRequests"]) == ["confirm"]
     message = result["inputRequests"]["confirm"]["params"]["message"]
@@ -387,14 +732,22 @@ async def test_a_loosely_typed_yes_is_asked_again_and_deploys_nothing(
 
 
 @pytest.mark.anyio
-async def test_a_legacy_user_who_declines_is_not_asked_for_the_role(aws: None) -> None:
-    legacy = MemoryClient(
-        new_server(),
-        elicitation=answering(confirm={"action": "decline"}),
-    )
+async def test_a_legacy_user_who_declines_the_role_is_not_asked_to_confirm(aws: None) -> None:
+    async def elicit(params: Json) -> Json:
+        return {"action": "decline"}
+
+    legacy = MemoryClient(new_server(), elicitation=elicit)
     await legacy.initialize()
     result = await legacy.call_tool("deploy_to_aws", {"stack": STACK})
     assert result.text == "Deploy cancelled by user."
-    assert [request["params"] for request in legacy.server_requests] == [
-        ROUND_ONE_REQUESTS["confirm"]["params"]
-    ]
+    assert [request["params"] for request in legacy.server_requests] == [ROLE_REQUEST["params"]]
+
+
+@pytest.mark.anyio
+async def test_a_legacy_user_sees_the_same_plan(aws: None) -> None:
+    legacy = MemoryClient(new_server(), elicitation=answering())
+    await legacy.initialize()
+    result = await legacy.call_tool("deploy_to_aws", {"stack": STACK})
+    assert result.structured["action"] == "created"
+    messages = [request["params"]["message"] for request in legacy.server_requests]
+    assert messages == [ROLE_REQUEST["params"]["message"], "\n".join(PLAN_LINES)]

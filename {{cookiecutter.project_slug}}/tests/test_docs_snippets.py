@@ -14,6 +14,7 @@ throwaway package whose `registry` is fresh, then the tests drive the tool throu
 from __future__ import annotations
 
 import base64
+import gzip
 import importlib
 import re
 import sys
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import anyio
 import pytest
 
 from {{ cookiecutter.package_name }}.mrtr_runtime import (
@@ -158,7 +160,7 @@ def test_every_snippet_is_exercised() -> None:
     assert set(all_snippets()) == EXERCISED
 
 
-def test_the_page_states_the_snippet_convention_and_has_the_five_skeletons() -> None:
+def test_the_page_states_the_snippet_convention_and_has_the_six_skeletons() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert "`from . import registry`" in text
     assert "tests/test_docs_snippets.py" in text
@@ -168,6 +170,7 @@ def test_the_page_states_the_snippet_convention_and_has_the_five_skeletons() -> 
         "name_branch",
         "invite_member",
         "publish_notes",
+        "compress_logs",
     ]
     assert "ElicitResult" not in text  # answers are read with form_answer and a match
     assert "cookiecutter." not in text  # every template placeholder was rendered
@@ -619,6 +622,111 @@ async def test_publish_notes_publishes_nothing_on_a_no(
     assert result.asked == (("confirm",),)
     assert text_of(result) == "Nothing was published."
     assert not (tmp_path / "notes.md.published").exists()
+
+
+# -- (f) compress_logs: confirm, then run as a task ------------------------------------------
+
+TASKS = {**FORMS_ONLY, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def write_logs(directory: Path, count: int = 3) -> dict[str, bytes]:
+    logs = {f"app-{number}.log": f"line {number}\n".encode() * 100 for number in range(count)}
+    for name, data in logs.items():
+        (directory / name).write_bytes(data)
+    return logs
+
+
+def compressed(directory: Path) -> dict[str, bytes]:
+    return {
+        path.name.removesuffix(".gz"): gzip.decompress(path.read_bytes())
+        for path in sorted(directory.glob("*.gz"))
+    }
+
+
+def matching(directory: Path, pattern: str) -> list[Path]:
+    return sorted(directory.glob(pattern))
+
+
+async def until_ended(client: MemoryClient, task_id: str) -> Json:
+    with anyio.fail_after(10):
+        while True:
+            task = await client.request("tasks/get", {"taskId": task_id})
+            if task["status"] not in ("working", "input_required"):
+                return task
+            await anyio.sleep(0.02)
+
+
+@pytest.mark.anyio
+@exercises("compress_logs")
+async def test_compress_logs_confirmed_runs_as_a_task_and_a_replay_does_nothing(
+    load_snippet: Callable[[str], Registry], tmp_path: Path
+) -> None:
+    logs = write_logs(tmp_path)
+    client = MemoryClient(serve(load_snippet("compress_logs")), capabilities=TASKS)
+    call: Json = {"name": "compress_logs", "arguments": {"directory": str(tmp_path)}}
+    first = await client.request("tools/call", call)
+    assert first["resultType"] == "input_required"  # the question is a round, not a task
+    size = sum(map(len, logs.values()))
+    assert first["inputRequests"]["confirm"]["params"]["message"] == (
+        f"Compress 3 .log files ({size} bytes) in {tmp_path}?"
+    )
+    confirming = {
+        **call,
+        "inputResponses": {"confirm": accept(confirmed=True)},
+        "requestState": first["requestState"],
+    }
+
+    created = await client.request("tools/call", confirming)
+
+    assert created["resultType"] == "task"
+    assert created["statusMessage"] == f"Compressing 3 files in {tmp_path}"
+    task = await until_ended(client, created["taskId"])
+    assert task["status"] == "completed"
+    assert text_of(task["result"]) == f"Compressed 3 files in {tmp_path}."
+    assert compressed(tmp_path) == logs
+    assert not matching(tmp_path, "*.log")
+    # The confirmation replayed finds nothing left to do, before it reaches start_task.
+    replayed = await client.request("tools/call", confirming)
+    assert text_of(replayed) == f"No .log files in {tmp_path}; nothing to compress."
+    assert compressed(tmp_path) == logs
+
+
+@pytest.mark.anyio
+async def test_compress_logs_runs_inline_for_a_host_without_tasks(
+    load_snippet: Callable[[str], Registry], tmp_path: Path
+) -> None:
+    logs = write_logs(tmp_path, 2)
+    client = MemoryClient(
+        serve(load_snippet("compress_logs")),
+        capabilities=FORMS_ONLY,
+        elicitation=Answers(("Compress 2", accept(confirmed=True))),
+    )
+    result = await client.call_tool("compress_logs", {"directory": str(tmp_path)})
+    assert text_of(result) == f"Compressed 2 files in {tmp_path}."
+    assert compressed(tmp_path) == logs
+
+
+@pytest.mark.anyio
+async def test_compress_logs_asks_again_when_the_files_changed_and_does_nothing_on_a_no(
+    load_snippet: Callable[[str], Registry], tmp_path: Path
+) -> None:
+    write_logs(tmp_path, 1)
+    client = MemoryClient(serve(load_snippet("compress_logs")), capabilities=TASKS)
+    call: Json = {"name": "compress_logs", "arguments": {"directory": str(tmp_path)}}
+    first = await client.request("tools/call", call)
+    write_logs(tmp_path, 2)  # one more file after the question
+    yes = {"confirm": accept(confirmed=True)}
+    second = await client.request(
+        "tools/call", {**call, "inputResponses": yes, "requestState": first["requestState"]}
+    )
+    message = second["inputRequests"]["confirm"]["params"]["message"]
+    assert message.startswith("The files changed after you confirmed. Compress 2 .log files")
+    no = {"confirm": accept(confirmed=False)}
+    third = await client.request(
+        "tools/call", {**call, "inputResponses": no, "requestState": second["requestState"]}
+    )
+    assert text_of(third) == "Nothing was compressed."
+    assert not matching(tmp_path, "*.gz")
 
 
 # -- README.md: its first screen's tool and test ----------------------------------------------

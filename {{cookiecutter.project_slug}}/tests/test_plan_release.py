@@ -9,6 +9,7 @@ through the handler's internals.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -181,7 +182,18 @@ async def test_three_rounds_each_send_only_their_new_key(server: Server) -> None
     confirm_key, request = only_request(third)
     assert confirm_key.startswith("confirm-")
     message = request["params"]["message"]
-    assert "## demo 1.5.0" in message
+    # What the yes is for comes first (hosts cut long messages): the writes and the notes'
+    # digest, the same one the confirm key carries; then the notes themselves.
+    digest = confirm_key.removeprefix("confirm-")
+    notes = message.split("\n\n", 1)[1]
+    assert hashlib.sha256(f"{notes}\n".encode()).hexdigest()[:12] == digest
+    assert message.splitlines()[:3] == [
+        "Is this the plan for demo 1.5.0, a minor release?",
+        "It writes: version 1.5.0 where the project declares it; the release notes below at "
+        "the top of CHANGELOG.md; tag v1.5.0, pushed to origin.",
+        f"The notes: {len(notes.splitlines())} lines, sha256 {digest}; a yes is for exactly these.",
+    ]
+    assert notes.startswith("## demo 1.5.0\n")
     assert "- JSON output\n- clearer errors" in message
 
     done = await client.request(

@@ -45,6 +45,8 @@ RequestCancelled, ToolError = runtime.RequestCancelled, runtime.ToolError
 MemoryClient, RpcError = testing.MemoryClient, testing.RpcError
 
 BOUND = 10  # seconds; every test that waits on a task or a thread is bounded
+#: A whole deploy through every round (the questions read AWS as the role, too), on moto.
+DEPLOY_BOUND = 60
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account: the role lives there, so do the stacks
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/Deployer"
@@ -58,35 +60,24 @@ Elicit = Callable[[Json], Awaitable[Json]]
 
 FORMS: Json = {"elicitation": {"form": {}}}
 
-# Round 1: both questions at once, key for key and field for field.
-ROUND_ONE_REQUESTS: Json = {
-    "confirm": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Deploy stack 'prod-api' to AWS production?",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"confirmed": {"type": "boolean"}},
-                "required": ["confirmed"],
-            },
-        },
-    },
-    "role-arn": {
-        "method": "elicitation/create",
-        "params": {
-            "message": "Provide the IAM role ARN to assume:",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
-                "required": ["arn"],
-            },
+# The two questions: the role (round 1), then a yes to the resolved plan (round 2).
+ROLE_REQUEST: Json = {
+    "method": "elicitation/create",
+    "params": {
+        "message": "Which IAM role should the deploy assume? Give its ARN.",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
+            "required": ["arn"],
         },
     },
 }
 
 
-def new_server() -> Any:
-    return build_server({"MRTR_SIGNING_KEY": secrets.token_hex(32)})
+def new_server(key: str | None = None) -> Any:
+    # A task store of its own: what one server records, another does not see.
+    settings = {"MRTR_SIGNING_KEY": key or secrets.token_hex(32), "MRTR_TASK_STORE": "memory:"}
+    return build_server(settings)
 
 
 @pytest.fixture
@@ -155,18 +146,21 @@ def text_of(result: Any) -> str:
     return text
 
 
-YES: Json = {
-    "confirm": {"action": "accept", "content": {"confirmed": True}},
-    "role-arn": {"action": "accept", "content": {"arn": ROLE}},
-}
+YES: tuple[Json, Json] = (
+    {"role-arn": {"action": "accept", "content": {"arn": ROLE}}},
+    {"confirm": {"action": "accept", "content": {"confirmed": True}}},
+)
 
 
-async def two_rounds(client: MemoryClient, call: Json, answers: Json = YES) -> Json:
-    """Round 1, then round 2 with `answers` and the echoed requestState, by hand."""
-    first = await client.request("tools/call", call)
-    assert first["resultType"] == "input_required"
-    retry = {**call, "inputResponses": answers, "requestState": first["requestState"]}
-    return await client.request("tools/call", retry)
+async def two_rounds(client: MemoryClient, call: Json, answers: tuple[Json, ...] = YES) -> Json:
+    """The first call, then one retry per set of `answers` (the role, then the yes), by hand,
+    each echoing the last requestState: the call's last answer."""
+    result = await client.request("tools/call", call)
+    for given in answers:
+        assert result["resultType"] == "input_required", result
+        retry = {**call, "inputResponses": given, "requestState": result["requestState"]}
+        result = await client.request("tools/call", retry)
+    return result
 
 
 def progress_meta(client: MemoryClient, token: str | int) -> Json:
@@ -189,10 +183,10 @@ async def test_a_legacy_client_is_asked_with_real_elicitation_requests(aws: None
         "tools/call", {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
     )
 
-    assert [request["params"] for request in legacy.server_requests] == [
-        ROUND_ONE_REQUESTS["confirm"]["params"],
-        ROUND_ONE_REQUESTS["role-arn"]["params"],
-    ]
+    asked = [request["params"] for request in legacy.server_requests]
+    assert asked[0] == ROLE_REQUEST["params"]
+    assert asked[1]["message"].startswith(f"Deploy stack '{STACK}' to AWS account {ACCOUNT}")
+    assert len(asked) == 2
     assert result["structuredContent"]["action"] == "created"
 
 
@@ -268,25 +262,69 @@ async def test_spelling_out_a_default_is_the_same_deploy(client: MemoryClient) -
     assert again.structured["change_set"] == first.structured["change_set"]
 
 
-@pytest.mark.anyio
-async def test_retrying_the_identical_second_round_does_not_deploy_twice(
-    client: MemoryClient,
-) -> None:
-    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
-    first = await client.request("tools/call", call)
-    retry: Json = {**call, "inputResponses": YES, "requestState": first["requestState"]}
+def executed_change_sets(name: str = STACK) -> int:
+    summaries = cfn().list_change_sets(StackName=name)["Summaries"]
+    return sum(item["ExecutionStatus"] == "EXECUTE_COMPLETE" for item in summaries)
 
+
+async def confirmation(client: MemoryClient, arguments: Json) -> Json:
+    """The confirming round of a deploy of `arguments` (to replay it), once it has run."""
+    call: Json = {"name": "deploy_to_aws", "arguments": arguments}
+    second = await two_rounds(client, call, YES[:1])
+    retry: Json = {**call, "inputResponses": YES[1], "requestState": second["requestState"]}
     done = await client.request("tools/call", retry)
-    events = stack_events()
-    again = await client.request("tools/call", retry)  # same token, same answers
+    assert done["resultType"] == "complete", done
+    return retry
 
-    assert done["structuredContent"]["action"] == "created"
-    assert again["resultType"] == "complete"
-    assert again.get("isError") is not True
+
+@pytest.mark.anyio
+async def test_a_replayed_confirmation_on_a_server_without_its_record_deploys_nothing(
+    aws: None,
+) -> None:
+    # The stateless half of "confirmed once", where no record of the run is shared (another
+    # server with the same key and a store of its own): the stack already is the plan
+    # confirmed, so the replay finds nothing to do.
+    key = secrets.token_hex(32)
+    here = MemoryClient(new_server(key), capabilities=FORMS)
+    elsewhere = MemoryClient(new_server(key), capabilities=FORMS)
+    retry = await confirmation(here, {"stack": STACK})
+    events = stack_events()
+
+    again = await elsewhere.request("tools/call", retry)  # same token, same answers
+
     assert again["structuredContent"]["action"] == "unchanged"
     assert "already up to date" in text_of(again)
     assert stack_events() == events
-    assert len(cfn().list_stacks()["StackSummaries"]) == 1
+    assert executed_change_sets() == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["same-server", "server-without-its-record"])
+async def test_a_confirmation_replayed_after_a_later_deploy_asks_again(
+    aws: None, where: str
+) -> None:
+    # The issue's rollback: confirm staging, then confirm prod; replaying the staging round
+    # must not roll the stack back to staging without a question.
+    key = secrets.token_hex(32)
+    here = MemoryClient(new_server(key), capabilities=FORMS)
+    replayer = here if where == "same-server" else MemoryClient(new_server(key), capabilities=FORMS)
+    staging = await confirmation(here, {"stack": STACK, "parameters": {"Environment": "staging"}})
+    await confirmation(here, {"stack": STACK, "parameters": {"Environment": "prod"}})
+    events = stack_events()
+
+    again = await replayer.request("tools/call", staging)
+
+    assert again["resultType"] == "input_required"
+    assert list(again["inputRequests"]) == ["confirm"]
+    lines = again["inputRequests"]["confirm"]["params"]["message"].splitlines()
+    assert lines[0] == (
+        "The stack changed after you confirmed (it did not exist); check the plan again."
+    )
+    assert lines[3].startswith("Stack now: UPDATE_COMPLETE, last changed ")
+    assert stack_events() == events
+    assert executed_change_sets() == 2
+    stack = cfn().describe_stacks(StackName=STACK)["Stacks"][0]
+    assert {"ParameterKey": "Environment", "ParameterValue": "prod"} in stack["Parameters"]
 
 
 @pytest.mark.anyio
@@ -319,7 +357,7 @@ async def test_other_requests_are_served_while_a_deploy_runs(
 
     def slow_run_deploy(*args: Any, **kwargs: Any) -> Any:
         anyio.from_thread.run_sync(started.set)
-        assert release.wait(BOUND)
+        assert release.wait(DEPLOY_BOUND)
         return real_run_deploy(*args, **kwargs)
 
     monkeypatch.setattr(tool, "run_deploy", slow_run_deploy)
@@ -328,7 +366,7 @@ async def test_other_requests_are_served_while_a_deploy_runs(
     async def run() -> None:
         results.append(await deploy(client))
 
-    with anyio.fail_after(BOUND):
+    with anyio.fail_after(DEPLOY_BOUND):
         async with anyio.create_task_group() as group:
             group.start_soon(run)
             await started.wait()
@@ -352,8 +390,17 @@ def test_the_digest_covers_everything_the_deploy_would_do() -> None:
         engine.StackPlan(STACK, TEMPLATE, {"Environment": "prod"}),
         engine.StackPlan(STACK, TEMPLATE, {"Environment": "dev"}, ("CAPABILITY_IAM",)),
     ]
-    assert tool.digest(plan) == tool.digest(same)
-    assert len({tool.digest(plan), *map(tool.digest, others)}) == 1 + len(others)
+
+    def digest(plan: Any, role_arn: str = ROLE, region: str = REGION) -> str:
+        return str(tool.digest(plan, role_arn=role_arn, region=region))
+
+    assert digest(plan) == digest(same)
+    variants = {
+        *map(digest, others),
+        digest(plan, role_arn=ROLE.replace(ACCOUNT, "111122223333")),
+        digest(plan, region="eu-west-1"),
+    }
+    assert len({digest(plan), *variants}) == 1 + len(others) + 2
 
 
 @pytest.mark.parametrize(
@@ -600,7 +647,8 @@ async def test_credentials_never_reach_results_progress_or_logs(
         "AWS CreateChangeSet failed: SignatureDoesNotMatch: x-amz-security-token:[redacted]"
     )
     everything = json.dumps([deployed, failed, client.notifications]) + caplog.text
-    assert len(issued) == 2
+    # Each confirmation reads the stack as the role, and so does the deploy: all redacted.
+    assert len(issued) >= 2
     for credentials in issued:
         assert repr(credentials) == "AwsCredentials(<redacted>)"
         for secret in credentials.secrets():
@@ -859,6 +907,71 @@ def test_a_leftover_change_set_of_the_same_name_is_rebuilt_not_executed(
 
     with pytest.raises(ClientError, match="Throttling"):
         engine.deploy_stack(client, PLAN, waits=Recorder().policy())
+
+
+def test_a_create_interrupted_before_its_execution_executes_its_own_change_set(
+    stubbed: tuple[Any, Stubber],
+) -> None:
+    # The process died between CreateChangeSet and ExecuteChangeSet (a task resumed by another
+    # process): the stack is only that proposal, named for this very plan. It is executed, not
+    # rebuilt: no second proposal, no DeleteChangeSet, no CreateChangeSet.
+    client, stubber = stubbed
+    _existing_stack(stubber, "REVIEW_IN_PROGRESS")
+    stubber.add_response(
+        "describe_change_set",
+        {
+            "ChangeSetId": CHANGE_SET_ID,
+            "StackId": STACK_ID,
+            "Status": "CREATE_COMPLETE",
+            "ExecutionStatus": "AVAILABLE",
+            "Capabilities": [],
+        },
+    )
+    stubber.add_response("describe_stack_events", events_response(("e0", STACK, "REVIEW", None)))
+    stubber.add_response(
+        "execute_change_set",
+        {},
+        {
+            "ChangeSetName": CHANGE_SET_ID,
+            "ClientRequestToken": engine._token("mrtr-exec", CHANGE_SET_ID),
+        },
+    )
+    stubber.add_response(
+        "describe_stack_events",
+        events_response(("e1", "Queue", "CREATE_COMPLETE", None), ("e0", STACK, "REVIEW", None)),
+    )
+    stubber.add_response("describe_stacks", stack_response("CREATE_COMPLETE"))
+    record = Recorder()
+
+    outcome = engine.deploy_stack(client, PLAN, progress=record.progress, waits=record.policy())
+
+    assert outcome.action == "created"
+    assert outcome.status == "CREATE_COMPLETE"
+    assert record.messages[0] == f"Executing change set {NAME}"
+    stubber.assert_no_pending_responses()
+
+
+def test_an_interrupted_create_whose_change_set_lacks_the_plans_capabilities_is_rebuilt(
+    stubbed: tuple[Any, Stubber],
+) -> None:
+    client, stubber = stubbed
+    plan = engine.StackPlan(STACK, TEMPLATE, {"Password": "hunter2"}, ("CAPABILITY_IAM",))
+    _existing_stack(stubber, "REVIEW_IN_PROGRESS")
+    stubber.add_response(
+        "describe_change_set",
+        {
+            "ChangeSetId": CHANGE_SET_ID,
+            "StackId": STACK_ID,
+            "Status": "CREATE_COMPLETE",
+            "ExecutionStatus": "AVAILABLE",
+            "Capabilities": [],
+        },
+    )
+    stubber.add_response("delete_change_set", {}, {"ChangeSetName": CHANGE_SET_ID})
+    stubber.add_client_error("create_change_set", service_error_code="Throttling")
+
+    with pytest.raises(ClientError, match="Throttling"):
+        engine.deploy_stack(client, plan, waits=Recorder().policy())
 
 
 def test_a_retry_while_its_change_set_executes_waits_for_it(

@@ -150,12 +150,15 @@ async def test_two_rounds_through_the_real_server_deploy_the_stack_into_moto(
             notifications: list[Json] = list(session.notifications)
 
     assert not created.is_error, (created, session.stderr_text())
-    # One input round per call (two tools/call each), asking both questions at once.
-    assert [call.asked for call in (created, again, updated)] == [(("confirm", "role-arn"),)] * 3
-    assert asked[:2] == [
-        "Deploy stack 'e2e-api' to AWS production?",
-        "Provide the IAM role ARN to assume:",
+    # Two input rounds per call: the role, then the yes to the plan it shows.
+    assert [call.asked for call in (created, again, updated)] == [(("role-arn",), ("confirm",))] * 3
+    assert asked[0] == "Which IAM role should the deploy assume? Give its ARN."
+    assert asked[1].splitlines()[:3] == [
+        f"Deploy stack '{STACK}' to AWS account 111122223333, region {REGION}?",
+        f"Role: {ROLE}",
+        "Stack now: none, so this creates it",
     ]
+    assert asked[3].splitlines()[2].startswith("Stack now: CREATE_COMPLETE, last changed ")
     assert created.structured["action"] == "created"
     assert created.structured["region"] == REGION
     assert after_create == {
@@ -181,6 +184,53 @@ async def test_two_rounds_through_the_real_server_deploy_the_stack_into_moto(
     assert seen == list(updated.progress)
 
 
+@pytest.mark.anyio
+async def test_a_host_that_follows_tasks_gets_the_deploy_as_a_task_run_once(
+    endpoint: str, server_env: dict[str, str]
+) -> None:
+    stack = "e2e-task"
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": stack}}
+    role = {"role-arn": {"action": "accept", "content": {"arn": ROLE}}}
+    yes = {"confirm": {"action": "accept", "content": {"confirmed": True}}}
+    with anyio.fail_after(BOUND):
+        async with ClientSession.spawn(
+            [sys.executable, "-m", PACKAGE],
+            env=server_env,
+            capabilities={"elicitation": {"form": {}}},
+            tasks=True,
+        ) as session:
+            first = await session.request("tools/call", call)
+            second = await session.request(
+                "tools/call",
+                {**call, "inputResponses": role, "requestState": first["requestState"]},
+            )
+            confirming = {**call, "inputResponses": yes, "requestState": second["requestState"]}
+            created = await session.request("tools/call", confirming)
+            task = created
+            statuses: list[str] = []
+            while task["status"] == "working":
+                statuses.append(str(task.get("statusMessage")))
+                await anyio.sleep(0.1)
+                task = await session.request("tasks/get", {"taskId": created["taskId"]})
+            replayed = await session.request("tools/call", confirming)
+
+    assert first["resultType"] == second["resultType"] == "input_required"
+    assert created["resultType"] == "task", created
+    assert statuses[0] == f"Deploying stack '{stack}' to AWS account 111122223333, {REGION}"
+    assert task["status"] == "completed", (task, session.stderr_text())
+    assert task["result"]["structuredContent"]["action"] == "created"
+    # The confirming round again, byte for byte, after the task ended: that task, not a deploy.
+    assert replayed["resultType"] == "task"
+    assert (replayed["taskId"], replayed["status"]) == (created["taskId"], "completed")
+    cloudformation = assumed("cloudformation", endpoint)
+    stacks = cloudformation.list_stacks()["StackSummaries"]
+    assert [summary["StackStatus"] for summary in stacks if summary["StackName"] == stack] == [
+        "CREATE_COMPLETE"
+    ]
+    change_sets = cloudformation.list_change_sets(StackName=stack)["Summaries"]
+    assert [item["ExecutionStatus"] for item in change_sets] == ["EXECUTE_COMPLETE"]
+
+
 class SlowAws:
     """A proxy in front of moto's server that holds every AWS call for `delay` seconds.
 
@@ -188,6 +238,7 @@ class SlowAws:
     action of every call that reached AWS, so a test can tell which steps happened. With
     `trigger`, `on_trigger` runs as the first call of that action arrives (`"after:X"`: the
     first call after X), before it is held; from that call on each is held `delay_after`.
+    The trigger counts only calls made after `arm()` (the questions read AWS too).
     """
 
     def __init__(
@@ -204,6 +255,7 @@ class SlowAws:
         #: Calls held or being forwarded right now; 0 once everything sent has reached moto.
         self.in_flight = 0
         self.triggered = False
+        self.armed = False
         lock = threading.Lock()
         proxy = self
 
@@ -212,7 +264,8 @@ class SlowAws:
                 proxy.in_flight += 1
                 previous = proxy.actions[-1] if proxy.actions else None
                 proxy.actions.append(action)
-                if not proxy.triggered and trigger in (action, f"after:{previous}"):
+                fires = trigger in (action, f"after:{previous}")
+                if proxy.armed and not proxy.triggered and fires:
                     proxy.triggered = True
                     on_trigger()
                 if proxy.triggered and delay_after is not None:
@@ -263,6 +316,9 @@ class SlowAws:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
+    def arm(self) -> None:
+        self.armed = True
+
     def __enter__(self) -> SlowAws:
         self.thread.start()
         return self
@@ -280,10 +336,8 @@ async def test_a_cancel_after_the_first_progress_stops_the_deploy(
     # sent for the cancelled id -- progress included. Every AWS call takes a second here, so
     # the cancel lands before the role is assumed or while it is, never after a
     # CloudFormation step.
-    answers = {
-        "confirm": {"action": "accept", "content": {"confirmed": True}},
-        "role-arn": {"action": "accept", "content": {"arn": ROLE}},
-    }
+    role = {"role-arn": {"action": "accept", "content": {"arn": ROLE}}}
+    answers = {"confirm": {"action": "accept", "content": {"confirmed": True}}}
     # moto's server keeps its state for the whole process: a stack name of this test's own.
     stack = "e2e-cancelled"
     call: Json = {"name": "deploy_to_aws", "arguments": {"stack": stack}}
@@ -302,6 +356,11 @@ async def test_a_cancel_after_the_first_progress_stops_the_deploy(
             notification_handler=on_notification,
         ) as session:
             first = await session.request("tools/call", call)
+            second = await session.request(
+                "tools/call",
+                {**call, "inputResponses": role, "requestState": first["requestState"]},
+            )
+            asked_before = len(aws.actions)  # the question read the stack as the role
             retry = {
                 "jsonrpc": "2.0",
                 "id": 9001,  # sent raw: a response to it would be a protocol violation here
@@ -309,7 +368,7 @@ async def test_a_cancel_after_the_first_progress_stops_the_deploy(
                 "params": {
                     **call,
                     "inputResponses": answers,
-                    "requestState": first["requestState"],
+                    "requestState": second["requestState"],
                     "_meta": {
                         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                         "io.modelcontextprotocol/clientCapabilities": session.capabilities,
@@ -341,7 +400,9 @@ async def test_a_cancel_after_the_first_progress_stops_the_deploy(
     assert violations == []  # no response for id 9001
     assert "CreateChangeSet" not in aws.actions
     assert "ExecuteChangeSet" not in aws.actions
-    assert aws.actions.count("AssumeRole") <= 1  # the cancel may even land before it
+    # The confirming round reads the stack again (its first run, and the run recorded as its
+    # task), then the deploy assumes the role: the cancel may even land before that.
+    assert aws.actions[asked_before:].count("AssumeRole") <= 3
     cloudformation = assumed("cloudformation", endpoint)
     stacks = cloudformation.list_stacks()["StackSummaries"]
     assert [summary for summary in stacks if summary["StackName"] == stack] == []
@@ -360,12 +421,11 @@ def stack_status(endpoint: str, stack: str) -> str | None:
 async def deploy_then_stop(
     server_env: dict[str, str], endpoint: str, stack: str, step: str, delay_after: float
 ) -> tuple[Json, list[str], str | None]:
-    """Round 1, then round 2 with the answers through a slowed AWS; SIGTERM as `step` reaches
-    AWS. The answer to round 2, every AWS call made, and the stack's status once all is done."""
-    answers = {
-        "confirm": {"action": "accept", "content": {"confirmed": True}},
-        "role-arn": {"action": "accept", "content": {"arn": ROLE}},
-    }
+    """The role, then the confirming round through a slowed AWS; SIGTERM as `step` reaches
+    AWS in that round. The answer to it, every AWS call made, and the stack's status once all
+    is done."""
+    role = {"role-arn": {"action": "accept", "content": {"arn": ROLE}}}
+    answers = {"confirm": {"action": "accept", "content": {"confirmed": True}}}
     modern = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
@@ -394,7 +454,13 @@ async def deploy_then_stop(
                 first = json.loads(await stdout.receive_until(b"\n", 1 << 20))
                 state = first["result"]["requestState"]
                 await process.stdin.send(
-                    line(2, {**call, "inputResponses": answers, "requestState": state})
+                    line(2, {**call, "inputResponses": role, "requestState": state})
+                )
+                second = json.loads(await stdout.receive_until(b"\n", 1 << 20))
+                state = second["result"]["requestState"]
+                aws.arm()  # the confirming round: SIGTERM as it reaches `step`
+                await process.stdin.send(
+                    line(3, {**call, "inputResponses": answers, "requestState": state})
                 )
                 answer = json.loads(await stdout.receive_until(b"\n", 1 << 20))
                 assert await process.wait() == 0

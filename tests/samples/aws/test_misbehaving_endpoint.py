@@ -258,7 +258,11 @@ async def test_no_credential_gets_out_whichever_aws_call_misbehaves(
             assert FLOWS[flow] <= set(calls)
             for number, action in enumerate(calls):
                 fake.reset(flow, mode, number)
-                failed = await session.call_tool("deploy_to_aws", {"stack": STACK})
+                # A region of its own per attempt: identical rounds minted within one second
+                # are one confirmation, which the runtime answers with the outcome it recorded
+                # for it (the last attempt's) instead of running it again.
+                arguments = {"stack": STACK, "region": f"eu-west-{number + 1}"}
+                failed = await session.call_tool("deploy_to_aws", arguments)
                 assert failed.is_error, (action, failed.text)
                 assert fake.calls[-1] == action  # the deploy stopped at the call that misbehaved
                 outputs.append(repr(failed))

@@ -70,10 +70,12 @@ from ._tokens import (
 
 __all__ = (
     "CLIENT_REQUEST_TIMEOUT_SECONDS",
+    "DEFAULT_TASK_MAX_PER_OWNER",
     "DEFAULT_TASK_MAX_STORED",
     "MAX_PREVIOUS_KEYS",
     "PREVIOUS_KEYS_FILE_ENV",
     "PREVIOUS_KEYS_FILE_NAME",
+    "TASK_MAX_PER_OWNER_VARIABLE",
     "TASK_MAX_STORED_VARIABLE",
     "TASK_STORE_VARIABLE",
     "Rotation",
@@ -124,6 +126,10 @@ TASK_MAX_STORED_VARIABLE: Final = "MRTR_TASK_MAX_STORED"
 #: The default bound on unexpired tasks in the store: plenty for one user or one fleet, and
 #: a store that fills up says so (TaskStoreFull) instead of growing without end.
 DEFAULT_TASK_MAX_STORED: Final = 10_000
+TASK_MAX_PER_OWNER_VARIABLE: Final = "MRTR_TASK_MAX_PER_OWNER"
+#: The default bound on one owner's unexpired tasks (owner: the principal and the server): a
+#: tenth of the store's, so one client filling its share leaves room for the others.
+DEFAULT_TASK_MAX_PER_OWNER: Final = 1_000
 _TASK_STORE_FORMS: Final = (
     "sqlite:///absolute/path.db, redis://host:port/db, rediss://host:port/db or memory:"
 )
@@ -170,6 +176,8 @@ class Settings:
     task_store: str = field(default="", repr=False)
     #: ``MRTR_TASK_MAX_STORED``: how many unexpired tasks the store may hold.
     task_max_stored: int = DEFAULT_TASK_MAX_STORED
+    #: ``MRTR_TASK_MAX_PER_OWNER``: how many unexpired tasks one owner (principal) may hold.
+    task_max_per_owner: int = DEFAULT_TASK_MAX_PER_OWNER
     #: Variables whose value was refused, and why (in the order read).
     problems: Mapping[str, str] = field(default_factory=dict)
 
@@ -223,7 +231,12 @@ class Settings:
                 environ.get(_MAX_CONNECTIONS_VARIABLE), problems
             ),
             task_store=_task_store_of(text(TASK_STORE_VARIABLE), problems),
-            task_max_stored=_task_max_stored_of(environ.get(TASK_MAX_STORED_VARIABLE), problems),
+            task_max_stored=_task_bound_of(
+                TASK_MAX_STORED_VARIABLE, DEFAULT_TASK_MAX_STORED, environ, problems
+            ),
+            task_max_per_owner=_task_bound_of(
+                TASK_MAX_PER_OWNER_VARIABLE, DEFAULT_TASK_MAX_PER_OWNER, environ, problems
+            ),
             problems=problems,
         )
 
@@ -325,17 +338,19 @@ def _redis_url_problem(value: str) -> str | None:
     return None
 
 
-def _task_max_stored_of(raw: str | None, problems: dict[str, str]) -> int:
+def _task_bound_of(
+    variable: str, default: int, environ: Mapping[str, str], problems: dict[str, str]
+) -> int:
+    raw = environ.get(variable)
     if raw is None or not raw.strip():
-        return DEFAULT_TASK_MAX_STORED
+        return default
     value = raw.strip()
     if value.isascii() and value.isdigit() and len(value) <= 9 and int(value) >= 1:
         return int(value)
-    problems[TASK_MAX_STORED_VARIABLE] = (
-        f"{TASK_MAX_STORED_VARIABLE} must be a whole number from 1 (default "
-        f"{DEFAULT_TASK_MAX_STORED}), not {raw[:40]!r}"
+    problems[variable] = (
+        f"{variable} must be a whole number from 1 (default {default}), not {raw[:40]!r}"
     )
-    return DEFAULT_TASK_MAX_STORED
+    return default
 
 
 def write_key_file(path: Path, *, overwrite: bool = False) -> SigningKey:

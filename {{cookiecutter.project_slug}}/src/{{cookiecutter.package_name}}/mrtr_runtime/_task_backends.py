@@ -11,7 +11,8 @@
 Nothing is opened or imported when the server starts (stdio start-up must not change): the task
 engine calls `TaskBackend.open` on the first task operation, and at start only asks
 `TaskBackend.may_hold_tasks` (for SQLite a ``stat`` of the file) whether there are tasks to resume.
-``MRTR_TASK_MAX_STORED`` bounds the unexpired tasks every store holds. Choosing the store
+``MRTR_TASK_MAX_STORED`` bounds the unexpired tasks every store holds, and
+``MRTR_TASK_MAX_PER_OWNER`` those of one owner (principal and server). Choosing the store
 imports nothing but ``_config`` (start-up's imports do not grow): the stores load in ``open``.
 """
 
@@ -24,7 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
-from ._config import TASK_MAX_STORED_VARIABLE, TASK_STORE_VARIABLE, Settings, shown_store_url
+from ._config import (
+    DEFAULT_TASK_MAX_PER_OWNER,
+    TASK_MAX_PER_OWNER_VARIABLE,
+    TASK_MAX_STORED_VARIABLE,
+    TASK_STORE_VARIABLE,
+    Settings,
+    shown_store_url,
+)
 
 if TYPE_CHECKING:
     from ._task_store import TaskStore
@@ -46,8 +54,14 @@ class TaskBackend:
     #: What messages and logs call it: the file, or the URL without its password.
     location: str
     max_tasks: int
+    #: The bound on one owner's unexpired tasks.
+    max_per_owner: int = DEFAULT_TASK_MAX_PER_OWNER
     #: The SQLite file; None for the others.
     path: Path | None = None
+    #: Whether opening may create the file's missing parent directories: only for the default
+    #: file, in the per-user state directory (made as the key's is). A configured file's
+    #: directory is created only if its own parent exists: a typo must not build a tree.
+    make_parents: bool = False
     #: The Redis URL, password included (never shown).
     url: str = field(default="", repr=False)
     #: The Redis keys' namespace: the server's name.
@@ -88,9 +102,14 @@ class TaskBackend:
                     "set %s (e.g. sqlite:///abs/path/tasks.sqlite3) or give the server a home",
                     TASK_STORE_VARIABLE,
                 )
-            return MemoryTaskStore(max_tasks=self.max_tasks)
+            return MemoryTaskStore(max_tasks=self.max_tasks, max_per_owner=self.max_per_owner)
         if self.path is not None:  # sqlite
-            return await open_sqlite_store(self.path, max_tasks=self.max_tasks)
+            return await open_sqlite_store(
+                self.path,
+                max_tasks=self.max_tasks,
+                max_per_owner=self.max_per_owner,
+                make_parents=self.make_parents,
+            )
         try:
             # Imported only here: the redis extra is optional, and a stdio server never needs it.
             wing = importlib.import_module(".redis", __package__)
@@ -103,7 +122,11 @@ class TaskBackend:
                 f"'{self.project}[redis]'"
             ) from None
         store: TaskStore = await wing.open_redis_store(
-            self.url, namespace=self.namespace, max_tasks=self.max_tasks, label=self.location
+            self.url,
+            namespace=self.namespace,
+            max_tasks=self.max_tasks,
+            max_per_owner=self.max_per_owner,
+            label=self.location,
         )
         return store
 
@@ -117,15 +140,19 @@ def task_backend(
     a server whose tools never start a task runs as before."""
     distribution = project or namespace
     bound = settings.task_max_stored
-    for variable in (TASK_STORE_VARIABLE, TASK_MAX_STORED_VARIABLE):
+    per_owner = settings.task_max_per_owner
+    for variable in (TASK_STORE_VARIABLE, TASK_MAX_STORED_VARIABLE, TASK_MAX_PER_OWNER_VARIABLE):
         if problem := settings.problems.get(variable):
-            return TaskBackend("refused", "refused", bound, project=distribution, problem=problem)
+            return TaskBackend(
+                "refused", "refused", bound, per_owner, project=distribution, problem=problem
+            )
     url = settings.task_store
     if url.startswith(("redis://", "rediss://")):
         return TaskBackend(
             "redis",
             shown_store_url(url),
             bound,
+            per_owner,
             url=url,
             namespace=namespace,
             project=distribution,
@@ -135,13 +162,21 @@ def task_backend(
             "memory",
             "memory",
             bound,
+            per_owner,
             namespace=namespace,
             project=distribution,
             homeless=url != "memory:",
         )
     path = Path(url.removeprefix("sqlite://")) if url else Path(state_dir or "") / TASKS_FILE_NAME
     return TaskBackend(
-        "sqlite", str(path), bound, path=path, namespace=namespace, project=distribution
+        "sqlite",
+        str(path),
+        bound,
+        per_owner,
+        path=path,
+        make_parents=not url,
+        namespace=namespace,
+        project=distribution,
     )
 
 

@@ -46,7 +46,25 @@ def new_task_id() -> str:
 
 
 class TaskStoreFull(Exception):
-    """The store holds its bound of unexpired tasks; the text says the bound."""
+    """The store holds its bound of unexpired tasks, in all or for one owner; the text says
+    which bound, and the variable that sets it."""
+
+    @classmethod
+    def of_store(cls, bound: int) -> TaskStoreFull:
+        return cls(
+            f"the task store holds {bound} tasks, its bound of unexpired tasks "
+            "(MRTR_TASK_MAX_STORED), so no new task can start until one of them expires"
+        )
+
+    @classmethod
+    def of_owner(cls, bound: int) -> TaskStoreFull:
+        # Owner: the principal and the server (the record's `owner`), so one client filling
+        # its share cannot lock the others out of the whole store.
+        return cls(
+            f"you have {bound} tasks in the task store, the bound of unexpired tasks for each "
+            "user (MRTR_TASK_MAX_PER_OWNER), so no new task of yours can start until one of "
+            "them expires"
+        )
 
 
 class TaskStoreUnavailable(Exception):
@@ -140,7 +158,8 @@ class TaskStore(Protocol):
 
     Implementations: `MemoryTaskStore` (this process), SQLite (the default, one file shared by
     the processes of one machine), Redis (replicas). All raise `TaskStoreFull` past their bound
-    on unexpired tasks, and never return a record whose `expires_at` has passed.
+    on unexpired tasks, in all (``max_tasks``) or of one `owner` (``max_per_owner``), and never
+    return a record whose `expires_at` has passed.
     """
 
     async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
@@ -173,16 +192,21 @@ class TaskStore(Protocol):
 class _MemoryEntry:
     record: TaskRecord
     once_key: str | None
+    #: The owner it was counted under (a swap cannot move it to another's count).
+    owner: str
 
 
 class MemoryTaskStore:
     """A `TaskStore` in this process's memory: tasks end with the process. For tests, and for a
     server told to keep no state on disk (`MRTR_TASK_STORE=memory:`)."""
 
-    def __init__(self, *, max_tasks: int = 10_000) -> None:
+    def __init__(self, *, max_tasks: int = 10_000, max_per_owner: int = 1_000) -> None:
         self.max_tasks = max_tasks
+        self.max_per_owner = max_per_owner
         self._tasks: dict[str, _MemoryEntry] = {}
         self._once: dict[str, str] = {}
+        #: Stored tasks (expired ones included until purged) by owner.
+        self._owned: dict[str, int] = {}
 
     def _live(self, task_id: str, now: float | None = None) -> TaskRecord | None:
         entry = self._tasks.get(task_id)
@@ -201,14 +225,18 @@ class MemoryTaskStore:
                 existing = self._live(existing_id, now)
                 if existing is not None:
                     return existing
-        if len(self._tasks) >= self.max_tasks:
-            # The bound is on unexpired tasks: forget the expired ones before refusing.
+        owner = record.owner
+        if len(self._tasks) >= self.max_tasks or self._owned.get(owner, 0) >= self.max_per_owner:
+            # The bounds are on unexpired tasks: forget the expired ones before refusing.
             await self.purge(now)
         if len(self._tasks) >= self.max_tasks:
-            raise TaskStoreFull(f"the task store holds its bound of {self.max_tasks} tasks")
+            raise TaskStoreFull.of_store(self.max_tasks)
+        if self._owned.get(owner, 0) >= self.max_per_owner:
+            raise TaskStoreFull.of_owner(self.max_per_owner)
         if record.task_id in self._tasks:
             raise ValueError("task id already stored")
-        self._tasks[record.task_id] = _MemoryEntry(record, once_key)
+        self._tasks[record.task_id] = _MemoryEntry(record, once_key, owner)
+        self._owned[owner] = self._owned.get(owner, 0) + 1
         if once_key is not None:
             self._once[once_key] = record.task_id
         return record
@@ -248,6 +276,9 @@ class MemoryTaskStore:
         ]
         for task_id in gone:
             entry = self._tasks.pop(task_id)
+            left = self._owned.pop(entry.owner) - 1
+            if left:
+                self._owned[entry.owner] = left
             # Only if the key still names this task: an expired holder's key may name a newer one.
             if entry.once_key is not None and self._once.get(entry.once_key) == task_id:
                 del self._once[entry.once_key]

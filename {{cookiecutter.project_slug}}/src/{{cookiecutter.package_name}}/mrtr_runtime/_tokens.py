@@ -191,7 +191,13 @@ _TAG_BYTES = 32  # full HMAC-SHA256 output; no truncation
 _KID_RE = re.compile(r"[0-9a-f]{8}")
 _B64URL_RE = re.compile(r"[A-Za-z0-9_-]*")
 _PAYLOAD_KEYS = frozenset({"a", "d", "e", "m", "q", "t"})
-_OPTIONAL_KEYS = frozenset({"p", "s"})
+# "n" is optional only so that tokens of servers from before it (a rolling upgrade) still verify.
+_OPTIONAL_KEYS = frozenset({"n", "p", "s"})
+#: A round's nonce: two conversations that ask the same thing in the same second still get two
+#: tokens, so one's confirmation is never taken for the other's (a confirmation is consumed
+#: once, keyed by its token).
+_NONCE_BYTES = 12
+_NONCE_RE = re.compile(r"[A-Za-z0-9_-]{16}")
 _PRINCIPAL_LABEL = b"mrtr-server/requestState/principal\x00"
 # Domain separation: the MAC key is HMAC(secret, label), never the raw secret. The key id is a
 # prefix of sha256(secret), so using the secret itself as the MAC key would tie the public id to
@@ -334,6 +340,7 @@ class RequestStateCodec:
             "d": binding.arguments_digest,
             "e": int(self._clock()) + self._ttl,
             "m": binding.method,
+            "n": secrets.token_urlsafe(_NONCE_BYTES),
             "q": asked_out,
             "t": binding.target,
         }
@@ -453,6 +460,8 @@ def _parse_payload(raw: bytes) -> tuple[RoundState, Binding]:
     if not isinstance(data, dict) or data.keys() - _OPTIONAL_KEYS != _PAYLOAD_KEYS:
         _reject("malformed")
     if "s" in data and data["s"] is None:  # mint omits a None state: one spelling per token
+        _reject("malformed")
+    if "n" in data and not (isinstance(data["n"], str) and _NONCE_RE.fullmatch(data["n"])):
         _reject("malformed")
     principal = data.get("p", "")
     if "p" in data and not (isinstance(principal, str) and principal):  # the same for "p"

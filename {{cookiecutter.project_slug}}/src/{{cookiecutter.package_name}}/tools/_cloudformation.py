@@ -5,11 +5,14 @@ Private to the tool (the leading underscore keeps `Registry.load_package` from l
 tool module). Everything here blocks, so the tool runs it in a worker thread; it is tested on
 its own against moto and botocore's Stubber. `deploy_stack` makes one stack match one
 `StackPlan`, the way awscli's `cloudformation deploy` does, and `run_deploy` assumes the
-user's role first. boto3 is optional (the project's `aws` extra): it is imported on first use.
+user's role first. `inspect_plan` reads what a confirmation shows before anything is written:
+every parameter's value (NoEcho ones masked) and the stack's version. boto3 is optional (the
+project's `aws` extra): it is imported on first use.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import importlib
@@ -22,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from ..mrtr_runtime import RequestCancelled, ToolError, redact_secrets, treat_as_secret
 
@@ -30,21 +33,28 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 __all__ = (
+    "ABSENT",
+    "MASK",
     "TEMPLATE_BODY_LIMIT",
     "TEMPLATE_DIR",
     "AwsCredentials",
     "Checkpoint",
     "DeployOutcome",
+    "PlanView",
     "Progress",
+    "ShownParameter",
     "StackPlan",
     "WaitPolicy",
     "assume_role",
     "change_set_name",
     "deploy_stack",
+    "inspect_plan",
     "load_template",
     "require_boto3",
+    "resolve_region",
     "role_arn_problem",
     "run_deploy",
+    "stack_version",
 )
 
 #: CloudFormation quota: a TemplateBody of at most 51,200 bytes (larger ones go through S3).
@@ -70,6 +80,12 @@ _ROLE_ARN: Final = re.compile(
     re.ASCII,
 )
 
+#: What a confirmation shows for a NoEcho parameter, and what `describe_stacks` reads back.
+MASK: Final = "****"
+#: The version of a stack that does not exist (yet, or any more).
+ABSENT: Final = "absent"
+
+T = TypeVar("T")
 Progress = Callable[[str], None]
 #: Raises to stop a deploy between two AWS steps (the tool passes `ctx.check_cancelled`).
 Checkpoint = Callable[[], None]
@@ -150,6 +166,35 @@ class DeployOutcome:
 
 
 @dataclass(frozen=True)
+class ShownParameter:
+    """One template parameter as the deploy would send it, as a confirmation may show it."""
+
+    key: str
+    shown: str  # the value, or MASK for a NoEcho parameter
+    default: bool  # taken from the template's Default, not from the arguments
+    secret: bool  # NoEcho in the template
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """What `deploy_stack(plan)` would do, read before anything is written (`inspect_plan`).
+
+    `stack_version` is the stack's observed version: its status and last change, or ABSENT.
+    A confirmation signs it beside the plan's digest, so a yes given before someone else
+    changed the stack is asked again, even by a server that keeps nothing between rounds.
+    """
+
+    region: str
+    account: str
+    role_arn: str
+    parameters: tuple[ShownParameter, ...]
+    stack_version: str
+    #: The stack already is this plan, or this plan's change set is executing: deploying it
+    #: again would change nothing, whoever changed the stack since it was seen.
+    matches: bool = False
+
+
+@dataclass(frozen=True)
 class AwsCredentials:
     """Temporary credentials; repr() shows none of them, so a log line cannot leak them."""
 
@@ -175,6 +220,11 @@ class _Stack:
     @property
     def busy(self) -> bool:
         return self.status.endswith("_IN_PROGRESS") and self.status != _REVIEW
+
+
+def stack_version(stack: _Stack | None) -> str:
+    """`"<status> <last change>"`, or ABSENT: what changes whenever anyone changes the stack."""
+    return ABSENT if stack is None else f"{stack.status} {stack.last_changed}"
 
 
 @functools.cache
@@ -277,6 +327,8 @@ def _describe_stack(cfn: Any, name_or_id: str) -> _Stack | None:
         raise
     stack = stacks[0]
     changed = stack.get("LastUpdatedTime") or stack.get("CreationTime") or ""
+    if isinstance(changed, datetime.datetime):  # botocore parses timestamps; stubs may not
+        changed = changed.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
     return _Stack(
         stack_id=str(stack["StackId"]),
         status=str(stack["StackStatus"]),
@@ -475,9 +527,24 @@ def deploy_stack(
 
     replaced = ""
     if stack is not None:
-        # A leftover from an interrupted attempt is rebuilt, never executed blind.
         leftover = _our_change_set(cfn, stack, name)
+        if not updating and leftover is not None and _ready_for(leftover, plan):
+            # A create interrupted between its change set and its execution (the process died,
+            # and this is the task resumed): the stack is still only that proposal, and the
+            # change set's name is this plan's digest, so it is exactly what was confirmed.
+            # Executing it finishes that create; rebuilding it would make a second proposal.
+            return _execute(
+                cfn,
+                str(leftover["ChangeSetId"]),
+                stack.stack_id,
+                name,
+                "created",
+                progress,
+                deadline,
+            )
         if leftover is not None:
+            # A leftover of an update is rebuilt, never executed blind: the stack may have
+            # changed since it was computed.
             replaced = str(leftover["ChangeSetId"])
             checkpoint()
             cfn.delete_change_set(ChangeSetName=replaced)
@@ -524,17 +591,38 @@ def deploy_stack(
             return DeployOutcome("unchanged", stack.stack_id, stack.status, name, stack.outputs)
         raise ToolError(f"Change set {name} could not be created: {reason or error}") from None
 
+    made: Literal["created", "updated"] = "updated" if updating else "created"
+    return _execute(cfn, change_set_id, stack_id, name, made, progress, deadline)
+
+
+def _ready_for(change_set: Mapping[str, Any], plan: StackPlan) -> bool:
+    """Whether a change set of ours was made in full and never executed, with the plan's own
+    capabilities (its name already says its template and parameters)."""
+    return (
+        change_set.get("Status") == "CREATE_COMPLETE"
+        and change_set.get("ExecutionStatus") == "AVAILABLE"
+        and sorted(change_set.get("Capabilities") or []) == sorted(plan.capabilities)
+    )
+
+
+def _execute(
+    cfn: Any,
+    change_set_id: str,
+    stack_id: str,
+    name: str,
+    action: Literal["created", "updated"],
+    progress: Progress,
+    deadline: _Deadline,
+) -> DeployOutcome:
     seen = _event_ids(cfn, stack_id)
     progress(f"Executing change set {name}")
-    checkpoint()
-    commit()
+    deadline.checkpoint()
+    deadline.commit()
     cfn.execute_change_set(
         ChangeSetName=change_set_id, ClientRequestToken=_token("mrtr-exec", change_set_id)
     )
     done = _wait_for_stack(cfn, stack_id, seen, progress, deadline)
-    return DeployOutcome(
-        "updated" if updating else "created", done.stack_id, done.status, name, done.outputs
-    )
+    return DeployOutcome(action, done.stack_id, done.status, name, done.outputs)
 
 
 def require_boto3() -> Any:
@@ -576,6 +664,93 @@ def run_deploy(
     Endpoint: boto3 reads AWS_ENDPOINT_URL itself (configured endpoints, in every boto3 the
     `aws` extra allows), which is how the end-to-end test points everything at moto's server.
     """
+
+    def deploy(cfn: Any) -> DeployOutcome:
+        return deploy_stack(
+            cfn, plan, progress=progress, waits=waits, checkpoint=checkpoint, commit=commit
+        )
+
+    return _as_role(plan, role_arn, region, deploy, progress=progress, checkpoint=checkpoint)
+
+
+def inspect_plan(plan: StackPlan, *, role_arn: str, region: str | None) -> PlanView:
+    """What deploying `plan` as `role_arn` would do, read-only: for the user to confirm.
+
+    Every parameter's value as the deploy sends it (given, else the template's default; NoEcho
+    ones masked, as the template declares them) and the stack's observed version. It assumes
+    the role and reads (GetTemplateSummary, DescribeStacks); it writes nothing.
+    """
+
+    def look(cfn: Any) -> tuple[tuple[ShownParameter, ...], str, bool]:
+        values, secret_keys = _resolve_parameters(cfn, plan)
+        stack = _describe_stack(cfn, plan.stack)
+        shown = tuple(
+            ShownParameter(
+                key=key,
+                shown=MASK if key in secret_keys else value,
+                default=key not in plan.parameters,
+                secret=key in secret_keys,
+            )
+            for key, value in values.items()
+        )
+        return shown, stack_version(stack), _matches(cfn, stack, plan, values, secret_keys)
+
+    resolved, (parameters, version, matches) = _as_role(plan, role_arn, region, look)
+    return PlanView(
+        region=resolved,
+        account=role_arn.split(":")[4],
+        role_arn=role_arn,
+        parameters=parameters,
+        stack_version=version,
+        matches=matches,
+    )
+
+
+def _matches(
+    cfn: Any,
+    stack: _Stack | None,
+    plan: StackPlan,
+    values: Mapping[str, str],
+    secret_keys: frozenset[str],
+) -> bool:
+    if stack is None or stack.status == _REVIEW:
+        return False
+    if stack.busy:
+        name = change_set_name(plan.template_body, values, secret_keys=secret_keys)
+        ours = _our_change_set(cfn, stack, name)
+        return ours is not None and ours.get("ExecutionStatus") == "EXECUTE_IN_PROGRESS"
+    return stack.status in _SUCCEEDED and _is_current(cfn, stack, plan.template_body, values)
+
+
+def resolve_region(region: str | None) -> str:
+    """The region a deploy goes to: the argument, else AWS_REGION, else AWS_DEFAULT_REGION,
+    else the profile's. Reads local configuration only; blocks on files: run it in a thread."""
+    return _region_of(require_boto3().session.Session(), region)
+
+
+def _region_of(session: Any, region: str | None) -> str:
+    resolved = (
+        region
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or session.region_name
+    )
+    if not resolved:
+        raise ToolError("No AWS region: pass `region`, or set AWS_REGION for the server.")
+    return str(resolved)
+
+
+def _as_role(
+    plan: StackPlan,
+    role_arn: str,
+    region: str | None,
+    work: Callable[[Any], T],
+    *,
+    progress: Progress = _ignore_progress,
+    checkpoint: Checkpoint = _carry_on,
+) -> tuple[str, T]:
+    """`work(cfn)` with a CloudFormation client of the assumed role, in the resolved region;
+    every error it raises becomes a ToolError with every credential redacted."""
     boto3 = require_boto3()
     _keep_credentials_out_of_logs()
     config = importlib.import_module("botocore.config").Config(
@@ -585,14 +760,7 @@ def run_deploy(
     secrets: list[str] = []
     try:
         base = boto3.session.Session()
-        resolved = (
-            region
-            or os.environ.get("AWS_REGION")
-            or os.environ.get("AWS_DEFAULT_REGION")
-            or base.region_name
-        )
-        if not resolved:
-            raise ToolError("No AWS region: pass `region`, or set AWS_REGION for the server.")
+        resolved = _region_of(base, region)
         found = base.get_credentials()
         if found is not None:
             frozen = found.get_frozen_credentials()
@@ -617,10 +785,7 @@ def run_deploy(
             aws_session_token=credentials.session_token,
             region_name=resolved,
         )
-        cfn = assumed.client("cloudformation", config=config)
-        return resolved, deploy_stack(
-            cfn, plan, progress=progress, waits=waits, checkpoint=checkpoint, commit=commit
-        )
+        return resolved, work(assumed.client("cloudformation", config=config))
     except ToolError as error:
         raise ToolError(_redact(str(error), secrets)) from None
     except _botocore_exceptions().ClientError as error:

@@ -1,16 +1,27 @@
-"""deploy_to_aws: two questions in one round, then deploy exactly what the user confirmed.
+"""deploy_to_aws: ask for the role, show the resolved plan, and deploy exactly what was confirmed.
 
-The pattern to copy for a tool with a real effect. Round 1 asks two things at once: confirm,
-and which IAM role to assume. A role ARN that fails its check is asked again on its own, with
-the reason; a decline, a cancel or a "no" ends the call before anything touches AWS. Each
-round signs a digest of the plan (stack, template, parameters) into its state, and the deploy
-runs only while the plan is still the one the user confirmed: if the template file changed
-between rounds, the confirmation is asked again.
+The pattern to copy for a tool with a real, long effect. Round 1 asks which IAM role to
+assume; an ARN that fails its check is asked again, with the reason. Round 2 shows the plan as
+the deploy would run it, in its first lines (hosts cut long messages): the stack, the account
+(from the role) and the region, the role, the stack as it is now, the template, the
+capabilities and every parameter's value, NoEcho ones masked. The yes is bound to all of it:
+the round signs a digest of the plan (role and region included) and the stack's observed
+version into its state, so a changed template, or a stack someone changed in between, is shown
+and confirmed again, even by a server that keeps nothing between rounds. A decline, a cancel or
+a "no" ends the call before anything is written to AWS.
 
-The arguments and the answers decide everything the deploy does, so a retried round (same
-requestState, same answers) finds the stack as it left it and reports "already up to date".
-The CloudFormation change-set engine is `_cloudformation.py` beside this module; boto3 (the
-project's `aws` extra) is imported on the first call, in a worker thread.
+After the yes the deploy runs as an MCP task (`task="optional"`, `ctx.start_task`): a client
+that declares the tasks extension gets the task at once and follows it; its progress is the
+task's status message, and the result below is the task's result. A client without the
+extension gets the same result inline, as the answer to the confirming round. The runtime
+records that round's run once, keyed by its token: replaying it, byte for byte, returns that
+run's task or result and deploys nothing.
+
+Everything the deploy does is decided by the arguments and the answers (the change set is
+named after their digest), so a run that resumes, or a new call with the same arguments, finds
+the stack as it left it and reports "already up to date". The CloudFormation engine is
+`_cloudformation.py` beside this module; boto3 (the project's `aws` extra) is imported on the
+first call, in a worker thread.
 """
 
 from __future__ import annotations
@@ -31,19 +42,30 @@ from ..mrtr_runtime import (
     InputRequest,
     InputRequired,
     ToolAnnotations,
+    ToolError,
     ToolResult,
     elicit_form,
 )
 from . import registry
-from ._cloudformation import StackPlan, load_template, require_boto3, role_arn_problem, run_deploy
+from ._cloudformation import (
+    ABSENT,
+    PlanView,
+    StackPlan,
+    inspect_plan,
+    load_template,
+    require_boto3,
+    resolve_region,
+    role_arn_problem,
+    run_deploy,
+)
 
 __all__ = ("ConfirmForm", "DeployArgs", "DeployResult", "RoleArnForm", "deploy_to_aws", "digest")
 
-# -- what the user is asked: two keys, one round -----------------------------------------------
+# -- what the user is asked: the role, then a yes to the plan ------------------------------------
 
 CONFIRM: Final = "confirm"
 ROLE_ARN: Final = "role-arn"
-ROLE_ARN_MESSAGE: Final = "Provide the IAM role ARN to assume:"
+ROLE_ARN_MESSAGE: Final = "Which IAM role should the deploy assume? Give its ARN."
 
 
 class ConfirmForm(BaseModel):
@@ -62,16 +84,56 @@ class _RoleArnAnswer(BaseModel):
     arn: str
 
 
-def _confirm_request(stack: str, why: str | None = None) -> InputRequest:
-    message = f"Deploy stack '{stack}' to AWS production?"
-    return elicit_form(message if why is None else f"{why} {message}", ConfirmForm)
-
-
 def _role_request(why: str | None = None) -> InputRequest:
     message = ROLE_ARN_MESSAGE
     if why is not None:
         message = f"That is not an IAM role ARN: {why}. {ROLE_ARN_MESSAGE}"
     return elicit_form(message, RoleArnForm)
+
+
+def _stack_line(version: str) -> str:
+    if version == ABSENT:
+        return "Stack now: none, so this creates it"
+    status, _, changed = version.partition(" ")
+    return f"Stack now: {status}, last changed {changed}"
+
+
+def confirm_message(args: DeployArgs, view: PlanView, template_body: str) -> str:
+    """The confirmation: one fact per line, the question and where it goes first.
+
+    Values are JSON-quoted, so no value (a parameter can hold a newline) can forge a line.
+    """
+    parameters = ", ".join(
+        f"{item.key}={item.shown if item.secret else json.dumps(item.shown)}"
+        + (" (NoEcho)" if item.secret else "")
+        + (" (default)" if item.default else "")
+        for item in view.parameters
+    )
+    template_hash = hashlib.sha256(template_body.encode()).hexdigest()[:12]
+    return "\n".join(
+        [
+            f"Deploy stack '{args.stack}' to AWS account {view.account}, region {view.region}?",
+            f"Role: {view.role_arn}",
+            _stack_line(view.stack_version),
+            f"Template: {args.template} (sha256 {template_hash})",
+            f"Capabilities: {', '.join(args.capabilities) or 'none'}",
+            f"Parameters: {parameters or 'none'}",
+        ]
+    )
+
+
+def _still_holds(confirmed: object, now: dict[str, str], view: PlanView) -> bool:
+    return isinstance(confirmed, dict) and confirmed.get("plan") == now["plan"] and view.matches
+
+
+def _why_again(confirmed: object, now: dict[str, str]) -> str:
+    """The first line of a confirmation asked again: what changed since the yes."""
+    before = confirmed if isinstance(confirmed, dict) else {}
+    if before.get("plan") != now["plan"]:
+        return "The plan changed after you confirmed (its template or the server's region)."
+    old = str(before.get("stack", ""))
+    was = "did not exist" if old == ABSENT else f"was {old.partition(' ')[0]}"
+    return f"The stack changed after you confirmed (it {was}); check the plan again."
 
 
 # -- arguments and result ----------------------------------------------------------------------
@@ -122,9 +184,17 @@ class DeployResult(BaseModel):
     outputs: dict[str, str] = Field(default_factory=dict)
 
 
-def digest(plan: StackPlan) -> str:
-    """What a confirmation is bound to: 16 hex of sha256 over everything the deploy would do."""
-    material = [plan.stack, plan.template_body, sorted(plan.parameters.items()), plan.capabilities]
+def digest(plan: StackPlan, *, role_arn: str, region: str) -> str:
+    """What a confirmation is bound to: 16 hex of sha256 over everything the deploy would do,
+    as whom and where."""
+    material = [
+        plan.stack,
+        plan.template_body,
+        sorted(plan.parameters.items()),
+        plan.capabilities,
+        role_arn,
+        region,
+    ]
     encoded = json.dumps(material, separators=(",", ":"), ensure_ascii=False).encode()
     return hashlib.sha256(encoded).hexdigest()[:16]
 
@@ -158,49 +228,71 @@ def _summarized(outcome: DeployResult) -> ToolResult:
         open_world=True,  # it talks to AWS
     ),
     output_model=DeployResult,
+    task="optional",  # the deploy takes minutes: a client that can follow a task gets one
 )
 async def deploy_to_aws(args: DeployArgs, *, ctx: Context) -> ToolResult | InputRequired:
     """Create or update an AWS CloudFormation stack from a template shipped with this server.
 
-    First asks the user to confirm and for the IAM role to assume, then deploys through a
-    change set and reports what happened (created, updated, or already up to date) with the
-    stack's outputs. Calling again with the same arguments changes nothing.
+    Asks the user for the IAM role to assume, then shows the resolved plan (account, region,
+    stack, template, capabilities, every parameter) for a yes, then deploys through a change
+    set and reports what happened (created, updated, or already up to date) with the stack's
+    outputs. Runs as a task for clients that support tasks. Calling again with the same
+    arguments changes nothing.
     """
     template_body = await anyio.to_thread.run_sync(load_template, args.template)
     await anyio.to_thread.run_sync(require_boto3)  # fail before asking anything of the user
     plan = StackPlan(args.stack, template_body, dict(args.parameters), tuple(args.capabilities))
     cancelled = DeployResult(action="cancelled", stack=args.stack, region=args.region)
 
-    asks: dict[str, InputRequest] = {}
-    match ctx.form_answer(CONFIRM, ConfirmForm):
-        case None:
-            asks[CONFIRM] = _confirm_request(args.stack)
-        case Accepted(content=ConfirmForm(confirmed=True)) if ctx.state != digest(plan):
-            # The yes was given to another plan (the template changed since): ask again.
-            why = "The stack's template changed after you confirmed."
-            asks[CONFIRM] = _confirm_request(args.stack, why)
-        case Accepted(content=ConfirmForm(confirmed=True)):
-            pass
-        case _:  # declined, dismissed, or "no": nothing has touched AWS, and nothing will
-            return _summarized(cancelled)
-    arn: str | None = None
+    # Round 1: the role. It comes first because the confirmation shows what it implies.
     match ctx.form_answer(ROLE_ARN, _RoleArnAnswer):
         case None:
-            asks[ROLE_ARN] = _role_request()
+            return ctx.request_input({ROLE_ARN: _role_request()})
         case Accepted(content=answer) if (problem := role_arn_problem(answer.arn)) is not None:
-            asks[ROLE_ARN] = _role_request(problem)  # re-ask only this one, saying why
+            return ctx.request_input({ROLE_ARN: _role_request(problem)})  # again, saying why
         case Accepted(content=answer):
             arn = answer.arn
-        case _:
+        case _:  # declined or dismissed: nothing has touched AWS, and nothing will
             return _summarized(cancelled)
-    if asks or arn is None:
-        # The state is what the confirm question was (or is being) answered for.
-        return ctx.request_input(asks, state=digest(plan))
+
+    # Round 2: a yes to the plan as it would run, bound to it and to the stack as it was seen.
+    confirm = ctx.form_answer(CONFIRM, ConfirmForm)
+    match confirm:
+        case None | Accepted(content=ConfirmForm(confirmed=True)):
+            pass
+        case _:  # declined, dismissed, or "no": nothing has been written to AWS
+            return _summarized(cancelled)
+    region = await anyio.to_thread.run_sync(resolve_region, args.region)
+    plan_digest = digest(plan, role_arn=arn, region=region)
+    if not ctx.in_task:
+        view = await anyio.to_thread.run_sync(
+            functools.partial(inspect_plan, plan, role_arn=arn, region=region)
+        )
+        binding = {"plan": plan_digest, "stack": view.stack_version}
+        # The yes holds while the stack is as the user saw it, or already is this very plan
+        # (this confirmation's own deploy, done or under way: running it again changes
+        # nothing). A stack changed in any other way, by a later deploy say, is asked again.
+        holds = ctx.state == binding or _still_holds(ctx.state, binding, view)
+        if confirm is None or not holds:
+            message = confirm_message(args, view, template_body)
+            if confirm is not None:
+                message = f"{_why_again(ctx.state, binding)}\n{message}"
+            return ctx.request_input({CONFIRM: elicit_form(message, ConfirmForm)}, state=binding)
+        # Everything is asked and answered: from here the work is long. A client that follows
+        # tasks gets the task now; the runtime re-runs this handler in the task (in_task).
+        ctx.start_task(f"Deploying stack '{args.stack}' to AWS account {view.account}, {region}")
+    elif not isinstance(ctx.state, dict) or ctx.state.get("plan") != plan_digest:
+        # In the task (a run resumed after a restart, too) the stack may already show this
+        # very deploy, so only the plan is compared: a template changed since the yes stops it.
+        raise ToolError(
+            f"The plan for stack '{args.stack}' changed after it was confirmed (its template or "
+            "the server's region); nothing was deployed. Call deploy_to_aws again to confirm it."
+        )
 
     counter = itertools.count(1)
 
     def relay(message: str) -> None:
-        # Called in the worker thread; the notification is sent from the event loop.
+        # Called in the worker thread; sent from the event loop (in a task: its statusMessage).
         anyio.from_thread.run(
             functools.partial(ctx.report_progress, next(counter), message=message)
         )
@@ -210,11 +302,11 @@ async def deploy_to_aws(args: DeployArgs, *, ctx: Context) -> ToolResult | Input
             run_deploy,
             plan,
             role_arn=arn,
-            region=args.region,
+            region=region,
             progress=relay,
-            # basic/utilities/cancellation: a cancel stops the deploy before its next AWS write,
-            # up to the change set's execution; from there it runs to its end, so what the
-            # client is told matches what the stack did.
+            # basic/utilities/cancellation (and tasks/cancel): a cancel stops the deploy before
+            # its next AWS write, up to the change set's execution; from there it runs to its
+            # end, so what the client is told matches what the stack did.
             checkpoint=ctx.check_cancelled,
             commit=ctx.point_of_no_return,
         )

@@ -211,13 +211,12 @@ def _with_forms(
     # Round 3: a yes to exactly this plan. The key carries a digest of the plan, so a yes
     # given to one plan never approves another one that later corrections produced.
     plan = make_plan(args.project, args.changes, "confirmed", version, kind, highlights, migration)
-    confirm_key = CONFIRM_PREFIX + hashlib.sha256(plan.notes_markdown.encode()).hexdigest()[:12]
+    notes_digest = hashlib.sha256(plan.notes_markdown.encode()).hexdigest()[:12]
+    confirm_key = CONFIRM_PREFIX + notes_digest
     match ctx.form_answer(confirm_key, ConfirmForm):
         case None:
-            question = f"Here is the plan for {args.project} {version}:\n\n{plan.notes_markdown}"
-            return ctx.request_input(
-                {confirm_key: elicit_form(f"{question}\nIs it right?", ConfirmForm)}
-            )
+            question = confirm_message(plan, notes_digest)
+            return ctx.request_input({confirm_key: elicit_form(question, ConfirmForm)})
         case Accepted(content=ConfirmForm(confirmed=True)):
             return ToolResult.of(summary(plan), structured=plan)
         case Accepted():  # "no" to the plan is a decline
@@ -227,6 +226,22 @@ def _with_forms(
 
 
 # -- asking -----------------------------------------------------------------------------------
+
+
+def confirm_message(plan: ReleasePlan, notes_digest: str) -> str:
+    """The final question: what the yes is for in its first lines (hosts cut long messages
+    after a few), then the notes themselves. The confirm key carries the same digest."""
+    lines = plan.notes_markdown.rstrip().splitlines()
+    return "\n".join(
+        [
+            f"Is this the plan for {plan.project} {plan.version}, a {plan.kind} release?",
+            f"It writes: version {plan.version} where the project declares it; the release "
+            f"notes below at the top of CHANGELOG.md; tag {plan.tag}, pushed to origin.",
+            f"The notes: {len(lines)} lines, sha256 {notes_digest}; a yes is for exactly these.",
+            "",
+            *lines,
+        ]
+    )
 
 
 def _ask_release(args: PlanReleaseArgs, hint: Suggestion, why: str | None = None) -> InputRequest:

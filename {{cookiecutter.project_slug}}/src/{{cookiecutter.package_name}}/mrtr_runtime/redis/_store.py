@@ -3,8 +3,9 @@
 Every replica of a server talks to the same Redis, and every operation that must be atomic
 across them is one Lua script, which Redis runs alone (no other command runs in between):
 
-- **create** checks the once-key's holder, the bound on unexpired tasks and the id, then writes
-  the task, its once-key and its index entries, all in one script: fifty replicas creating with
+- **create** checks the once-key's holder, the bounds on unexpired tasks (the store's and the
+  owner's) and the id, then writes the task, its once-key and its index entries, all in one
+  script: fifty replicas creating with
   one once-key end with one task, and every one of them gets it back.
 - **swap** compares the stored version and writes only if it is the predecessor's: of any number
   of replicas claiming one task with the same version, exactly one wins.
@@ -12,8 +13,10 @@ across them is one Lua script, which Redis runs alone (no other command runs in 
   finding the tasks whose replica died is a range query, never a scan.
 
 Keys: ``mrtr:{<server name>}:task:<id>`` (a hash: record JSON ``r``, version ``v``, expiry
-``e``, once-key ``o``), ``...:once:<key>`` (the task id), ``...:index`` (every task, scored by
-expiry: the bound counts it) and ``...:runnable`` (scored by lease expiry). The braces are a
+``e``, once-key ``o``, owner ``w``), ``...:once:<key>`` (the task id), ``...:index`` (every task,
+scored by expiry: the bound counts it), ``...:owner:<owner>`` (that owner's tasks, scored by
+expiry: the per-owner bound counts it; its own Redis TTL is its last task's expiry, so an owner
+who stops leaves nothing behind) and ``...:runnable`` (scored by lease expiry). The braces are a
 Redis Cluster hash tag: every key of a server lands in one slot, so the scripts, which name keys
 they compute, also run on a cluster. Task and once keys carry the task's expiry as a Redis TTL
 (``PEXPIREAT``), so Redis forgets an expired task by itself; `purge` only drops index entries
@@ -53,13 +56,27 @@ PURGE_BATCH: Final = 500
 _CONNECT_TIMEOUT_SECONDS: Final = 5.0
 _COMMAND_TIMEOUT_SECONDS: Final = 10.0
 
-# KEYS: task, index, runnable[, once]. ARGV: id, record, version, status, lease, expiry score,
-# expiry ms ('' = never), now, bound, once-key ('' = none), prefix.
-# Returns {1} created, {0, record} the once-key's live holder, {-1} full, {-2} id taken.
-_CREATE: Final = """
+# The owner's set lives as long as its last task: its TTL is its highest expiry score ('inf': a
+# task that never expires). Run after each ZADD to it; ``owner_key`` names it.
+_OWNER_EXPIRY: Final = """
+local last = redis.call('ZRANGE', owner_key, -1, -1, 'WITHSCORES')
+if last[2] == 'inf' then
+  redis.call('PERSIST', owner_key)
+elseif last[2] then
+  redis.call('PEXPIREAT', owner_key, math.ceil(tonumber(last[2]) * 1000))
+end
+"""
+
+# KEYS: task, index, runnable, owner[, once]. ARGV: id, record, version, status, lease, expiry
+# score, expiry ms ('' = never), now, bound, once-key ('' = none), prefix, owner, owner's bound.
+# Returns {1} created, {0, record} the once-key's live holder, {-1} full, {-2} id taken,
+# {-3} the owner's bound reached.
+_CREATE: Final = (
+    """
 local now = tonumber(ARGV[8])
-if KEYS[4] then
-  local holder = redis.call('GET', KEYS[4])
+local owner_key = KEYS[4]
+if KEYS[5] then
+  local holder = redis.call('GET', KEYS[5])
   if holder then
     local key = ARGV[11] .. 'task:' .. holder
     local held = redis.call('HMGET', key, 'e', 'r')
@@ -71,31 +88,43 @@ end
 if redis.call('ZCOUNT', KEYS[2], '(' .. ARGV[8], '+inf') >= tonumber(ARGV[9]) then
   return {-1}
 end
+-- The owner's expired entries go first (Redis forgot their tasks already): what is left counts.
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[8])
+if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[13]) then
+  return {-3}
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {-2}
 end
-redis.call('HSET', KEYS[1], 'r', ARGV[2], 'v', ARGV[3], 'e', ARGV[6], 'o', ARGV[10])
+redis.call('HSET', KEYS[1], 'r', ARGV[2], 'v', ARGV[3], 'e', ARGV[6], 'o', ARGV[10], 'w', ARGV[12])
 if ARGV[7] ~= '' then
   redis.call('PEXPIREAT', KEYS[1], ARGV[7])
 end
-if KEYS[4] then
+if KEYS[5] then
   if ARGV[7] ~= '' then
-    redis.call('SET', KEYS[4], ARGV[1], 'PXAT', ARGV[7])
+    redis.call('SET', KEYS[5], ARGV[1], 'PXAT', ARGV[7])
   else
-    redis.call('SET', KEYS[4], ARGV[1])
+    redis.call('SET', KEYS[5], ARGV[1])
   end
 end
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
+redis.call('ZADD', owner_key, ARGV[6], ARGV[1])
+"""
+    + _OWNER_EXPIRY
+    + """
 if ARGV[4] == 'working' then
   redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
 end
 return {1}
 """
+)
 
 # KEYS: task, index, runnable. ARGV: predecessor version, record, version, status, lease,
 # expiry score, expiry ms ('' = never), now, id, prefix. Returns 1 when it stored the record.
-_SWAP: Final = """
-local stored = redis.call('HMGET', KEYS[1], 'v', 'e', 'o')
+# The owner's set (named by the stored owner, under the prefix) takes the new expiry too.
+_SWAP: Final = (
+    """
+local stored = redis.call('HMGET', KEYS[1], 'v', 'e', 'o', 'w')
 if not stored[1] or stored[1] ~= ARGV[1] then
   return 0
 end
@@ -115,6 +144,14 @@ else
   if once ~= '' then redis.call('PERSIST', once) end
 end
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[9])
+-- The expiry may have changed: the owner's count must forget the task when Redis does.
+if stored[4] then
+  local owner_key = ARGV[10] .. 'owner:' .. stored[4]
+  redis.call('ZADD', owner_key, ARGV[6], ARGV[9])
+"""
+    + _OWNER_EXPIRY
+    + """
+end
 if ARGV[4] == 'working' then
   redis.call('ZADD', KEYS[3], ARGV[5], ARGV[9])
 else
@@ -122,6 +159,7 @@ else
 end
 return 1
 """
+)
 
 # KEYS: runnable. ARGV: now, limit, prefix. Ids of working tasks whose lease lapsed by `now`;
 # entries whose task Redis already expired are dropped on the way.
@@ -158,7 +196,11 @@ _PURGE: Final = """
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(ids) do
   local key = ARGV[2] .. 'task:' .. id
-  local once = redis.call('HGET', key, 'o')
+  local held = redis.call('HMGET', key, 'o', 'w')
+  local once = held[1]
+  if held[2] then
+    redis.call('ZREM', ARGV[2] .. 'owner:' .. held[2], id)
+  end
   redis.call('DEL', key)
   if once and once ~= '' then
     local once_key = ARGV[2] .. 'once:' .. once
@@ -189,11 +231,18 @@ class RedisTaskStore:
     """A `TaskStore` on Redis; see the module's text. Open it with `open_redis_store`."""
 
     def __init__(
-        self, client: redis.asyncio.Redis, *, namespace: str, max_tasks: int, label: str
+        self,
+        client: redis.asyncio.Redis,
+        *,
+        namespace: str,
+        max_tasks: int,
+        max_per_owner: int = 1_000,
+        label: str,
     ) -> None:
         if not namespace or any(character in namespace for character in "{}"):
             raise ValueError(f"namespace {namespace!r} cannot be a Redis hash tag")
         self.max_tasks = max_tasks
+        self.max_per_owner = max_per_owner
         self.label = label
         self._client = client
         self._prefix = f"mrtr:{{{namespace}}}:"
@@ -212,7 +261,12 @@ class RedisTaskStore:
 
     async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
         score, milliseconds = _expiry(record)
-        keys = [self._task_key(record.task_id), self._index, self._runnable_set]
+        keys = [
+            self._task_key(record.task_id),
+            self._index,
+            self._runnable_set,
+            f"{self._prefix}owner:{record.owner}",
+        ]
         if once_key is not None:
             keys.append(f"{self._prefix}once:{once_key}")
         arguments: list[str | int] = [
@@ -227,6 +281,8 @@ class RedisTaskStore:
             self.max_tasks,
             once_key or "",
             self._prefix,
+            record.owner,
+            self.max_per_owner,
         ]
         try:
             reply: list[Any] = await self._create(keys=keys, args=arguments)
@@ -236,10 +292,9 @@ class RedisTaskStore:
         if outcome == 0:
             return TaskRecord.from_json(reply[1])
         if outcome == -1:
-            raise TaskStoreFull(
-                f"the task store holds {self.max_tasks} unexpired tasks, its bound "
-                "(MRTR_TASK_MAX_STORED); try again once some have expired, or raise the bound"
-            )
+            raise TaskStoreFull.of_store(self.max_tasks)
+        if outcome == -3:
+            raise TaskStoreFull.of_owner(self.max_per_owner)
         if outcome == -2:
             raise ValueError("task id already stored")
         return record
@@ -309,7 +364,12 @@ class RedisTaskStore:
 
 
 async def open_redis_store(
-    url: str, *, namespace: str, max_tasks: int, label: str | None = None
+    url: str,
+    *,
+    namespace: str,
+    max_tasks: int,
+    max_per_owner: int = 1_000,
+    label: str | None = None,
 ) -> RedisTaskStore:
     """A store on the Redis at ``url`` (``redis://`` or ``rediss://``), its keys under
     ``namespace`` (the server's name); checked with a PING, so a wrong address fails here.
@@ -329,7 +389,9 @@ async def open_redis_store(
     except ValueError as exc:
         raise TaskStoreUnavailable(f"the task store URL {shown} is not valid: {exc}") from None
     client = redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
-    store = RedisTaskStore(client, namespace=namespace, max_tasks=max_tasks, label=shown)
+    store = RedisTaskStore(
+        client, namespace=namespace, max_tasks=max_tasks, max_per_owner=max_per_owner, label=shown
+    )
     try:
         await client.ping()
     except redis.exceptions.RedisError as exc:

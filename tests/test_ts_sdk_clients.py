@@ -1,0 +1,156 @@
+"""The official TypeScript SDK clients, v2 (`@modelcontextprotocol/client` 2.4.0) and v1
+(`@modelcontextprotocol/sdk` 1.32.2), calling a baked server's task tools over stdio.
+
+Neither can follow a task of the tasks extension (`io.modelcontextprotocol/tasks`), so what is
+pinned here is what the spec asks of the server for such clients (tasks "Capability
+Negotiation": no CreateTaskResult to a request that did not declare the extension; -32021 naming
+it for a request only a task can serve), and what each client does when it meets a task:
+
+- v2 2.4.0 declares no extension of its own. Its 2026-07-28 result decoder knows
+  `resultType` "complete" and "input_required" only and turns any other into
+  `SdkError(UNSUPPORTED_RESULT_TYPE)` (core-internal `wire/rev2026` decodeResult, bundled in
+  `dist/src-*.mjs`); no API polls tasks/get. A host that declares the extension by hand
+  (`capabilities.extensions`) therefore gets a task it cannot read, shown here too: proof that
+  the server answers with a task exactly when the request declares the extension.
+- v1 1.32.2 speaks 2025-11-25 and older (`LATEST_PROTOCOL_VERSION`), whose experimental tasks
+  (`client.experimental.tasks.callToolStream`: a `task` parameter on tools/call, a nested
+  `task` in the answer, tasks/result) are not this extension, and it starts one only for a
+  tool listed with `execution.taskSupport`, which this server never lists.
+
+The client side is `tests/peers/ts_clients.cjs`, run with the pinned Node peers
+(`tests/peers/node.py`); the task tools are the conformance fixtures (`slow_compute`,
+optional; `failing_job`, task-only).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from peers.node import NodePeers, ensure_node_peers
+from peers.project import BakedProject, bake
+
+TASKS = "io.modelcontextprotocol/tasks"
+#: Each run spawns one server (a cold Python start) and makes a few sub-second calls.
+RUN_TIMEOUT_SECONDS = 120
+SLOW_COMPUTE = {"tool": "slow_compute", "arguments": {"seconds": 0.2, "label": "ts"}}
+FAILING_JOB = {"tool": "failing_job", "arguments": {}}
+INLINE_TEXT = "Computed 'ts' in 0.2 s."
+TASKS_REQUIRED = {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+
+
+@pytest.fixture(scope="module")
+def peers() -> NodePeers:
+    return ensure_node_peers()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> BakedProject:
+    baked = bake(tmp_path_factory.mktemp("ts"), project_name="TS Peer", aws=False)
+    baked.add_conformance_tools()
+    return baked
+
+
+def run_client(
+    peers: NodePeers,
+    project: BakedProject,
+    client: str,
+    calls: list[Mapping[str, Any]],
+    capabilities: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One `ts_clients.cjs` run: `client` spawns the server and makes `calls`; its report."""
+    plan = {
+        "client": client,
+        "capabilities": dict(capabilities or {}),
+        "server": {
+            "command": sys.executable,
+            "args": project.server_command()[1:],
+            # The default task store lives in the per-user state directory: this module's own.
+            "env": project.server_env({"XDG_STATE_HOME": str(project.root.parent / "state")}),
+            "cwd": str(project.root.parent),
+        },
+        "calls": calls,
+    }
+    done = subprocess.run(
+        peers.ts_clients_command(json.dumps(plan)),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def text_of(result: Mapping[str, Any]) -> str:
+    return "".join(block["text"] for block in result["content"] if block["type"] == "text")
+
+
+@pytest.fixture(scope="module")
+def v2_plain(peers: NodePeers, project: BakedProject) -> dict[str, Any]:
+    return run_client(peers, project, "v2", [SLOW_COMPUTE, FAILING_JOB])
+
+
+@pytest.fixture(scope="module")
+def v2_declaring(peers: NodePeers, project: BakedProject) -> dict[str, Any]:
+    return run_client(
+        peers, project, "v2", [SLOW_COMPUTE], capabilities={"extensions": {TASKS: {}}}
+    )
+
+
+@pytest.fixture(scope="module")
+def v1(peers: NodePeers, project: BakedProject) -> dict[str, Any]:
+    calls = [SLOW_COMPUTE, {**SLOW_COMPUTE, "stream": True}, FAILING_JOB]
+    return run_client(peers, project, "v1", calls)
+
+
+def test_ts_v2_client_gets_an_optional_task_tool_inline(v2_plain: dict[str, Any]) -> None:
+    assert v2_plain["protocolVersion"] == "2026-07-28"
+    inline = v2_plain["calls"][0]
+    assert "error" not in inline, inline
+    assert text_of(inline["result"]) == INLINE_TEXT
+    assert "taskId" not in inline["result"]
+
+
+def test_ts_v2_client_is_refused_a_task_only_tool_with_32021(v2_plain: dict[str, Any]) -> None:
+    refused = v2_plain["calls"][1]["error"]
+    assert refused["name"] == "MissingRequiredClientCapabilityError"
+    assert refused["code"] == -32021
+    assert refused["data"] == TASKS_REQUIRED
+
+
+def test_ts_v2_client_declaring_the_extension_gets_a_task_it_cannot_follow(
+    v2_declaring: dict[str, Any],
+) -> None:
+    """The same call, declared: the server answers with a task, which v2 2.4.0 cannot read."""
+    assert v2_declaring["protocolVersion"] == "2026-07-28"
+    error = v2_declaring["calls"][0]["error"]
+    assert error["code"] == "UNSUPPORTED_RESULT_TYPE"
+    assert error["data"] == {"resultType": "task", "method": "tools/call"}
+
+
+def test_ts_v1_client_speaks_2025_11_25_and_gets_a_task_tool_inline(v1: dict[str, Any]) -> None:
+    assert v1["protocolVersion"] == "2025-11-25"
+    inline = v1["calls"][0]
+    assert "error" not in inline, inline
+    assert text_of(inline["result"]) == INLINE_TEXT
+
+
+def test_ts_v1_task_stream_starts_no_task_and_yields_the_inline_result(
+    v1: dict[str, Any],
+) -> None:
+    """v1's own (2025-11-25 experimental) task API: no taskCreated or taskStatus, one result."""
+    messages = v1["calls"][1]["messages"]
+    assert [message["type"] for message in messages] == ["result"]
+    assert text_of(messages[0]["result"]) == INLINE_TEXT
+
+
+def test_ts_v1_client_is_refused_a_task_only_tool_with_32021(v1: dict[str, Any]) -> None:
+    refused = v1["calls"][2]["error"]
+    assert refused["code"] == -32021
+    assert refused["data"] == TASKS_REQUIRED
