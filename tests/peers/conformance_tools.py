@@ -685,10 +685,15 @@ async def failing_job(*, ctx: Context) -> str:
 
 @registry.tool(task="optional")
 async def protocol_error_job(*, ctx: Context) -> str:
-    """Conformance: breaks with an unexpected exception, which ends its task `failed`."""
+    """Conformance: breaks with a JSON-RPC (protocol) error, which ends its task `failed`
+    (tasks "Task Execution Errors"; any other failure of a tool is an isError result, and
+    its task ends `completed`). `RpcError` comes from the `testing` face: a tool ordinarily
+    has no protocol error of its own to raise."""
+    from ..mrtr_runtime.testing import RpcError
+
     ctx.start_task("Running a job that breaks")
     await _work(ctx, 0.2)
-    raise RuntimeError("protocol_error_job broke on purpose")
+    raise RpcError(-32603, "protocol_error_job broke on purpose")
 
 
 class DeleteConfirmation(BaseModel):

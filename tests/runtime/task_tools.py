@@ -9,7 +9,15 @@ import time
 from collections import Counter
 
 import support
-from mrtr_runtime import Context, InputRequired, Registry, ToolResult, elicit_form
+from mrtr_runtime import (
+    Context,
+    InputRequired,
+    Registry,
+    ToolAnnotations,
+    ToolError,
+    ToolResult,
+    elicit_form,
+)
 from mrtr_runtime._jsonrpc import RpcError
 from mrtr_runtime._tasks import MAX_RESULT_BYTES
 
@@ -39,6 +47,8 @@ class Flags:
         self.most_running = 0
         self.release = asyncio.Event()
         self.thread_stopped = threading.Event()
+        self.thread_committed = threading.Event()
+        self.thread_go = threading.Event()
 
 
 def build(flags: Flags) -> Registry:
@@ -119,6 +129,11 @@ def build(flags: Flags) -> Registry:
         raise KeyError("x")
 
     @registry.tool(task="optional")
+    async def raises_tool_error(*, ctx: Context) -> str:
+        ctx.start_task()
+        raise ToolError("the disk is full")
+
+    @registry.tool(task="optional")
     async def tool_error(*, ctx: Context) -> ToolResult:
         ctx.start_task()
         return ToolResult.error("that did not work")
@@ -159,6 +174,36 @@ def build(flags: Flags) -> Registry:
         flags.runs["committed_job"] += 1
         await flags.release.wait()
         return "carried out"
+
+    @registry.tool(task="optional", annotations=ToolAnnotations(idempotent=True))
+    async def idempotent_job(*, ctx: Context) -> str:
+        """As committed_job, but declared idempotent: safe to run again past its mark."""
+        ctx.start_task()
+        ctx.point_of_no_return()
+        flags.runs["idempotent_job"] += 1
+        await flags.release.wait()
+        return "carried out again"
+
+    @registry.tool(task="optional")
+    def thread_commit(*, ctx: Context) -> str:
+        """Passes its point of no return in a worker thread, then waits to be let go."""
+        ctx.start_task()
+        ctx.point_of_no_return()
+        flags.thread_committed.set()
+        flags.thread_go.wait(10)
+        return "thread done"
+
+    @registry.tool(task="optional")
+    async def confirm_then_ask(seconds: float = 0.0, *, ctx: Context) -> str | InputRequired:
+        """Asks first (a round), starts the task, then asks again (the task's own question)."""
+        if ctx.form_answer("confirm", support.Confirm) is None:
+            return ctx.request_input({"confirm": elicit_form("Go?", support.Confirm)})
+        ctx.start_task()
+        await asyncio.sleep(seconds)
+        name = ctx.form_answer("name", support.Name)
+        if name is None:
+            return ctx.request_input({"name": elicit_form("Your name?", support.Name)})
+        return "named"
 
     @registry.tool(task="optional")
     def threaded(*, ctx: Context) -> str:

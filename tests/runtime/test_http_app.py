@@ -637,3 +637,80 @@ async def test_the_lifespan_runs_the_task_engine_and_stops_it() -> None:
     await app(cast("Any", {"type": "lifespan"}), receive, send)
     assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert app._tasks_loop is None and server.tasks._stopping
+
+
+WITH_TASKS = {**ALL_CAPABILITIES, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+async def test_inline_replays_of_a_task_waiting_for_input_answer_at_once_and_hold_no_slot() -> None:
+    # 70 replays (more than MAX_IN_FLIGHT) of a confirmation whose task waits for input only a
+    # client following tasks can give: each answers at once, and other calls go on meanwhile.
+    assert MAX_IN_FLIGHT < 70
+    server = make_server(registry=build(Flags()))
+    http = Client(app_over(server))
+    params: Json = {"name": "confirm_then_ask", "arguments": {}}
+    first = (await http.rpc("tools/call", params, capabilities=WITH_TASKS)).json()["result"]
+    retry = {
+        **params,
+        "inputResponses": {"confirm": {"action": "accept", "content": {"confirmed": True}}},
+        "requestState": first["requestState"],
+    }
+    created = (await http.rpc("tools/call", retry, capabilities=WITH_TASKS)).json()["result"]
+    task_id = created["taskId"]
+    with anyio.fail_after(10):
+        while True:
+            got = await http.rpc(
+                "tasks/get",
+                {"taskId": task_id},
+                headers={"mcp-name": task_id},
+                capabilities=WITH_TASKS,
+            )
+            if got.json()["result"]["status"] == "input_required":
+                break
+            await anyio.sleep(0.02)
+    replies: list[Exchange] = []
+
+    async def replay() -> None:
+        replies.append(await http.rpc("tools/call", retry))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            for _ in range(70):
+                group.start_soon(replay)
+            other = await http.rpc("tools/call", {"name": "slow", "arguments": {"seconds": 0}})
+    assert other.json()["result"]["content"][0]["text"] == "slept 0.0"
+    assert len(replies) == 70
+    for reply in replies:
+        result = reply.json()["result"]
+        assert result["isError"] is True and task_id in result["content"][0]["text"]
+
+
+async def test_an_http_stop_gives_a_task_past_its_point_of_no_return_the_grace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flags = Flags()
+    server = make_server(registry=build(flags))
+    app = app_over(server)
+    http = Client(app)
+    created = (
+        await http.rpc("tools/call", {"name": "committed_job"}, capabilities=WITH_TASKS)
+    ).json()["result"]
+    with anyio.fail_after(10):
+        while True:
+            if flags.runs["committed_job"]:
+                break
+            await anyio.sleep(0.01)
+
+    async def finish_soon() -> None:
+        await anyio.sleep(0.2)
+        flags.release.set()
+
+    with caplog.at_level("WARNING", logger="mrtr_runtime"), anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(finish_soon)
+            assert await lifespan(app, "lifespan.shutdown") == ["lifespan.shutdown.complete"]
+    store = await server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.status == "completed"
+    assert record.result is not None and record.result["content"][0]["text"] == "carried out"
+    assert not [r for r in caplog.records if "grace" in r.getMessage()]

@@ -26,7 +26,7 @@ from mrtr_runtime._context import RequestCancelled
 from mrtr_runtime._jsonrpc import Request, RpcError
 from mrtr_runtime._router import Session
 from mrtr_runtime._task_store import MemoryTaskStore, TaskRecord, TaskStore, TaskStoreUnavailable
-from mrtr_runtime._tasks import MAX_RESULT_BYTES, MAX_RUNNING, TaskEngine
+from mrtr_runtime._tasks import MAX_RESULT_BYTES, MAX_RUNNING, MAYBE_DONE, TaskEngine
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import ClientSession, MemoryClient, answers
 from support import ALL_CAPABILITIES, META_CAPABILITIES, Json, accept, meta, rpc_error
@@ -280,13 +280,19 @@ async def test_a_protocol_error_fails_the_task_with_that_error(tasks_client: Mem
     assert "result" not in failed
 
 
-async def test_an_unexpected_exception_fails_the_task_with_an_internal_error(
-    tasks_client: MemoryClient,
+@pytest.mark.parametrize("tool", ["crashes", "raises_tool_error"])
+async def test_a_tool_that_raises_completes_the_task_with_the_inline_is_error(
+    tasks_client: MemoryClient, plain_client: MemoryClient, tool: str
 ) -> None:
-    created = await start(tasks_client, "crashes")
-    failed = await wait_for(tasks_client, created["taskId"], "failed")
-    assert failed["error"]["code"] == -32603
-    assert "KeyError" in failed["error"]["message"]
+    # tasks "Task Execution Errors": only a JSON-RPC error fails a task; a tool's own failure
+    # is the same isError result the call gives inline, and the task ends `completed`.
+    inline = await plain_client.request("tools/call", {"name": tool, "arguments": {}})
+    created = await start(tasks_client, tool)
+    done = await wait_for(tasks_client, created["taskId"], "completed", "failed")
+    assert done["status"] == "completed"
+    assert done["result"]["isError"] is True
+    assert done["result"]["content"] == inline["content"]
+    assert "error" not in done and "statusMessage" not in done
 
 
 async def test_a_tool_error_completes_the_task_with_is_error(tasks_client: MemoryClient) -> None:
@@ -332,7 +338,28 @@ async def test_progress_becomes_the_status_message(
     assert task["status"] == "working"
     assert not [n for n in tasks_client.notifications if n["method"] == "notifications/progress"]
     flags.release.set()
-    await wait_for(tasks_client, created["taskId"], "completed")
+    done = await wait_for(tasks_client, created["taskId"], "completed")
+    # The end's statusMessage fits the end: not the last progress text of a finished task.
+    assert "statusMessage" not in done
+
+
+async def wait_for_message(client: MemoryClient, task_id: str, message: str) -> None:
+    with anyio.fail_after(BOUND):
+        while True:
+            task = await client.request("tasks/get", {"taskId": task_id})
+            if task.get("statusMessage") == message:
+                return
+            await asyncio.sleep(0.01)
+
+
+async def test_a_cancelled_task_s_status_message_says_why_not_its_last_progress(
+    tasks_client: MemoryClient,
+) -> None:
+    created = await start(tasks_client, "progress")
+    await wait_for_message(tasks_client, created["taskId"], "halfway there")
+    await tasks_client.request("tasks/cancel", {"taskId": created["taskId"]})
+    cancelled = await wait_for(tasks_client, created["taskId"], "cancelled")
+    assert cancelled["statusMessage"] == "Cancelled at the client's request."
 
 
 async def test_status_messages_are_written_at_a_bounded_rate_and_redacted(
@@ -341,7 +368,7 @@ async def test_status_messages_are_written_at_a_bounded_rate_and_redacted(
     created = await start(tasks_client, "chatty")
     assert created["statusMessage"] == "using [redacted]"
     done = await wait_for(tasks_client, created["taskId"], "completed")
-    assert done["statusMessage"] == "step 99"  # the last one is always written
+    assert "statusMessage" not in done  # the end is not the last step's text
     store = await tasks_client.server.tasks.store()
     record = await store.load(created["taskId"])
     # 100 messages in well under STATUS_INTERVAL_SECONDS: the first, the last, the end.
@@ -996,3 +1023,254 @@ async def test_a_stdio_server_killed_mid_task_finishes_it_after_a_restart(tmp_pa
     assert task["status"] == "completed"
     assert task["result"]["content"] == [{"type": "text", "text": "slept 1.5"}]
     assert "resumed (start 2 of at most 3)" in session.stderr_text()
+
+
+# -- past the point of no return: a takeover never acts twice, a cancel never lies ----------------
+
+
+def committed_record(server: Server, target: str, **changes: object) -> TaskRecord:
+    """A task whose worker died after its handler passed its point of no return."""
+    record = replace(dead_record(server, attempts=1, target=target), arguments={}, committed=True)
+    return replace(record, **changes)  # type: ignore[arg-type]
+
+
+async def test_a_takeover_past_the_point_of_no_return_does_not_run_a_tool_that_is_not_idempotent(
+    server: Server, tasks_client: MemoryClient, flags: Flags
+) -> None:
+    store = await server.tasks.store()
+    record = await store.create(committed_record(server, "committed_job"))
+    done = await wait_for(tasks_client, record.task_id, "completed", "failed", "cancelled")
+    assert done["status"] == "completed"
+    assert done["result"]["isError"] is True
+    assert done["result"]["content"][0]["text"] == MAYBE_DONE
+    assert flags.runs["committed_job"] == 0
+
+
+async def test_a_takeover_past_the_point_of_no_return_runs_an_idempotent_tool_again(
+    server: Server, tasks_client: MemoryClient, flags: Flags
+) -> None:
+    flags.release.set()
+    store = await server.tasks.store()
+    record = await store.create(committed_record(server, "idempotent_job"))
+    done = await wait_for(tasks_client, record.task_id, "completed", "failed", "cancelled")
+    assert done["result"]["content"][0]["text"] == "carried out again"
+    assert flags.runs["idempotent_job"] == 1
+
+
+async def test_the_point_of_no_return_is_in_the_store_before_the_action_on_the_loop(
+    server: Server, tasks_client: MemoryClient, flags: Flags
+) -> None:
+    server.tasks.renew_seconds = 3600.0  # no renewal writes it: only the mark itself
+    created = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["committed_job"] == 1)
+    await asyncio.sleep(0)  # the handler waits: the scheduled write goes out
+    store = await server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.committed
+    flags.release.set()
+    await wait_for(tasks_client, created["taskId"], "completed")
+
+
+async def test_the_point_of_no_return_is_in_the_store_before_a_thread_goes_on(
+    server: Server, tasks_client: MemoryClient, flags: Flags
+) -> None:
+    server.tasks.renew_seconds = 3600.0
+    created = await start(tasks_client, "thread_commit")
+    assert await asyncio.to_thread(flags.thread_committed.wait, BOUND)
+    # The thread has returned from point_of_no_return(): the mark is stored already.
+    store = await server.tasks.store()
+    record = await store.load(created["taskId"])
+    assert record is not None and record.committed
+    flags.thread_go.set()
+    await wait_for(tasks_client, created["taskId"], "completed")
+
+
+async def test_a_cancel_of_a_dead_worker_s_task_past_its_point_of_no_return_is_not_cancelled(
+    server: Server, tasks_client: MemoryClient, flags: Flags
+) -> None:
+    store = await server.tasks.store()
+    record = await store.create(committed_record(server, "committed_job"))
+    await tasks_client.request("tasks/cancel", {"taskId": record.task_id})
+    done = await wait_for(tasks_client, record.task_id, "completed", "failed", "cancelled")
+    assert done["status"] == "completed" and done["result"]["isError"] is True
+    assert done["result"]["content"][0]["text"] == MAYBE_DONE
+    assert flags.runs["committed_job"] == 0
+
+
+async def test_a_takeover_of_a_committed_task_with_a_cancel_requested_is_not_cancelled(
+    server: Server, tasks_client: MemoryClient, flags: Flags
+) -> None:
+    # The cancel came while the dead worker still held its lease (another replica): the
+    # takeover finds it, and the action may have happened all the same.
+    store = await server.tasks.store()
+    record = await store.create(committed_record(server, "committed_job", cancel_requested=True))
+    done = await wait_for(tasks_client, record.task_id, "completed", "failed", "cancelled")
+    assert done["status"] == "completed" and done["result"]["isError"] is True
+    assert flags.runs["committed_job"] == 0
+
+
+async def test_a_committed_task_waiting_for_input_is_not_cancelled(
+    server: Server, tasks_client: MemoryClient
+) -> None:
+    store = await server.tasks.store()
+    record = await store.create(
+        committed_record(server, "two_questions", status="input_required", lease_owner=None)
+    )
+    await tasks_client.request("tasks/cancel", {"taskId": record.task_id})
+    done = await tasks_client.request("tasks/get", {"taskId": record.task_id})
+    assert done["status"] == "completed" and done["result"]["isError"] is True
+
+
+# -- replays of a confirmation from a client that does not follow tasks ---------------------------
+
+
+async def confirmation_of(client: MemoryClient, name: str, arguments: Json) -> Json:
+    params: Json = {"name": name, "arguments": arguments}
+    first = await client.request("tools/call", params)
+    assert first["resultType"] == "input_required", first
+    return {
+        **params,
+        "inputResponses": {"confirm": accept(confirmed=True)},
+        "requestState": first["requestState"],
+    }
+
+
+async def test_an_inline_replay_of_a_task_waiting_for_input_answers_at_once(
+    tasks_client: MemoryClient, plain_client: MemoryClient
+) -> None:
+    retry = await confirmation_of(tasks_client, "confirm_then_ask", {})
+    created = await tasks_client.request("tools/call", retry)
+    await wait_for(tasks_client, created["taskId"], "input_required")
+    with anyio.fail_after(2):
+        replies = await asyncio.gather(
+            *(plain_client.request("tools/call", retry) for _ in range(70))
+        )
+    for reply in replies:
+        assert reply["isError"] is True
+        text = reply["content"][0]["text"]
+        assert created["taskId"] in text and "waits for input" in text
+
+
+async def test_an_inline_replay_of_a_running_task_waits_a_bounded_time(
+    server: Server, tasks_client: MemoryClient, plain_client: MemoryClient, flags: Flags
+) -> None:
+    server.tasks.inline_wait_seconds = 0.2
+    retry = await confirmation_of(tasks_client, "confirm_slow", {"seconds": 60})
+    created = await tasks_client.request("tools/call", retry)
+    await until(lambda: flags.runs["confirm_slow"] == 1)
+    with anyio.fail_after(2):
+        reply = await plain_client.request("tools/call", retry)
+    assert reply["isError"] is True
+    text = reply["content"][0]["text"]
+    assert f"still running as task {created['taskId']}" in text
+    assert "call again" in text
+    assert flags.runs["confirm_slow"] == 1
+    await tasks_client.request("tasks/cancel", {"taskId": created["taskId"]})
+
+
+@pytest.mark.parametrize("replayer", ["plain", "tasks"])
+async def test_an_inline_confirmation_that_asks_again_replays_that_round_and_is_no_task(
+    tasks_client: MemoryClient, plain_client: MemoryClient, replayer: str
+) -> None:
+    retry = await confirmation_of(plain_client, "confirm_then_ask", {})
+    asked = await plain_client.request("tools/call", retry)
+    assert asked["resultType"] == "input_required" and "name" in asked["inputRequests"]
+    client = plain_client if replayer == "plain" else tasks_client
+    again = await client.request("tools/call", retry)
+    assert again == asked  # the same round, never a task "completed" with a round inside
+    store = await tasks_client.server.tasks.store()
+    assert isinstance(store, MemoryTaskStore)
+    (kept,) = (e.record for e in store._tasks.values() if e.record.target == "confirm_then_ask")
+    error = await rpc_error(tasks_client, "tasks/get", {"taskId": kept.task_id})
+    assert error.code == -32602 and error.message == "Task not found"
+
+
+# -- listens, sessions that cannot follow tasks, and the store without a home -------------------
+
+
+async def test_a_listen_for_task_ids_none_agreed_ends_at_once(
+    server: Server, tasks_client: MemoryClient
+) -> None:
+    params = {"notifications": {"taskIds": ["no-such-task"]}}
+    with anyio.fail_after(2):
+        for _ in range(20):  # more than the open listens allowed: each one ends, none is held
+            result = await tasks_client.request("subscriptions/listen", params)
+            assert "_meta" in result
+    acks = [
+        n
+        for n in tasks_client.notifications
+        if n["method"] == "notifications/subscriptions/acknowledged"
+    ]
+    assert acks and acks[-1]["params"]["notifications"] == {"taskIds": []}
+
+
+async def test_a_legacy_session_calling_a_required_task_tool_hears_it_needs_a_newer_client(
+    server: Server,
+) -> None:
+    legacy = MemoryClient(server, era="legacy")
+    await legacy.initialize()
+    error = await rpc_error(legacy, "tools/call", {"name": "required_job", "arguments": {}})
+    assert error.code == -32021
+    assert "2026-07-28" in error.message and TASKS in error.message
+    assert error.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+
+
+async def test_a_store_in_memory_for_want_of_a_home_warns_once_when_opened(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from mrtr_runtime._config import Settings
+    from mrtr_runtime._task_backends import task_backend
+
+    settings = Settings.from_environment({})
+    homeless = task_backend(settings, None, namespace="mrtr")
+    asked = Settings.from_environment({"MRTR_TASK_STORE": "memory:"})
+    chosen = task_backend(asked, None, namespace="mrtr")
+    with caplog.at_level("WARNING", logger="mrtr_runtime"):
+        await chosen.open()
+        assert not caplog.records  # memory asked for: nothing to warn of
+        await homeless.open()
+    (warning,) = caplog.records
+    assert warning.levelname == "WARNING"
+    assert "not durably" in warning.getMessage()
+    assert "runs again" in warning.getMessage() and "MRTR_TASK_STORE" in warning.getMessage()
+
+
+# -- stopping: leases given up, and the HTTP grace ------------------------------------------------
+
+
+async def test_a_graceful_stop_gives_up_the_leases_so_another_server_takes_over_at_once(
+    flags: Flags,
+) -> None:
+    first, second = shared_servers(flags, MemoryTaskStore())
+    created = await start(MemoryClient(first, tasks=True), "slow", {"seconds": 60})
+    await until(lambda: flags.runs["slow"] == 1)
+    first.tasks.stop()
+    await first.release_tasks(BOUND)
+    store = await first.tasks.store()
+    left = await store.load(created["taskId"])
+    assert left is not None and left.status == "working"
+    assert left.lease_owner is None and left.lease_expires == 0.0
+    # No lease to wait out (15 s): the next server resumes it on the first look.
+    follower = MemoryClient(second, tasks=True)
+    await follower.request("tasks/get", {"taskId": created["taskId"]})
+    await until(lambda: flags.runs["slow"] == 2)
+    await follower.request("tasks/cancel", {"taskId": created["taskId"]})
+    await wait_for(follower, created["taskId"], "cancelled")
+
+
+async def test_the_stop_log_says_what_becomes_of_each_task(
+    server: Server, tasks_client: MemoryClient, flags: Flags, caplog: pytest.LogCaptureFixture
+) -> None:
+    stopped = await start(tasks_client, "slow", {"seconds": 60})
+    past = await start(tasks_client, "committed_job")
+    await until(lambda: flags.runs["slow"] == 1 and flags.runs["committed_job"] == 1)
+    with caplog.at_level("WARNING", logger="mrtr_runtime"):
+        finishing = server.tasks.stop()
+        assert len(finishing) == 1
+        server.tasks.abandon()  # the grace is over: the committed one is still running
+        await asyncio.wait(finishing, timeout=BOUND)
+    lines = {r.getMessage() for r in caplog.records}
+    (before,) = (line for line in lines if stopped["taskId"] in line)
+    assert "before its point of no return" in before and "resumes" in before
+    (after,) = (line for line in lines if past["taskId"] in line)
+    assert "may have been carried out" in after and "without running again" in after

@@ -78,6 +78,10 @@ class TaskLink(Protocol):
         """Set the task's `statusMessage` (written to the store at a bounded rate)."""
         ...
 
+    def commit(self) -> None:
+        """Record the task's point of no return in the store (from the loop or any thread)."""
+        ...
+
 
 #: What `Context.start_task` does in this round: "raise" StartTask (the request becomes a
 #: task), "return" at once (the handler runs on: as a task already, or inline), or "refuse"
@@ -436,6 +440,12 @@ class Context:
         `message` is the task's first `statusMessage`. Call it after the last question of a
         confirmation: questions asked before it are rounds of the request, questions asked
         after it are the task's own (`tasks/update`).
+
+        A task outlives the process that runs it: when the server stops (or dies) mid-task, a
+        server holding the same task store resumes it by running the handler again from the
+        top with the same arguments and answers, so everything after this call must be safe
+        to run twice up to `point_of_no_return()`; past that mark it is run again only if the
+        tool is declared idempotent (`ToolAnnotations(idempotent=True)`).
         """
         if self._task_start == "raise":
             raise StartTask(None if message is None else redact_secrets(message))
@@ -472,9 +482,20 @@ class Context:
         carried out, never that it was not. Raises `RequestCancelled` if the request was
         cancelled before the mark: then nothing has happened, and nothing must. Safe to call
         from any thread, and more than once.
+
+        In a task (`ctx.in_task`) the mark is written to the task store before this returns
+        (from a worker thread) or at the handler's next await (on the event loop). A task whose
+        server stopped is resumed by running its handler again from the top; one that had
+        passed this mark is run again only if its tool is declared idempotent
+        (`ToolAnnotations(idempotent=True)`), and otherwise ends with an isError result saying
+        its action may have been carried out.
         """
-        if not self._cancellation.commit():
+        cancellation = self._cancellation
+        first = not cancellation.committed
+        if not cancellation.commit():
             raise RequestCancelled("the request was cancelled before its point of no return")
+        if first and self._task is not None:
+            self._task.commit()
 
     @property
     def past_point_of_no_return(self) -> bool:

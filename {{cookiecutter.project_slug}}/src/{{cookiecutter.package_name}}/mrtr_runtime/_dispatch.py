@@ -45,7 +45,7 @@ from ._tokens import (
     digest_arguments,
     digest_principal,
 )
-from ._wire import ELICIT, TASKS_EXTENSION
+from ._wire import ELICIT, MODERN_VERSIONS, TASKS_EXTENSION
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -319,20 +319,30 @@ def merge_missing(capabilities: ClientCapabilities, outcome: InputRequired) -> d
     return missing
 
 
-def tasks_required_error() -> RpcError:
-    """The -32021 of a request only a task can serve, from a client without the extension."""
+def tasks_required_error(*, legacy: bool = False) -> RpcError:
+    """The -32021 of a request only a task can serve, from a client without the extension
+    (`legacy`: a 2025-11-25 session, which cannot declare it at all)."""
     # tasks "Capability Negotiation": the server MUST return -32021 "indicating the required
     # extension in the error response".
-    return missing_capability_error({"extensions": {TASKS_EXTENSION: {}}})
+    message = None
+    if legacy:
+        # The extension exists only from protocol 2026-07-28: saying "declare it" to a
+        # 2025-11-25 client would ask for what its protocol cannot carry.
+        message = (
+            f"This tool runs only as a task: it needs a client speaking protocol "
+            f"{MODERN_VERSIONS[0]} that declares the {TASKS_EXTENSION} extension "
+            "(this session speaks 2025-11-25)"
+        )
+    return missing_capability_error({"extensions": {TASKS_EXTENSION: {}}}, message=message)
 
 
-def missing_capability_error(missing: Mapping[str, Any]) -> RpcError:
+def missing_capability_error(missing: Mapping[str, Any], *, message: str | None = None) -> RpcError:
     names = ", ".join(sorted(missing))
     # basic/index: "the server MUST return a MissingRequiredClientCapabilityError (-32021)
     # whose data.requiredCapabilities lists the missing capabilities".
     return RpcError(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
-        f"This request needs client capabilities the client did not declare: {names}",
+        message or f"This request needs client capabilities the client did not declare: {names}",
         {"requiredCapabilities": dict(missing)},
     )
 

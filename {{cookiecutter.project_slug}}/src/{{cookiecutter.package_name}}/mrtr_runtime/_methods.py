@@ -101,9 +101,10 @@ class ToolCall(Call):
             _logger.info("tool %r stopped: the client cancelled the call", name)
             return ToolResult.error(f"Tool {name!r} was cancelled.")
         except Exception as error:
-            if context.in_task:
-                # tasks "Task Execution Errors": a JSON-RPC error ends the task `failed` with
-                # that error; the engine reports (and logs) the unexpected ones as -32603.
+            if context.in_task and isinstance(error, RpcError):
+                # tasks "Task Execution Errors": only a JSON-RPC error ends the task `failed`
+                # (with that error); any other failure of the tool is a tool-level outcome, the
+                # same isError result the call gives inline, and the task ends `completed`.
                 raise
             # The message may hold secrets from a library; the log gets the whole story.
             _logger.exception("tool %r raised", name)

@@ -480,6 +480,10 @@ class Registry:
         any other client gets the result inline. `task="required"`: a client without the
         extension is refused (-32021) before the handler runs. `task_ttl_seconds` is how long
         the server keeps each task after it is created (default a day, at most 7 days).
+        A task whose server stopped mid-run is resumed by running the handler again from the
+        top (arguments and answers as recorded); one past `ctx.point_of_no_return()` is run
+        again only with `annotations=ToolAnnotations(idempotent=True)`, and otherwise ends
+        with an isError result saying its action may have been carried out.
         """
         if callable(name):
             return self.tool()(name)

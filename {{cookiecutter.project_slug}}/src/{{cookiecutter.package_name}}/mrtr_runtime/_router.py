@@ -10,6 +10,7 @@ the few things that must travel the other way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -275,6 +276,14 @@ class Server:
         if self._tasks is not None:
             self._tasks.abandon()
 
+    async def release_tasks(self, grace: float) -> None:
+        """After `stop_tasks`: give up the leases of the tasks it left `working` (before their
+        point of no return), so a restart or another replica takes them over at once; at most
+        `grace` seconds (a store that does not answer leaves the leases to lapse)."""
+        if self._tasks is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._tasks.release(), grace)
+
     def warm_up(self) -> None:
         """Load what `server/discover` did not need; raises if a tool module is broken."""
         self._load_methods()
@@ -471,7 +480,7 @@ class Server:
         received = RoundInput.parse(params)
         if scope.era == "legacy":
             if call.task == "required":
-                raise tasks_required_error()
+                raise tasks_required_error(legacy=True)
             return await run_legacy(call, received, scope)
         # Only a task tool's call can become a task: the others never reach the engine.
         tasks = self.tasks if call.task is not None else None
@@ -606,7 +615,14 @@ class Server:
                 {"_meta": subscription_meta, "notifications": agreed},
             )
             listener.start()
-            if task_ids:
+            if "taskIds" in wanted and not task_ids and not uris and not listener.lists:
+                # It asked only for tasks, and none is agreed: nothing will ever be sent on
+                # it, so it ends now (answered) instead of holding one of the open listens.
+                await peer.notify(
+                    "notifications/cancelled",
+                    {"requestId": request_id, "reason": "none of the taskIds is a task to follow"},
+                )
+            elif task_ids:
                 cancellation = scope.cancellation
 
                 async def send(task: JSONObject) -> None:

@@ -769,6 +769,7 @@ async def _serve_pipes(
     # Running tasks stop and keep their records (`working`): the next server holding the
     # store resumes them. Those past their point of no return share the requests' grace.
     tasks_finishing = server.stop_tasks()
+    await server.release_tasks(WRITE_GRACE_SECONDS)
     # basic/patterns/subscriptions "Graceful Closure": each open listen stream is ended first;
     # it tells its client and answers its request, so it neither holds the drain below nor
     # is abandoned with an error.

@@ -19,6 +19,7 @@ imports nothing but ``_config`` (start-up's imports do not grow): the stores loa
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,8 @@ __all__ = ("TASKS_FILE_NAME", "TaskBackend", "open_task_store", "task_backend")
 
 #: The default store's file, in the per-user state directory beside the signing key.
 TASKS_FILE_NAME: Final = "tasks.sqlite3"
+
+_logger = logging.getLogger("mrtr_runtime")
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class TaskBackend:
     project: str = "mrtr-server"
     #: Why the settings were refused (kind "refused").
     problem: str = ""
+    #: Memory only because there is no state directory (no home) for the default file.
+    homeless: bool = False
 
     def may_hold_tasks(self) -> bool:
         """Whether a store opened now could hold tasks to resume; opens and imports nothing.
@@ -86,6 +91,17 @@ class TaskBackend:
         if self.kind == "refused":
             raise TaskStoreUnavailable(self.problem)
         if self.kind == "memory":
+            if self.homeless:
+                # Said once, when the first task operation opens the store: nobody asked for
+                # memory, and what it costs (a replayed confirmation running again after a
+                # restart) is not visible anywhere else.
+                _logger.warning(
+                    "tasks are kept in memory, not durably: there is no per-user state "
+                    "directory (neither HOME nor XDG_STATE_HOME is set), so tasks end with "
+                    "this process and a confirmation replayed after a restart runs again; "
+                    "set %s (e.g. sqlite:///abs/path/tasks.sqlite3) or give the server a home",
+                    TASK_STORE_VARIABLE,
+                )
             return MemoryTaskStore(max_tasks=self.max_tasks, max_per_owner=self.max_per_owner)
         if self.path is not None:  # sqlite
             return await open_sqlite_store(
@@ -143,7 +159,13 @@ def task_backend(
         )
     if url == "memory:" or (not url and state_dir is None):
         return TaskBackend(
-            "memory", "memory", bound, per_owner, namespace=namespace, project=distribution
+            "memory",
+            "memory",
+            bound,
+            per_owner,
+            namespace=namespace,
+            project=distribution,
+            homeless=url != "memory:",
         )
     path = Path(url.removeprefix("sqlite://")) if url else Path(state_dir or "") / TASKS_FILE_NAME
     return TaskBackend(

@@ -62,10 +62,12 @@ from ._wire import MODERN_VERSIONS
 
 __all__ = (
     "DEFAULT_TASK_TTL_SECONDS",
+    "INLINE_WAIT_SECONDS",
     "LEASE_SECONDS",
     "MAX_ATTEMPTS",
     "MAX_RESULT_BYTES",
     "MAX_RUNNING",
+    "MAYBE_DONE",
     "POLL_INTERVAL_MS",
     "RENEW_SECONDS",
     "CallOf",
@@ -97,6 +99,16 @@ STATUS_INTERVAL_SECONDS: Final = 0.25
 MAX_RUNS_WITHOUT_INPUT: Final = 64
 #: Task ids one `subscriptions/listen` may follow.
 MAX_FOLLOWED_TASKS: Final = 256
+#: How long a replayed confirmation of a client that does not follow tasks waits for the task
+#: its first sending started (it then hears where the work stands, and may call again).
+INLINE_WAIT_SECONDS: Final = 60.0
+#: The end of a task whose action may have been carried out by a run that did not finish (the
+#: server stopped past the handler's point of no return), when the handler is not idempotent
+#: and so is not run again: a tool-level outcome, saying the truth ("maybe").
+MAYBE_DONE: Final = (
+    "The server stopped after this task's action may have been carried out; it was not run "
+    "again. Call the tool again (or check the target) to see its state."
+)
 _SWAP_TRIES: Final = 64
 
 _logger = logging.getLogger("mrtr_runtime")
@@ -149,6 +161,13 @@ def _error_of(error: RpcError) -> dict[str, Any]:
     return wire
 
 
+def _a_round(record: TaskRecord) -> bool:
+    """Whether `record` holds an inline run's new round (its handler asked again after the
+    confirmation): the round is kept for a replay to get back verbatim, and it is no task."""
+    result = record.result
+    return result is not None and result.get("resultType") == "input_required"
+
+
 def _not_found() -> RpcError:
     # tasks "Protocol Errors": an invalid or nonexistent taskId is -32602. Someone else's task
     # is not found either: saying it exists would tell a guesser it guessed right.
@@ -165,12 +184,46 @@ class _Run:
     def __init__(self, engine: TaskEngine, record: TaskRecord) -> None:
         self.engine = engine
         self.task_id = record.task_id
+        self.target = record.target
         self.cancellation = Cancellation()
         self.task: asyncio.Task[None] | None = None
         self.renewal: asyncio.Task[None] | None = None
         self.lost = False
         self._pending_message: str | None = None
         self._last_status = 0.0
+        self._loop = asyncio.get_running_loop()
+        self._commit_write: asyncio.Task[None] | None = None
+
+    def commit(self) -> None:
+        """TaskLink: the handler passed its point of no return; make `committed` durable now,
+        before its action proceeds, so that a server taking the task over after this process
+        died knows the action may have happened. From a worker thread (a `def` tool, or work
+        handed to a thread) the thread waits for the write; on the event loop the write is
+        scheduled at once (the handler's next await lets it go out)."""
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._commit_write = self._loop.create_task(self._write_commit())
+            return
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._write_commit(), self._loop)
+            future.result(timeout=self.engine.lease_seconds)
+        except Exception:
+            # The renewal writes it too; the action is the tool's to carry out either way.
+            _logger.exception("task %s: recording its point of no return failed", self.task_id)
+
+    async def _write_commit(self) -> None:
+        def change(record: TaskRecord) -> TaskRecord | None:
+            return None if record.committed else record.evolve(committed=True)
+
+        try:
+            await self.engine._as_holder(self, change)
+        except _LeaseLost:
+            pass
+        except Exception:
+            _logger.exception("task %s: recording its point of no return failed", self.task_id)
 
     def cancel(self) -> None:
         """tasks/cancel: the handler's flag, then its task (unless past its point of no return)."""
@@ -248,6 +301,7 @@ class TaskEngine:
         renew_seconds: float = RENEW_SECONDS,
         sweep_seconds: float = SWEEP_SECONDS,
         token_ttl_seconds: float = 0.0,
+        inline_wait_seconds: float = INLINE_WAIT_SECONDS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.server_name = server_name
@@ -264,6 +318,8 @@ class TaskEngine:
         #: least that long, or a replay of its confirmation after the task was forgotten
         #: would find no task and run again.
         self.token_ttl_seconds = token_ttl_seconds
+        #: How long a replayed inline confirmation waits for its running task.
+        self.inline_wait_seconds = inline_wait_seconds
         self.clock = clock
         #: This process's name on the leases it holds.
         self.worker_id = f"{server_name}:{secrets.token_hex(8)}"
@@ -276,6 +332,8 @@ class TaskEngine:
         self._pumping = False
         self._pump_again = False
         self._stopping = False
+        #: Tasks `stop` left `working` before their point of no return (`release`).
+        self._left: list[str] = []
         #: Woken on every change this process makes to a task (followers of that task).
         self._changes: dict[str, set[asyncio.Event]] = {}
 
@@ -313,6 +371,8 @@ class TaskEngine:
         record = await (await self.store()).load(task_id)
         if record is None or not secrets.compare_digest(record.owner, self.owner(principal)):
             raise _not_found()
+        if _a_round(record):
+            raise _not_found()  # a kept round, never a task any client was told of
         return record
 
     async def _mutate(
@@ -410,6 +470,10 @@ class TaskEngine:
                 "task %s: the confirmation that made it came again; nothing runs twice",
                 stored.task_id,
             )
+            if _a_round(stored):
+                # The first sending ran inline and its handler asked again: the replay gets
+                # that very round back (the same bytes), whoever sends it.
+                return dict(stored.result or {})
             if opening.inline:
                 return await self._outcome_of(stored)
             return task_wire(await self._revive(stored), detailed=False) | {"resultType": "task"}
@@ -425,15 +489,17 @@ class TaskEngine:
         """A confirming round of a client that does not follow tasks: the handler runs in the
         request, as always, and its outcome is recorded so that a replay finds it."""
         run = _Run(self, record)
+        cancellation = opening.scope.cancellation or Cancellation()
+        # The request's own: its point of no return is the record's `committed` (renewed).
+        run.cancellation = cancellation
         self._runs[record.task_id] = run
         renewal = run.renewal = asyncio.create_task(run.renew())
-        cancellation = opening.scope.cancellation or Cancellation()
         settled = False
         try:
             try:
                 result = await opening.rerun()
             except RpcError as error:
-                await self._settle(run, status="failed", error=_error_of(error), message=True)
+                await self._settle(run, status="failed", error=_error_of(error))
                 settled = True
                 raise
             size = json_size(result)
@@ -454,10 +520,25 @@ class TaskEngine:
                 await self._quietly(self._settle_cancelled(run))
 
     async def _outcome_of(self, record: TaskRecord) -> JSONObject:
-        """The result a replayed inline round gets: the task's, once it has one."""
+        """The result a replayed inline round gets: the task's, once it has one. A task that
+        waits for input (only a client following tasks can give it) is said at once; one
+        still running is waited for at most `inline_wait_seconds`."""
         task_id = record.task_id
+        deadline = self.clock() + self.inline_wait_seconds
         while not record.terminal:
-            await self._wait_change(task_id, self.poll_interval_ms / 1000)
+            if record.status == "input_required":
+                return ToolResult.error(
+                    f"This confirmation started task {task_id}, which waits for input that "
+                    "only a client following tasks (the io.modelcontextprotocol/tasks "
+                    "extension) can give; it was not run again."
+                ).to_wire()
+            left = deadline - self.clock()
+            if left <= 0:
+                return ToolResult.error(
+                    f"This confirmation's work is still running as task {task_id}; call "
+                    "again to see its result."
+                ).to_wire()
+            await self._wait_change(task_id, min(left, self.poll_interval_ms / 1000))
             found = await (await self.store()).load(task_id)
             if found is None:
                 raise RpcError(INTERNAL_ERROR, "The task this confirmation started is gone")
@@ -557,6 +638,12 @@ class TaskEngine:
             idle = record.status == "input_required" or (
                 local is None and (record.lease_owner is None or record.lease_expires <= now)
             )
+            if idle and record.committed:
+                if record.status == "input_required":
+                    return self._maybe_done(record, now, cancel_requested=True)
+                # A worker died past the point of no return: the takeover decides (rule of
+                # `_claim`), never `cancelled`.
+                return None if record.cancel_requested else record.evolve(cancel_requested=True)
             if idle:
                 return record.evolve(
                     status="cancelled",
@@ -572,9 +659,11 @@ class TaskEngine:
                 return None
             return record.evolve(cancel_requested=True)
 
-        await self._mutate(record.task_id, change)
+        stored = await self._mutate(record.task_id, change)
         if local is not None:
             local.cancel()
+        elif stored is not None and stored.status == "working":
+            self._pump_soon()
 
     async def visible(self, task_ids: Iterable[object], principal: str | None) -> list[str]:
         """Of `task_ids`, those that exist and belong to `principal` (a listen's agreed ids)."""
@@ -664,7 +753,13 @@ class TaskEngine:
                 now = self.clock()
                 if record.status != "working" or record.lease_expires > now:
                     return None
-                if record.cancel_requested:
+                if record.committed and not self._idempotent(record):
+                    # The run that died had passed its point of no return: its action may
+                    # have happened, and running a handler that is not idempotent again
+                    # would do it twice. Nor is it `cancelled` (tasks "Cancellation": a
+                    # cancelled task may end in another terminal status): it says "maybe".
+                    return self._maybe_done(record, now)
+                if record.cancel_requested and not record.committed:
                     return record.evolve(
                         status="cancelled",
                         status_message="Cancelled at the client's request.",
@@ -712,6 +807,32 @@ class TaskEngine:
         finally:
             if not spawned:
                 self._workers -= 1
+
+    def _idempotent(self, record: TaskRecord) -> bool:
+        """Whether the task's tool may run again past its point of no return (its
+        `idempotentHint`, ToolAnnotations(idempotent=True))."""
+        return record.method == "tools/call" and self._idempotent_tool(record.target)
+
+    def _idempotent_tool(self, name: str) -> bool:
+        tool = self.registry.tools.get(name)
+        hints = tool.summary.get("annotations", {}) if tool is not None else {}
+        return hints.get("idempotentHint") is True
+
+    def _maybe_done(self, record: TaskRecord, now: float, **changes: Any) -> TaskRecord:
+        """`record` ended `completed` with an isError result saying its action may have been
+        carried out (never `cancelled`, never a protocol error: the tool's state is the answer)."""
+        return record.evolve(
+            status="completed",
+            result=ToolResult.error(MAYBE_DONE).to_wire(),
+            error=None,
+            status_message=None,
+            input_requests={},
+            asked={},
+            lease_owner=None,
+            lease_expires=0.0,
+            updated_at=now,
+            **changes,
+        )
 
     def _spawn(self, record: TaskRecord) -> None:
         """Start a worker for `record`, whose lease this process holds (its slot counted)."""
@@ -773,7 +894,7 @@ class TaskEngine:
             try:
                 outcome = await call.run(context)
             except RpcError as error:
-                await self._settle(run, status="failed", error=_error_of(error), message=True)
+                await self._settle(run, status="failed", error=_error_of(error))
                 return
             except Exception as error:
                 _logger.exception("task %s: tool %r raised", run.task_id, record.target)
@@ -782,7 +903,7 @@ class TaskEngine:
                     f"Tool {record.target!r} failed with {type(error).__name__}; "
                     "see the server log.",
                 )
-                await self._settle(run, status="failed", error=_error_of(failure), message=True)
+                await self._settle(run, status="failed", error=_error_of(failure))
                 return
             await run.flush()
             if run.cancellation.cancelled and not run.cancellation.committed:
@@ -800,7 +921,7 @@ class TaskEngine:
             missing = merge_missing(capabilities, outcome)
             if missing:
                 refusal = _error_of(missing_capability_error(missing))
-                await self._settle(run, status="failed", error=refusal, message=True)
+                await self._settle(run, status="failed", error=refusal)
                 return
             if outcome.requests:
                 await self._ask(run, outcome, answers)
@@ -859,26 +980,31 @@ class TaskEngine:
         result: Mapping[str, Any] | None = None,
         error: Mapping[str, Any] | None = None,
         status_message: str | None = None,
-        message: bool = False,
     ) -> None:
         """The task's end, written by the worker holding it (nobody else's end counts)."""
 
         def change(record: TaskRecord) -> TaskRecord | None:
+            now = self.clock()
+            if status == "cancelled" and (record.committed or run.cancellation.committed):
+                # Past the point of no return (in this run or one before it) a task never
+                # ends `cancelled`: its action may have happened.
+                return self._maybe_done(record, now, committed=True)
+            # The final statusMessage fits the end, never the last progress text: failed
+            # SHOULD carry one (tasks "Task Execution Errors"): its reason.
             text = status_message
-            if text is None and message and error is not None:
-                # tasks "Task Execution Errors": failed SHOULD carry a statusMessage.
+            if text is None and error is not None:
                 text = str(error["message"])
             return record.evolve(
                 status=status,
                 result=result,
                 error=error,
-                status_message=text if text is not None else record.status_message,
+                status_message=text,
                 input_requests={},
                 asked={},
                 committed=record.committed or run.cancellation.committed,
                 lease_owner=None,
                 lease_expires=0.0,
-                updated_at=self.clock(),
+                updated_at=now,
             )
 
         await self._as_holder(run, change)
@@ -969,21 +1095,52 @@ class TaskEngine:
                 finishing.add(task)
                 continue
             _logger.warning(
-                "task %s stopped with the server; it stays 'working' and resumes when a "
-                "server with the same task store takes it over",
+                "task %s stopped with the server before its point of no return; it stays "
+                "'working' and resumes when a server with the same task store takes it over",
                 run.task_id,
             )
+            self._left.append(run.task_id)
             task.cancel()
         return finishing
+
+    async def release(self) -> None:
+        """After `stop`: give up the leases of the tasks it left `working` before their point
+        of no return, so that a restarted server or another replica takes them over at once
+        instead of when the lease lapses. A store that cannot be reached leaves them to lapse."""
+        left, self._left = self._left, []
+        for task_id in left:
+
+            def change(record: TaskRecord) -> TaskRecord | None:
+                if (
+                    record.status != "working"
+                    or record.lease_owner != self.worker_id
+                    or record.committed
+                ):
+                    return None
+                return record.evolve(lease_owner=None, lease_expires=0.0)
+
+            try:
+                await self._mutate(task_id, change)
+            except Exception:
+                _logger.exception("task %s: giving up its lease failed", task_id)
 
     def abandon(self) -> None:
         """Stop the workers `stop` left to finish (the grace is over); they resume later."""
         for run in list(self._runs.values()):
-            if run.task is not None and not run.task.done():
+            # Only those `stop` left to finish: the others were stopped (and said so) there,
+            # and may still be unwinding.
+            if run.task is not None and not run.task.done() and run.cancellation.committed:
+                again = (
+                    "its handler runs again"
+                    if self._idempotent_tool(run.target)
+                    else "it ends saying so, without running again"
+                )
                 _logger.warning(
-                    "task %s did not finish within the shutdown grace; it stays 'working' "
-                    "and its handler runs again when the task is resumed",
+                    "task %s did not finish within the shutdown grace, past its point of no "
+                    "return: its action may have been carried out; it stays 'working', and "
+                    "when a server with the same task store takes it over %s",
                     run.task_id,
+                    again,
                 )
                 run.task.cancel()
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .._config import Settings
-from .._context import MAYBE_CARRIED_OUT, Cancellation
+from .._context import MAYBE_CARRIED_OUT, SHUTDOWN_GRACE_SECONDS, Cancellation
 from .._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -389,19 +389,23 @@ class HttpApp:
             elif message["type"] == "lifespan.shutdown":
                 # basic/patterns/subscriptions "Graceful Closure": open listens end first.
                 self.server.end_subscriptions()
-                self._stop_tasks()
+                await self._stop_tasks()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    def _stop_tasks(self) -> None:
-        """Running tasks stop with the server and keep their records (`working`): a server
-        holding the same store resumes them once their leases lapse. The lifespan ends after
-        uvicorn's grace is spent, so even those past their point of no return stop here (the
-        handler, idempotent, runs again when the task is resumed)."""
+    async def _stop_tasks(self) -> None:
+        """Running tasks stop with the server and keep their records (`working`), their leases
+        given up, so a server holding the same store resumes them at once. Those past their
+        point of no return get SHUTDOWN_GRACE_SECONDS to finish, as on stdio; any still
+        running then stays `working` and is taken over by the rule for such tasks (run
+        again only if the tool is idempotent)."""
         if self._tasks_loop is not None:
             self._tasks_loop.cancel()
             self._tasks_loop = None
-        self.server.stop_tasks()
+        finishing = self.server.stop_tasks()
+        await self.server.release_tasks(SHUTDOWN_GRACE_SECONDS)
+        if finishing:
+            await asyncio.wait(finishing, timeout=SHUTDOWN_GRACE_SECONDS)
         self.server.abandon_tasks()
 
     # -- one request ----------------------------------------------------------------------------
