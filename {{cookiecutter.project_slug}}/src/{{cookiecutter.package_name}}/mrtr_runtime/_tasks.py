@@ -457,7 +457,7 @@ class TaskEngine:
         except TaskStoreFull as error:
             if claim and not opening.inline:
                 self._workers -= 1
-            raise RpcError(INTERNAL_ERROR, f"{error}; try again later") from None
+            raise RpcError(INTERNAL_ERROR, str(error)) from None
         except BaseException:
             if claim and not opening.inline:
                 self._workers -= 1
