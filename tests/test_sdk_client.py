@@ -682,8 +682,11 @@ async def test_sdk_host_sees_a_broken_task_end_failed_with_its_json_rpc_error(
     task = ended.value.task
     assert task.status == "failed"
     assert task.result is None
-    assert task.error is not None and task.error["code"] == types.INTERNAL_ERROR
-    assert "broke on purpose" not in json.dumps(task.error)  # redacted, like any error
+    # tasks "Task Execution Errors": `error` MUST contain the JSON-RPC error the tool raised.
+    assert task.error == {
+        "code": types.INTERNAL_ERROR,
+        "message": "protocol_error_job broke on purpose",
+    }
 
 
 async def test_sdk_without_the_tasks_extension_gets_a_task_tool_result_inline(
