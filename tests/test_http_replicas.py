@@ -608,7 +608,7 @@ def test_the_image_is_pinned_runs_as_no_root_and_carries_no_key(
     extras = re.search(r'pip install [^"]*"\.\[([a-z,]+)\]"', dockerfile)
     assert extras is not None
     aws = COMBINATIONS[combination]["include_aws_example"] == "yes"
-    assert extras[1].split(",") == (["http", "aws"] if aws else ["http"])
+    assert extras[1].split(",") == (["http", "redis", "aws"] if aws else ["http", "redis"])
 
 
 def test_the_image_checks_its_health_with_a_real_discover_on_its_own_port(

@@ -233,6 +233,9 @@ def server_env(endpoint: str, tmp_path: Path) -> dict[str, str]:
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
         "AWS_EC2_METADATA_DISABLED": "true",
         "NO_PROXY": "*",
+        # The deploy's confirmation is recorded in the task store: this test's own, never the
+        # user's (the default store lives in the per-user state directory).
+        "XDG_STATE_HOME": str(tmp_path / "state"),
         "MRTR_SIGNING_KEY": "8b0f2e4d6c1a3957e8f0b2d4c6a81357e9f1b3d5c7a90246f8e0d2b4c6a81357",
         "MRTR_LOG_LEVEL": "DEBUG",
     }
