@@ -505,7 +505,8 @@ _DIRECTORY_LABEL = "per-user key directory"
 
 
 def _open_key_directory(directory: Path) -> int:
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)  # neither exists on Windows (never called there)
     try:
         return os.open(directory, flags)
     except OSError:
@@ -539,9 +540,10 @@ def _not_ours(info: os.stat_result, path: Path) -> str | None:
 
 
 def _user_name(uid: int) -> str:
+    if sys.platform == "win32":  # no pwd module; never called there (no POSIX owners)
+        return str(uid)
     try:
-        # Imported here: there is no pwd module on Windows, and this runs only where ownership
-        # means something.
+        # Imported here: this runs only where ownership means something.
         import pwd
 
         return pwd.getpwuid(uid).pw_name
