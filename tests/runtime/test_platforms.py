@@ -12,7 +12,9 @@ each branch is exercised below on whatever system runs this suite.
 - the stop signals degrade to signal.signal, then to none, where the loop has no
   add_signal_handler (Windows);
 - the permission checks of every secret file: POSIX mode bits on 'posix', none on 'nt' (there
-  Python reports 0o666 for every writable file, and the profile's ACLs protect it).
+  Python reports 0o666 for every writable file, and the profile's ACLs protect it);
+- what `config` and `keygen` print: each host's config location, quoting, and what keeps a key
+  private, for win32, darwin and linux.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ import anyio
 import anyio.to_thread
 import pytest
 
+import support
 from mrtr_runtime import _config, _permissions, _sqlite_store, _stdio
 from mrtr_runtime._config import WeakSigningKey
 from mrtr_runtime._task_store import TaskStoreUnavailable
+from mrtr_runtime.cli._commands import keygen, print_config
 from support import KEY_HEX, make_server, request
 
 pytestmark = pytest.mark.anyio
@@ -391,3 +395,76 @@ def test_an_http_tokens_file_others_can_read_is_refused_on_posix_only(tmp_path: 
     # Windows reports 0o666 for it whatever its ACL says: the check would refuse every file.
     os.chmod(path, 0o666)  # noqa: S103 (the wrong mode under test)
     assert http_app._read_tokens_file(str(path), platform="nt") == (("alice", "tok-a"),)
+
+
+# -- what the command line prints, for each system -----------------------------------------
+
+
+@pytest.fixture
+def project() -> Any:
+    """The baked project's `Project` (its app.py)."""
+    return __import__(f"{support.PACKAGE}.app", fromlist=["PROJECT"]).PROJECT
+
+
+@pytest.mark.parametrize(
+    ("platform", "config_file"),
+    [
+        ("win32", "%APPDATA%\\Claude\\claude_desktop_config.json"),
+        ("darwin", "~/Library/Application Support/Claude/claude_desktop_config.json"),
+        ("linux", "~/.config/Claude/claude_desktop_config.json"),
+    ],
+)
+def test_config_names_claude_desktops_file_on_the_users_system(
+    project: Any,
+    platform: str,
+    config_file: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("MRTR_SIGNING_KEY_FILE", str(tmp_path / "key file"))
+    assert print_config(project, "claude-desktop", use_uv=False, platform=platform) == 0
+    printed = capsys.readouterr()
+    assert f"Merge into {config_file}, then restart Claude Desktop" in printed.err
+    entry = json.loads(printed.out)["mcpServers"][project.name]
+    assert entry["env"] == {"MRTR_SIGNING_KEY_FILE": str(tmp_path / "key file")}
+
+
+@pytest.mark.parametrize(("platform", "quote"), [("win32", '"'), ("darwin", "'"), ("linux", "'")])
+def test_config_quotes_the_claude_code_command_for_the_users_shell(
+    project: Any,
+    platform: str,
+    quote: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    # cmd and PowerShell take double quotes; a POSIX shell single quotes (shlex.quote).
+    key = tmp_path / "key file"
+    monkeypatch.setenv("MRTR_SIGNING_KEY_FILE", str(key))
+    assert print_config(project, "claude-code", use_uv=False, platform=platform) == 0
+    command = capsys.readouterr().out
+    assert f"--env {quote}MRTR_SIGNING_KEY_FILE={key}{quote}" in command
+
+
+@pytest.mark.parametrize(
+    ("platform", "promise"),
+    [
+        ("win32", "kept private by its folder's ACLs"),
+        ("darwin", "mode 0600"),
+        ("linux", "mode 0600"),
+    ],
+)
+def test_keygen_promises_only_what_the_system_enforces(
+    project: Any,
+    platform: str,
+    promise: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "key"
+    assert keygen(project, force=False, rotate=False, path=target, platform=platform) == 0
+    printed = capsys.readouterr()
+    assert printed.out == f"{target}\n"
+    assert f", {promise}) to {target}." in printed.err
+    assert ("mode 0600" in printed.err) is (platform != "win32")

@@ -578,7 +578,17 @@ def _key_path_problem(target: Path) -> str | None:
     return None
 
 
-def keygen(project: Project, *, force: bool, rotate: bool, path: Path | None) -> int:
+def keygen(
+    project: Project,
+    *,
+    force: bool,
+    rotate: bool,
+    path: Path | None,
+    platform: str = sys.platform,
+) -> int:
+    """``keygen``; `platform` (a ``sys.platform``) says how the file is kept private there."""
+    # POSIX: the file's mode. Windows: the mode means nothing, the folder's ACLs decide.
+    private = "kept private by its folder's ACLs" if platform == "win32" else "mode 0600"
     target = path or _default_key_path(project)
     if target is None:
         sys.stderr.write(
@@ -616,12 +626,12 @@ def keygen(project: Project, *, force: bool, rotate: bool, path: Path | None) ->
         sys.stderr.write(f"{project.name}: cannot write {target}: {error.strerror or error}\n")
         return 1
     sys.stdout.write(f"{target}\n")
-    sys.stderr.write(f"Wrote a new signing key (id {key.key_id}, mode 0600) to {target}.\n")
+    sys.stderr.write(f"Wrote a new signing key (id {key.key_id}, {private}) to {target}.\n")
     if rotation is not None and rotation.retired is not None:
         ids = ", ".join(previous.key_id for previous in rotation.previous)
         sys.stderr.write(
             f"The old key (id {rotation.retired.key_id}) now only verifies: it is in "
-            f"{rotation.previous_file}\n(mode 0600; previous key ids, newest first: {ids}). "
+            f"{rotation.previous_file}\n({private}; previous key ids, newest first: {ids}). "
             "The server reads that file by itself.\n"
             "Rounds waiting for input can finish within one token lifetime "
             f"(MRTR_STATE_TTL_SECONDS, default {DEFAULT_TTL_SECONDS} s, at most "
