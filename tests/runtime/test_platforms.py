@@ -158,14 +158,15 @@ class PipeCalls:
 
 
 async def serve_one_request(
-    platform: str, monkeypatch: pytest.MonkeyPatch
+    platform: str, monkeypatch: pytest.MonkeyPatch, *, ending: bytes = b"\n"
 ) -> tuple[bytes, int, PipeCalls, bool]:
-    """`server/discover` over two real pipes, the transport told it runs on `platform`; the raw
-    bytes written, the exit status, the pipe transports asked for, and whether a thread read."""
+    """`server/discover` (its line ended by `ending`) over two real pipes, the transport told it
+    runs on `platform`; the raw bytes written, the exit status, the pipe transports asked for,
+    and whether a thread read."""
     calls = PipeCalls(asyncio.get_running_loop(), monkeypatch)
     wire_in, client_out = os.pipe()
     client_in, wire_out = os.pipe()
-    line = json.dumps(request(1, "server/discover"), separators=(",", ":")).encode() + b"\n"
+    line = json.dumps(request(1, "server/discover"), separators=(",", ":")).encode() + ending
     threaded: list[bool] = []
     try:
         with anyio.fail_after(BOUND):
@@ -206,6 +207,16 @@ async def test_on_posix_the_same_pipes_go_to_the_loops_pipe_transports(
     received, status, calls, threaded = await serve_one_request("linux", monkeypatch)
     assert (len(calls.read), len(calls.write), threaded, status) == (1, 1, False, 0)
     assert received.count(b"\n") == 1 and b"\r" not in received
+
+
+async def test_a_line_a_windows_client_ends_with_crlf_is_one_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A client writing its pipe in text mode (Python's subprocess with text=True on Windows)
+    # sends b"\r\n"; the \r is JSON whitespace, and the answer still ends in b"\n" alone.
+    received, status, _, _ = await serve_one_request("win32", monkeypatch, ending=b"\r\n")
+    assert status == 0 and received.endswith(b"}\n") and b"\r" not in received
+    assert json.loads(received)["result"]["resultType"] == "complete"
 
 
 def test_on_windows_the_wire_descriptors_are_put_in_binary_mode() -> None:
