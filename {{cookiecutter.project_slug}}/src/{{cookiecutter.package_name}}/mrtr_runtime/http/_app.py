@@ -17,6 +17,7 @@ import asyncio
 import functools
 import logging
 import os
+import stat
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -315,8 +316,8 @@ def _read_tokens_file(path: str | None, *, platform: str = os.name) -> tuple[tup
         return ()
     try:
         with open(path, encoding="utf-8") as file:
-            mode = open_to_others(os.fstat(file.fileno()).st_mode, 0o077, platform=platform)
-            if mode:
+            bits = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+            if open_to_others(bits, 0o077, platform=platform):
                 # The same rule as for signing-key files: a secret others can read is shared.
                 raise ValueError(f"{ENV_TOKENS_FILE} {path} is readable by others; chmod 600 it")
             text = file.read()
