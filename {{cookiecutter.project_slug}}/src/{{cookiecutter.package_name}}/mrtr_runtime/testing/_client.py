@@ -413,7 +413,14 @@ class ClientSession(RoundsClient):
         if self.era == "legacy":
             # 2025-11-25 basic/lifecycle: the version is initialize's protocolVersion.
             params = {**(params or {}), "protocolVersion": self.protocol_version}
-        return await self._request_once(method, params, timeout, with_meta)
+        try:
+            return await self._request_once(method, params, timeout, with_meta)
+        except RpcError as again:
+            if again.code != UNSUPPORTED_PROTOCOL_VERSION:
+                raise
+            # Once only: a second refusal is the error (naming both lists), never a loop.
+            retry_version(again, self.protocol_versions, self.protocol_version, retried=True)
+            raise  # pragma: no cover - retry_version(retried=True) always raises
 
     def _chose_version(
         self, method: str, params: Mapping[str, Any] | None, with_meta: bool
@@ -475,7 +482,11 @@ class ClientSession(RoundsClient):
         if params is not None:
             message["params"] = dict(params)
         if self._http is not None:
-            await self._http_request(self._http, message)
+            # "Sending Messages": 202 when accepted; else an error status, whose JSON-RPC error
+            # (if the body has one) is raised.
+            refused = await self._http_request(self._http, message)
+            if refused is not None:
+                _result_of(refused)
             return
         await self._write(message)
 
@@ -633,10 +644,13 @@ class ClientSession(RoundsClient):
     ) -> dict[str, Any]:
         """A JSON body: the response to `request_id`, or an error response without an id
         (what a server sends for a request it refused before reading it: 401, 403, 413)."""
+        refusal = _idless_error(data)
+        if refusal is not None:
+            return refusal
         message = self._http_message(data, method)
         if message is None or "method" in message:
             raise InvalidServerResponse(f"{method}: HTTP {status}: the body is no response")
-        if message.get("id") == request_id or ("error" in message and "id" not in message):
+        if message.get("id") == request_id:
             self._check_result(message, method)
             return message
         raise InvalidServerResponse(f"{method}: HTTP {status}: a response to another id")
@@ -849,6 +863,24 @@ def _stream(stream: _S | None) -> _S:
     if stream is None:  # pragma: no cover - open_process pipes all three by default
         raise SessionClosed("the server process has no pipe")
     return stream
+
+
+def _idless_error(data: bytes) -> dict[str, Any] | None:
+    """An error response without an id (2026-07-28 schema: JSONRPCErrorResponse.id is
+    optional; a server sends one for a request it refused before reading it), else None."""
+    try:
+        raw = parse_json(data.rstrip(b"\r\n"))
+    except InvalidMessage:
+        return None
+    if not isinstance(raw, dict) or "id" in raw or raw.get("jsonrpc") != "2.0":
+        return None
+    error = raw.get("error")
+    if set(raw) != {"jsonrpc", "error"} or not isinstance(error, dict):
+        return None
+    code, message = error.get("code"), error.get("message")
+    if isinstance(code, int) and not isinstance(code, bool) and isinstance(message, str):
+        return cast("dict[str, Any]", raw)
+    return None
 
 
 def _result_of(response: Mapping[str, Any]) -> dict[str, Any]:

@@ -65,6 +65,7 @@ _TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _MAX_STATUS_LINES: Final = 8  # 1xx interim responses skipped before a final one, at most
 _MAX_CHUNK_LINE: Final = 1024  # a chunk-size line (with extensions) is short
 _MAX_TRAILER_BYTES: Final = 64 * 1024
+_EOL: Final = re.compile(rb"\r\n|\r|\n")
 _HEX: Final = re.compile(rb"[0-9a-fA-F]{1,16}")
 _READ_PIECE: Final = 64 * 1024
 _EXCERPT: Final = 200
@@ -246,12 +247,17 @@ async def post(
 
 
 async def _line(stream: BufferedByteReceiveStream, budget: int, what: str) -> bytes:
+    line: bytes | None
     try:
-        return await stream.receive_until(b"\r\n", max(budget, 0))
+        line = await stream.receive_until(b"\r\n", max(budget, 0))
     except anyio.DelimiterNotFound:
-        raise HttpProtocolError(f"{what} is longer than this client reads") from None
+        line = None
     except (anyio.IncompleteRead, anyio.EndOfStream):
         raise HttpConnectionError(f"the server closed the connection inside the {what}") from None
+    # receive_until finds a delimiter anywhere in what one read brought, past max_bytes too.
+    if line is None or len(line) > budget:
+        raise HttpProtocolError(f"{what} is longer than this client reads")
+    return line
 
 
 async def _read_head(
@@ -378,22 +384,19 @@ class SseParser:
         self._data_bytes = 0
         self._event = b""
         self._first = True
+        self._skip_lf = False
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if self._skip_lf and chunk[:1] == b"\n":
+            chunk = chunk[1:]  # the second half of a CRLF split between two chunks
+        self._skip_lf = False
         buffer = self._pending + chunk
         events: list[bytes] = []
         start = 0
-        while True:
-            cr, lf = buffer.find(b"\r", start), buffer.find(b"\n", start)
-            ends = [i for i in (cr, lf) if i >= 0]
-            if not ends:
-                break
-            end = min(ends)
-            if buffer[end : end + 1] == b"\r" and end + 1 == len(buffer):
-                break  # a CR at the end of a chunk may be half of a CRLF: wait for the next byte
-            step = 2 if buffer[end : end + 2] == b"\r\n" else 1
-            self._line(buffer[start:end], events)
-            start = end + step
+        while (end := _EOL.search(buffer, start)) is not None:
+            self._line(buffer[start : end.start()], events)
+            start = end.end()
+            self._skip_lf = end.group() == b"\r" and start == len(buffer)
         self._pending = buffer[start:]
         if len(self._pending) + self._data_bytes > self._limit:
             raise HttpProtocolError(f"a server-sent event over {self._limit} bytes")
