@@ -26,6 +26,7 @@ import pytest
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import Field
+from test_http_e2e import replica
 
 from mrtr_runtime import Context, Registry
 from mrtr_runtime._jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
@@ -36,7 +37,6 @@ from mrtr_runtime.testing._client import SessionClosed
 from mrtr_runtime.testing._http import Limits, SseParser, encode_header_value
 from mrtr_runtime.testing._rounds import InvalidServerResponse
 from support import ARN, BOUND, MODERN, Json, make_codec, make_server, server_env
-from test_http_e2e import replica
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +120,7 @@ async def test_sampling_and_roots_callbacks_answer_their_rounds_over_http() -> N
     assert counted.text == "2 roots"
 
 
-async def test_prompts_and_resources_drive_their_rounds_and_a_uri_outside_ascii_is_encoded() -> None:
+async def test_prompts_and_resources_drive_their_rounds_and_a_non_ascii_uri_is_encoded() -> None:
     # "Standard Request Headers": Mcp-Name mirrors params.uri; a value outside plain ASCII is
     # sent Base64-encoded ("Value Encoding"), which the server decodes before comparing.
     async with (
@@ -278,7 +278,7 @@ def regional_server() -> Server:
     return Server(name="regional", version="1", registry=registry, signing=make_codec())
 
 
-async def test_x_mcp_header_arguments_are_mirrored_after_one_mismatch_then_from_the_schema() -> None:
+async def test_x_mcp_header_arguments_are_mirrored_after_a_mismatch_then_from_the_schema() -> None:
     # "Custom Headers from Tool Parameters": the client MUST send Mcp-Param-{Name} for each
     # x-mcp-header argument; on HeaderMismatch it SHOULD read tools/list and retry.
     async with served(regional_server()) as http, ClientSession.connect(http.url) as session:
@@ -384,7 +384,8 @@ for line in sys.stdin:
     else:
         if message["method"] == "initialize":
             version = params.get("protocolVersion")
-            answer = {"protocolVersion": version, "capabilities": {}, "serverInfo": {"name": "v", "version": "1"}}
+            info = {"name": "versioned", "version": "1"}
+            answer = {"protocolVersion": version, "capabilities": {}, "serverInfo": info}
         else:
             version = params.get("_meta", {}).get("io.modelcontextprotocol/protocolVersion")
             answer = {"resultType": "complete", "tools": []}
@@ -393,7 +394,8 @@ for line in sys.stdin:
             reply = {"result": answer}
         else:
             data = {"supported": supported, "requested": version}
-            reply = {"error": {"code": -32022, "message": "Unsupported protocol version", "data": data}}
+            message_text = "Unsupported protocol version"
+            reply = {"error": {"code": -32022, "message": message_text, "data": data}}
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], **reply}) + "\\n")
     sys.stdout.flush()
 """
@@ -410,7 +412,7 @@ async def seen_versions(session: ClientSession) -> list[str]:
     return seen
 
 
-async def test_over_stdio_no_version_in_common_is_one_request_and_an_error_naming_both_lists(
+async def test_over_stdio_no_common_version_is_one_request_and_an_error_naming_both_lists(
     tmp_path: Path,
 ) -> None:
     async with ClientSession.spawn(versioned_command(tmp_path, ["2027-01-01"])) as session:
@@ -459,7 +461,7 @@ async def scripted(respond: Responder) -> AsyncIterator[tuple[str, list[Received
     """A TCP server that reads each POST and lets `respond` write whatever it likes."""
     received: list[Received] = []
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    port = listener.extra(SocketAttribute.local_port)
+    port = listener.extra(SocketAttribute.local_port)  # noqa: S610 - anyio's, not Django's
 
     async def handle(stream: SocketStream) -> None:
         async with stream:
@@ -503,7 +505,9 @@ def only(supported: list[str], *, refuse_all: bool = False) -> Responder:
         version = version_of(request)
         if version in supported and not refuse_all:
             result = {"resultType": "complete", "tools": []}
-            await stream.send(reply(200, {"jsonrpc": "2.0", "id": request.body["id"], "result": result}))
+            await stream.send(
+                reply(200, {"jsonrpc": "2.0", "id": request.body["id"], "result": result})
+            )
             return
         error = {
             "code": -32022,
@@ -515,8 +519,11 @@ def only(supported: list[str], *, refuse_all: bool = False) -> Responder:
     return respond
 
 
-async def test_over_http_no_version_in_common_is_one_request_and_an_error_naming_both_lists() -> None:
-    async with scripted(only(["2027-01-01"])) as (url, received), ClientSession.connect(url) as session:
+async def test_over_http_no_common_version_is_one_request_and_an_error_naming_both_lists() -> None:
+    async with (
+        scripted(only(["2027-01-01"])) as (url, received),
+        ClientSession.connect(url) as session,
+    ):
         with pytest.raises(RpcError) as raised:
             await session.request("tools/list")
     assert [version_of(request) for request in received] == [MODERN]
@@ -535,7 +542,7 @@ async def test_over_http_a_server_refusing_what_it_lists_gets_one_retry_never_a_
     assert [version_of(request) for request in received] == [NEWER, MODERN]
 
 
-async def test_over_http_a_server_of_another_version_is_retried_with_it_and_headers_follow() -> None:
+async def test_over_http_the_retry_keeps_the_version_that_worked_and_the_header_follows() -> None:
     async with (
         scripted(only(["2026-01-01"])) as (url, received),
         ClientSession.connect(url, protocol_versions=(MODERN, "2026-01-01")) as session,
@@ -555,7 +562,9 @@ async def test_every_post_carries_the_metadata_headers_the_token_and_the_callers
             await stream.send(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n")
             return
         result = {"resultType": "complete", "content": []}
-        await stream.send(reply(200, {"jsonrpc": "2.0", "id": request.body["id"], "result": result}))
+        await stream.send(
+            reply(200, {"jsonrpc": "2.0", "id": request.body["id"], "result": result})
+        )
 
     async with (
         scripted(respond) as (url, received),
@@ -606,7 +615,7 @@ def test_header_values_are_encoded_as_the_spec_shows(value: str, encoded: str) -
 
 def test_the_sse_parser_reads_events_however_the_bytes_are_split() -> None:
     stream = (
-        b"\xef\xbb\xbf: a comment\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"
+        b'\xef\xbb\xbf: a comment\r\nevent: message\r\ndata: {"a":\r\ndata: 1}\r\n\r\n'
         b"event: other\ndata: dropped\n\n"
         b"data:no-space\rid: 7\rretry: 10\r\r"
     )
@@ -721,14 +730,18 @@ async def declared_but_never_sent(request: Received, stream: SocketStream) -> No
 
 
 async def endless_chunks(request: Received, stream: SocketStream) -> None:
-    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
     await stream.send(head)
     while True:
         await stream.send(b"400\r\n" + b" " * 1024 + b"\r\n")
 
 
 async def endless_chunk_size_line(request: Received, stream: SocketStream) -> None:
-    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
     await stream.send(head + b"0" * 10240)
     await anyio.sleep_forever()
 
