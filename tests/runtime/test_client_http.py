@@ -347,6 +347,25 @@ async def test_over_http_a_32022_is_retried_once_with_the_newest_version_both_sp
     assert session.protocol_version == MODERN
 
 
+async def test_concurrent_requests_refused_with_32022_each_retry_once_and_succeed() -> None:
+    results: list[dict[str, Any]] = []
+
+    async def list_tools(session: ClientSession) -> None:
+        results.append(await session.request("tools/list"))
+
+    async with (
+        served() as http,
+        ClientSession.connect(http.url, protocol_versions=(NEWER, MODERN)) as session,
+        anyio.create_task_group() as task_group,
+    ):
+        for _ in range(4):
+            task_group.start_soon(list_tools, session)
+    assert len(results) == 4
+    assert all(result["tools"] for result in results)
+    # Each request is refused at most once: never more than two POSTs per request.
+    assert 4 < len(http.methods) <= 8
+
+
 async def test_over_stdio_a_32022_is_retried_once_with_the_newest_version_both_speak(
     command: list[str],
 ) -> None:

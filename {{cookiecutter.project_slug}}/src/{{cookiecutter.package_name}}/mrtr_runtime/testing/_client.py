@@ -399,6 +399,7 @@ class ClientSession(RoundsClient):
         (basic/versioning "Protocol Version Negotiation"); with none in common, RpcError -32022
         names both lists. A version the caller put in ``_meta`` is sent as it is, never retried.
         """
+        tried = self.protocol_version  # what this request carries (another may change it)
         try:
             return await self._request_once(method, params, timeout, with_meta)
         except RpcError as error:
@@ -406,20 +407,19 @@ class ClientSession(RoundsClient):
                 method, params, with_meta
             ):
                 raise
-            self.protocol_version = retry_version(
-                error, self.protocol_versions, self.protocol_version
-            )
-            logger.debug("retrying %s with protocol version %s", method, self.protocol_version)
+            chosen = retry_version(error, self.protocol_versions, tried)
+            self.protocol_version = chosen
+            logger.debug("retrying %s with protocol version %s", method, chosen)
         if self.era == "legacy":
             # 2025-11-25 basic/lifecycle: the version is initialize's protocolVersion.
-            params = {**(params or {}), "protocolVersion": self.protocol_version}
+            params = {**(params or {}), "protocolVersion": chosen}
         try:
             return await self._request_once(method, params, timeout, with_meta)
         except RpcError as again:
             if again.code != UNSUPPORTED_PROTOCOL_VERSION:
                 raise
             # Once only: a second refusal is the error (naming both lists), never a loop.
-            retry_version(again, self.protocol_versions, self.protocol_version, retried=True)
+            retry_version(again, self.protocol_versions, chosen, retried=True)
             raise  # pragma: no cover - retry_version(retried=True) always raises
 
     def _chose_version(
