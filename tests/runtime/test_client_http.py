@@ -632,6 +632,47 @@ def test_header_values_are_encoded_as_the_spec_shows(value: str, encoded: str) -
     assert encode_header_value(value) == encoded
 
 
+def test_mirrored_arguments_are_found_where_the_schema_marks_them_to_a_bounded_depth() -> None:
+    from mrtr_runtime.testing._http import metadata_headers
+
+    marked = {"type": "string", "x-mcp-header": "Region"}
+    flag = {"type": "boolean", "x-mcp-header": "Dry-Run"}
+    count = {"type": "integer", "x-mcp-header": "Count"}
+    # A schema 10,000 levels deep (a hostile server's): walked to a bound, never to the end.
+    deep: dict[str, Any] = {"type": "object"}
+    for _ in range(10_000):
+        deep = {"type": "object", "properties": {"next": deep}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "where": {"type": "object", "properties": {"region": marked}},
+            "dry": flag,
+            "count": count,
+            "absent": {"type": "string", "x-mcp-header": "Absent"},
+            "deep": deep,
+        },
+    }
+    arguments = {"where": {"region": "eu-west-1"}, "dry": False, "count": 3, "deep": {}}
+    fields = metadata_headers("tools/call", {"name": "t", "arguments": arguments}, MODERN, schema)
+    assert fields == {
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "t",
+        "Mcp-Param-Region": "eu-west-1",
+        "Mcp-Param-Dry-Run": "false",
+        "Mcp-Param-Count": "3",
+    }
+
+
+async def test_a_test_may_send_its_own_host_and_a_rebinding_one_is_refused() -> None:
+    async with (
+        served() as http,
+        ClientSession.connect(http.url, headers={"Host": "evil.example.com"}) as session,
+    ):
+        with pytest.raises(RpcError, match=r"evil\.example\.com"):
+            await session.request("tools/list")
+
+
 def test_the_sse_parser_reads_events_however_the_bytes_are_split() -> None:
     stream = (
         b'\xef\xbb\xbf: a comment\r\nevent: message\r\ndata: {"a":\r\ndata: 1}\r\n\r\n'

@@ -134,9 +134,11 @@ def encode_header_value(value: str) -> str:
     return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
 
-def _mirrored(schema: Mapping[str, Any], arguments: object, found: dict[str, str]) -> None:
+def _mirrored(
+    schema: Mapping[str, Any], arguments: object, found: dict[str, str], depth: int = 0
+) -> None:
     properties = schema.get("properties")
-    if not isinstance(properties, Mapping):
+    if not isinstance(properties, Mapping) or depth > _MAX_SCHEMA_DEPTH:
         return
     for key, child in properties.items():
         if not isinstance(child, Mapping):
@@ -150,10 +152,13 @@ def _mirrored(schema: Mapping[str, Any], arguments: object, found: dict[str, str
             header = f"Mcp-Param-{name}"
             if text is not None and header.lower() not in {h.lower() for h in found}:
                 found[header] = encode_header_value(text)
-        _mirrored(child, value, found)
+        _mirrored(child, value, found, depth + 1)
 
 
 _KINDS: Final = ("string", "integer", "boolean")
+#: A server's schema is walked this deep for x-mcp-header properties, no deeper (a hostile one
+#: could nest without end).
+_MAX_SCHEMA_DEPTH: Final = 64
 
 
 def _header_text(kind: str, value: object) -> str | None:
@@ -220,7 +225,8 @@ async def post(
     """POST `body` to `endpoint` on a new connection; the connection closes when the block ends
     (whatever is left of the body unread: closing is cancelling)."""
     head = [f"POST {endpoint.path} HTTP/1.1\r\n".encode("ascii")]
-    head.append(_field_line("Host", endpoint.authority))
+    if "host" not in {name.lower() for name in fields}:  # a test may send its own Host
+        head.append(_field_line("Host", endpoint.authority))
     for name, value in fields.items():
         head.append(_field_line(name, value))
     head.append(_field_line("Content-Length", str(len(body))))
