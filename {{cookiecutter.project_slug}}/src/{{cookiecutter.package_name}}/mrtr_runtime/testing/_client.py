@@ -88,9 +88,6 @@ __all__ = ("ClientSession", "NotificationHandler", "SessionClosed")
 
 logger = logging.getLogger(__name__)
 
-MODERN_PROTOCOL_VERSION = MODERN_VERSIONS[0]
-LEGACY_PROTOCOL_VERSION = LEGACY_VERSIONS[0]
-
 DEFAULT_CLIENT_INFO: Mapping[str, str] = {"name": "mrtr-runtime-client", "version": "1.0"}
 
 
@@ -398,6 +395,7 @@ class ClientSession(RoundsClient):
         is answered by sending the request once more with it, and the session keeps it
         (basic/versioning "Protocol Version Negotiation"); with none in common, RpcError -32022
         names both lists. A version the caller put in ``_meta`` is sent as it is, never retried.
+        ``timeout`` bounds each of the (at most two) sendings.
         """
         tried = self.protocol_version  # what this request carries (another may change it)
         try:
