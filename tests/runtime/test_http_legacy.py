@@ -737,6 +737,8 @@ def test_event_ids_name_their_stream(value: str, parsed: tuple[str, int]) -> Non
     assert parse_event_id(value) == parsed
 
 
-@pytest.mark.parametrize("value", ["", "1", "a.1", "1.a", "1.2.3", "\u0661.\u0662", "1" * 20 + ".1"])
+@pytest.mark.parametrize(
+    "value", ["", "1", "a.1", "1.a", "1.2.3", "\u0661.\u0662", "1" * 20 + ".1"]
+)
 def test_event_ids_of_no_stream_are_none(value: str) -> None:
     assert parse_event_id(value) is None
