@@ -742,3 +742,27 @@ def test_event_ids_name_their_stream(value: str, parsed: tuple[str, int]) -> Non
 )
 def test_event_ids_of_no_stream_are_none(value: str) -> None:
     assert parse_event_id(value) is None
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def test_the_session_bounds_come_from_the_environment() -> None:
+    environ = {"MRTR_HTTP_MAX_SESSIONS": " 5 ", "MRTR_HTTP_SESSION_IDLE_SECONDS": "60"}
+    settings = HttpSettings.from_environment(environ, host="127.0.0.1", port=0)
+    defaults = HttpSettings.from_environment({}, host="127.0.0.1", port=0)
+
+    assert (settings.max_sessions, settings.session_idle_seconds) == (5, 60)
+    assert (defaults.max_sessions, defaults.session_idle_seconds) == (
+        _sessions.DEFAULT_MAX_SESSIONS,
+        _sessions.DEFAULT_SESSION_IDLE_SECONDS,
+    )
+    table = HttpApp(make_server(), settings).sessions
+    assert (table.max_sessions, table.idle_seconds) == (5, 60)
+
+
+@pytest.mark.parametrize("variable", ["MRTR_HTTP_MAX_SESSIONS", "MRTR_HTTP_SESSION_IDLE_SECONDS"])
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "many", "1" * 11])
+def test_a_bad_session_bound_stops_the_http_server(variable: str, value: str) -> None:
+    with pytest.raises(ValueError, match=variable):
+        HttpSettings.from_environment({variable: value}, host="127.0.0.1", port=0)
