@@ -402,6 +402,11 @@ class HttpApp:
             idle_seconds=self.settings.session_idle_seconds,
             clock=clock,
         )
+        #: What the router is handed for a 2026-07-28 request: never initialized, never written.
+        #: Every method that writes a Session (initialize, logging/setLevel, resources/
+        #: subscribe) is legacy-only, and their requests go to `_legacy_post`; one made per
+        #: request would cost more than the rest of the routing.
+        self._stateless = Session()
         self._running = 0
         self._waiting = 0
         self._places: asyncio.Semaphore | None = None
@@ -730,10 +735,8 @@ class HttpApp:
         watcher = _DisconnectWatch(receive, exchange, cancellation, serving)
         self._open[exchange] = (request, cancellation)
         try:
-            # A session of its own that nothing keeps: a 2026-07-28 request stands alone, and
-            # no initialize reaches the router on this path (it is `_legacy_post`'s).
             message, malformed = await self.server.reply(
-                request, Session(), exchange, cancellation, principal
+                request, self._stateless, exchange, cancellation, principal
             )
         except asyncio.CancelledError:
             # Either the client went away, or the server is stopping and this request outlived
