@@ -766,3 +766,35 @@ def test_the_session_bounds_come_from_the_environment() -> None:
 def test_a_bad_session_bound_stops_the_http_server(variable: str, value: str) -> None:
     with pytest.raises(ValueError, match=variable):
         HttpSettings.from_environment({variable: value}, host="127.0.0.1", port=0)
+
+
+async def test_idle_sessions_are_swept_while_no_legacy_request_comes() -> None:
+    # The idle bound holds without traffic to notice it: the lifespan's sweeper ends them.
+    clock = Clock()
+    app = app_over(clock=clock, session_idle_seconds=0.04)
+    client = LegacyClient(app)
+    await client.initialize()
+    started, stop = asyncio.Event(), asyncio.Event()
+    incoming = iter(("lifespan.startup", "lifespan.shutdown"))
+
+    async def receive() -> dict[str, Any]:
+        kind = next(incoming)
+        if kind == "lifespan.shutdown":
+            await stop.wait()
+        return {"type": kind}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "lifespan.startup.complete":
+            started.set()
+
+    running = asyncio.get_running_loop().create_task(app({"type": "lifespan"}, receive, send))
+    with anyio.fail_after(10):
+        await started.wait()
+        session = next(iter(app.sessions))
+        clock.now += 1
+        while len(app.sessions):  # noqa: ASYNC110 -- the sweeper's effect; no event to wait on
+            await asyncio.sleep(0.01)
+        stop.set()
+        await running
+    assert session.ended
+    assert session.state.listener is not None and session.state.listener.closed

@@ -418,6 +418,7 @@ class HttpApp:
         #: Requests being served, so that stopping answers each one still open (`abandon_open`).
         self._open: dict[_Exchange | _LegacyExchange, tuple[Request, Cancellation]] = {}
         self._tasks_loop: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -441,14 +442,26 @@ class HttpApp:
                 # The task engine's background loop: resumes tasks whose worker died (here
                 # or on another replica) and forgets expired ones, for the server's life.
                 self._tasks_loop = asyncio.get_running_loop().create_task(self.server.tasks.run())
+                self._sweeper = asyncio.get_running_loop().create_task(self._sweep_sessions())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 # basic/patterns/subscriptions "Graceful Closure": open listens end first.
                 self.server.end_subscriptions()
+                if self._sweeper is not None:
+                    self._sweeper.cancel()
                 self.end_sessions()
                 await self._stop_tasks()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def _sweep_sessions(self) -> None:
+        """End idle 2025-11-25 sessions even when no legacy request comes to notice them (each
+        one also does): their listeners and logs go with them."""
+        period = min(self.sessions.idle_seconds / 4, 60.0)
+        while True:
+            await asyncio.sleep(period)
+            for ended in self.sessions.expire():
+                self._end_session(ended)
 
     async def _stop_tasks(self) -> None:
         """Running tasks stop with the server and keep their records (`working`), their leases
