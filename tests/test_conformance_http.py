@@ -159,6 +159,9 @@ def _table(runs: Mapping[tuple[str, str], ScenarioRun]) -> str:
             lines.append(f"| {scenario} | {era} | - | did not run |")
             continue
         note = tasks_note(run) if scenario in TASKS_SCENARIOS else _info(run)
+        unscored = UNSCORED.get(era, {}).get(scenario)
+        if unscored is not None:
+            note = f"not scored: {unscored} (the suite: {note})"
         lines.append(f"| {scenario} | {era} | {run.passed()} / {run.scored()} | {note} |")
     return "\n".join(lines) + "\n"
 
