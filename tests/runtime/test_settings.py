@@ -36,6 +36,8 @@ VALID = {
     ),
     "MRTR_HTTP_ALLOWED_HOSTS": ("a,b", "http_allowed_hosts", ("a", "b")),
     "MRTR_HTTP_MAX_CONNECTIONS": (" 64 ", "http_max_connections", 64),
+    "MRTR_HTTP_MAX_SESSIONS": (" 5 ", "http_max_sessions", 5),
+    "MRTR_HTTP_SESSION_IDLE_SECONDS": ("60", "http_session_idle_seconds", 60),
     "MRTR_TASK_STORE": ("sqlite:///srv/tasks.db", "task_store", "sqlite:///srv/tasks.db"),
     "MRTR_TASK_MAX_STORED": ("500", "task_max_stored", 500),
     "MRTR_TASK_MAX_PER_OWNER": ("50", "task_max_per_owner", 50),
@@ -96,6 +98,8 @@ def test_only_the_settings_read_the_environment() -> None:
         ("MRTR_HTTP_TOKEN", "  "),
         ("MRTR_HTTP_TOKEN", "t\u00f6ken"),
         ("MRTR_HTTP_MAX_CONNECTIONS", "0"),
+        ("MRTR_HTTP_MAX_SESSIONS", "0"),
+        ("MRTR_HTTP_SESSION_IDLE_SECONDS", "an hour"),
     ],
 )
 def test_a_value_that_makes_no_sense_is_named_and_the_default_kept(name: str, value: str) -> None:

@@ -137,9 +137,11 @@ def test_a_multi_round_call_crosses_two_server_processes_over_http(
     assert "1.5.0" in json.dumps(result)
 
 
-def test_a_2025_client_over_http_is_told_to_use_stdio(
+def test_a_2025_client_over_http_gets_a_session(
     server_command: list[str], server_env: dict[str, str]
 ) -> None:
+    # Hosts of the 2025-11-25 era are served over HTTP too: initialize opens a session, named
+    # in the Mcp-Session-Id header of its answer.
     with http_server(server_command, server_env) as endpoint:
         connection = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=BOUND)
         initialize = {
@@ -152,10 +154,12 @@ def test_a_2025_client_over_http_is_told_to_use_stdio(
             "POST", "/mcp", json.dumps(initialize), {"content-type": "application/json"}
         )
         response = connection.getresponse()
-        error = json.loads(response.read())["error"]
+        session = response.getheader("mcp-session-id")
+        result = json.loads(response.read())["result"]
         connection.close()
-    assert response.status == 400
-    assert error["data"]["supported"] == ["2026-07-28"]
+    assert response.status == 200
+    assert session
+    assert result["protocolVersion"] == "2025-11-25"
 
 
 @pytest.mark.anyio
