@@ -356,22 +356,31 @@ async def test_a_header_that_disagrees_with_the_body_is_400_with_32020(http: Cli
     assert padded.json()["result"]["content"][0]["text"] == "hi"
 
 
-async def test_a_2025_client_is_told_which_version_is_served(http: Client) -> None:
+async def test_a_modern_request_never_gets_a_session_even_naming_one(http: Client) -> None:
+    # 2026-07-28 basic/transports/streamable-http "Backward Compatibility": an Mcp-Session-Id
+    # on a request is ignored; the server neither mints nor echoes one. A legacy initialize
+    # does open a session (test_http_legacy.py): the modern reply must not carry it.
     initialize = {
         "jsonrpc": "2.0",
         "id": 0,
         "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}},
     }
-    error = await error_of(await http.post(initialize), 400)
-    assert error["code"] == -32022
-    assert error["data"] == {"supported": [MODERN], "requested": "2025-11-25"}
-    # The legacy session never starts: the same app still wants _meta on every request.
+    opened = await http.post(initialize)
+    session = opened.headers["mcp-session-id"]
+    for headers in ({}, {"mcp-session-id": session}, {"mcp-session-id": "no-such-session"}):
+        reply = await http.rpc("tools/list", headers=headers)
+        assert reply.status == 200, reply.body
+        assert "mcp-session-id" not in reply.headers
+        assert reply.json()["result"]["resultType"] == "complete"  # served as 2026-07-28
+    # Without _meta or a session, a request is still malformed for 2026-07-28 (and the
+    # 2025-11-25 "SHOULD respond ... without an Mcp-Session-Id header ... with 400").
     still_modern = await http.post(
         {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         headers={"mcp-protocol-version": MODERN, "mcp-method": "tools/list"},
     )
     assert (await error_of(still_modern, 400))["code"] == -32602
+    assert "mcp-session-id" not in still_modern.headers
 
 
 @pytest.mark.parametrize(
@@ -420,10 +429,14 @@ async def test_huge_host_and_origin_values_are_judged_but_never_kept(http: Clien
     assert http_module._judged_access.cache_info().currsize == kept
 
 
-async def test_only_post_on_the_endpoint(http: Client) -> None:
+async def test_only_post_on_the_endpoint_without_a_session(http: Client) -> None:
+    # 2026-07-28 "Backward Compatibility": GET and DELETE get 405; with a 2025-11-25 session
+    # id they are that era's stream and session ending (test_http_legacy.py).
     for method in ("GET", "DELETE", "PUT"):
         reply = await http.post(b"", method=method)
         assert (reply.status, reply.headers["allow"]) == (405, "POST")
+    put = await http.post(b"", method="PUT", headers={"mcp-session-id": "any"})
+    assert put.status == 405
     assert (await http.post(b"", path="/other")).status == 404
 
 

@@ -120,6 +120,8 @@ CLIENT_REQUEST_TIMEOUT_SECONDS: Final = 600.0
 _TTL_VARIABLE: Final = "MRTR_STATE_TTL_SECONDS"
 _TIMEOUT_VARIABLE: Final = "MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS"
 _MAX_CONNECTIONS_VARIABLE: Final = "MRTR_HTTP_MAX_CONNECTIONS"
+_MAX_SESSIONS_VARIABLE: Final = "MRTR_HTTP_MAX_SESSIONS"
+_SESSION_IDLE_VARIABLE: Final = "MRTR_HTTP_SESSION_IDLE_SECONDS"
 _HTTP_TOKEN_VARIABLE: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 TASK_STORE_VARIABLE: Final = "MRTR_TASK_STORE"
 TASK_MAX_STORED_VARIABLE: Final = "MRTR_TASK_MAX_STORED"
@@ -169,6 +171,12 @@ class Settings:
     http_allowed_hosts: tuple[str, ...] = ()
     #: ``MRTR_HTTP_MAX_CONNECTIONS``: a whole number from 1; None for the transport's default.
     http_max_connections: int | None = None
+    #: ``MRTR_HTTP_MAX_SESSIONS``: 2025-11-25 sessions open at once, a whole number from 1;
+    #: None for the transport's default.
+    http_max_sessions: int | None = None
+    #: ``MRTR_HTTP_SESSION_IDLE_SECONDS``: a 2025-11-25 session unused this long is ended, a
+    #: whole number of seconds from 1; None for the transport's default.
+    http_session_idle_seconds: int | None = None
     #: ``MRTR_TASK_STORE``: where tasks are kept (``sqlite:///abs/path.db``, ``redis://...``,
     #: ``rediss://...``, ``memory:``), as set; "" for the default (SQLite in the per-user state
     #: directory). Checked here; opened by ``_task_backends`` on the first task. Out of the repr:
@@ -227,9 +235,9 @@ class Settings:
             http_tokens_file=environ.get("MRTR_HTTP_TOKENS_FILE"),
             http_allowed_origins=listed("MRTR_HTTP_ALLOWED_ORIGINS"),
             http_allowed_hosts=listed("MRTR_HTTP_ALLOWED_HOSTS"),
-            http_max_connections=_max_connections_of(
-                environ.get(_MAX_CONNECTIONS_VARIABLE), problems
-            ),
+            http_max_connections=_whole_of(_MAX_CONNECTIONS_VARIABLE, environ, problems),
+            http_max_sessions=_whole_of(_MAX_SESSIONS_VARIABLE, environ, problems),
+            http_session_idle_seconds=_whole_of(_SESSION_IDLE_VARIABLE, environ, problems),
             task_store=_task_store_of(text(TASK_STORE_VARIABLE), problems),
             task_max_stored=_task_bound_of(
                 TASK_MAX_STORED_VARIABLE, DEFAULT_TASK_MAX_STORED, environ, problems
@@ -278,15 +286,15 @@ def _timeout_of(raw: str | None, problems: dict[str, str]) -> float:
     return CLIENT_REQUEST_TIMEOUT_SECONDS
 
 
-def _max_connections_of(raw: str | None, problems: dict[str, str]) -> int | None:
+def _whole_of(variable: str, environ: Mapping[str, str], problems: dict[str, str]) -> int | None:
+    """A bound of the HTTP transport: a whole number from 1; None when unset (its default)."""
+    raw = environ.get(variable)
     if raw is None or not raw.strip():
         return None
     value = raw.strip()
-    if value.isascii() and value.isdigit() and int(value) >= 1:
+    if value.isascii() and value.isdigit() and len(value) <= 10 and int(value) >= 1:
         return int(value)
-    problems[_MAX_CONNECTIONS_VARIABLE] = (
-        f"{_MAX_CONNECTIONS_VARIABLE} must be a whole number from 1, not {raw[:40]!r}"
-    )
+    problems[variable] = f"{variable} must be a whole number from 1, not {raw[:40]!r}"
     return None
 
 

@@ -1,11 +1,20 @@
-"""MCP's Streamable HTTP transport, 2026-07-28 (basic/transports/streamable-http), as an ASGI app.
+"""MCP's Streamable HTTP transport as an ASGI app: 2026-07-28, and 2025-11-25 beside it.
 
 A thin shell like `../_stdio.py`: it reads one POST, applies `_rules` (who may ask, whether the
 headers agree with the body), hands the request to the same `Server` the stdio transport uses,
 and writes the reply as JSON, or as an SSE stream when the request's handler sends notifications
-first (progress, log messages, a listen's notices). Closing the connection cancels the request
-("Cancellation"). Every request stands alone: no sessions, nothing kept between requests, so any
-number of replicas sharing one signing key serve one conversation (basic/patterns/mrtr).
+first (progress, log messages, a listen's notices). For 2026-07-28 (basic/transports/
+streamable-http) closing the connection cancels the request ("Cancellation"), and every request
+stands alone: no sessions, nothing kept between requests, so any number of replicas sharing one
+signing key serve one conversation (basic/patterns/mrtr).
+
+2025-11-25 clients (basic/transports "Streamable HTTP" of that revision) are served on the same
+endpoint, as 2026-07-28 basic/versioning "Backward Compatibility" allows a dual-era server: an
+`initialize` without modern `_meta` opens a session (`_sessions`), named by `Mcp-Session-Id`;
+requests in it get the legacy era, and the legacy bridge asks the client with real
+server-to-client requests on the request's SSE stream, whose answers the client POSTs back. GET
+opens the session's own stream, DELETE ends it, and each stream can be resumed with
+`Last-Event-ID`. A request carrying modern `_meta` is modern whatever headers it has.
 
 The HTTP server itself is uvicorn: `_uvicorn.serve_http` runs this app on it (the optional `http`
 extra). Nothing here is imported when serving stdio.
@@ -14,15 +23,17 @@ extra). Nothing here is imported when serving stdio.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._config import Settings
+from .._config import CLIENT_REQUEST_TIMEOUT_SECONDS, Settings
 from .._context import MAYBE_CARRIED_OUT, SHUTDOWN_GRACE_SECONDS, Cancellation
 from .._jsonrpc import (
     INTERNAL_ERROR,
@@ -33,12 +44,14 @@ from .._jsonrpc import (
     Notification,
     Request,
     Response,
+    RpcError,
     encode,
     error_response,
     parse_json,
     parse_message,
 )
 from .._router import Server, Session
+from .._wire import META_PROTOCOL_VERSION
 from ._rules import (
     HEADER_MISMATCH,
     AccessPolicy,
@@ -46,9 +59,18 @@ from ._rules import (
     MirroredParam,
     check_headers,
     http_status,
-    legacy_request_problem,
+    legacy_version_problem,
     mirrored_params,
     parse_token_lines,
+)
+from ._sessions import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_SECONDS,
+    STANDALONE,
+    EventLog,
+    LegacySession,
+    SessionTable,
+    parse_event_id,
 )
 
 __all__ = (
@@ -87,6 +109,12 @@ ENV_TOKENS_FILE: Final = "MRTR_HTTP_TOKENS_FILE"
 ENV_ALLOWED_ORIGINS: Final = "MRTR_HTTP_ALLOWED_ORIGINS"
 ENV_ALLOWED_HOSTS: Final = "MRTR_HTTP_ALLOWED_HOSTS"
 ENV_MAX_CONNECTIONS: Final = "MRTR_HTTP_MAX_CONNECTIONS"
+ENV_MAX_SESSIONS: Final = "MRTR_HTTP_MAX_SESSIONS"
+ENV_SESSION_IDLE: Final = "MRTR_HTTP_SESSION_IDLE_SECONDS"
+#: 2025-11-25 "Sending Messages" 6.: the `retry` (milliseconds) sent before the server closes a
+#: stream's connection early (a newer connection took the stream over); the client waits this
+#: long, then resumes with `Last-Event-ID`.
+RETRY_MILLISECONDS: Final = 1000
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -257,6 +285,11 @@ class HttpSettings:
     max_connections: int = MAX_CONNECTIONS
     head_timeout_seconds: float = HEAD_TIMEOUT_SECONDS
     max_head_bytes: int = MAX_HEAD_BYTES
+    #: 2025-11-25 sessions: how many at once, and how long one may go unused.
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    session_idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS
+    #: How long a legacy server-to-client request waits for the client's answer.
+    client_request_timeout: float = CLIENT_REQUEST_TIMEOUT_SECONDS
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], *, host: str, port: int) -> HttpSettings:
@@ -268,9 +301,12 @@ class HttpSettings:
         """The access rules from `MRTR_HTTP_TOKEN`, `MRTR_HTTP_TOKENS_FILE` (a file of
         `principal:token` lines, owner-only), `MRTR_HTTP_ALLOWED_ORIGINS` and
         `MRTR_HTTP_ALLOWED_HOSTS` (comma-separated lists); the connection bound from
-        `MRTR_HTTP_MAX_CONNECTIONS` (a whole number from 1, default MAX_CONNECTIONS), as
-        `settings` read them. A value they refused raises ValueError (the CLI exits 2)."""
-        settings.refuse(ENV_TOKEN, ENV_MAX_CONNECTIONS)
+        `MRTR_HTTP_MAX_CONNECTIONS` (a whole number from 1, default MAX_CONNECTIONS); the
+        2025-11-25 session bounds from `MRTR_HTTP_MAX_SESSIONS` and
+        `MRTR_HTTP_SESSION_IDLE_SECONDS` (whole numbers from 1); the wait for a legacy client's
+        answer from `MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS`, as `settings` read them. A value they
+        refused raises ValueError (the CLI exits 2)."""
+        settings.refuse(ENV_TOKEN, ENV_MAX_CONNECTIONS, ENV_MAX_SESSIONS, ENV_SESSION_IDLE)
         return cls(
             host=host,
             port=port,
@@ -279,6 +315,9 @@ class HttpSettings:
             bearer_token=settings.http_token,
             bearer_tokens=_read_tokens_file(settings.http_tokens_file),
             max_connections=settings.http_max_connections or MAX_CONNECTIONS,
+            max_sessions=settings.http_max_sessions or DEFAULT_MAX_SESSIONS,
+            session_idle_seconds=settings.http_session_idle_seconds or DEFAULT_SESSION_IDLE_SECONDS,
+            client_request_timeout=settings.client_request_timeout,
         )
 
     def policy(self) -> AccessPolicy:
@@ -342,15 +381,27 @@ def _principal(scope: Scope, bearer: str | None) -> str | None:
 
 
 class HttpApp:
-    """The ASGI application: `server` at `ENDPOINT`, under `settings`' rules and bounds."""
+    """The ASGI application: `server` at `ENDPOINT`, under `settings`' rules and bounds.
 
-    def __init__(self, server: Server, settings: HttpSettings | None = None) -> None:
+    `clock` is the 2025-11-25 sessions' (their idle bound); tests pass their own.
+    """
+
+    def __init__(
+        self,
+        server: Server,
+        settings: HttpSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.server = server
         self.settings = settings or HttpSettings()
         self.policy = self.settings.policy()
-        # Only ever read by the router for the 2025-11-25 era, which HTTP never enters: the
-        # `initialize` that would start it is refused before the router sees it.
-        self._session = Session()
+        #: 2025-11-25 sessions; 2026-07-28 requests never touch it.
+        self.sessions = SessionTable(
+            max_sessions=self.settings.max_sessions,
+            idle_seconds=self.settings.session_idle_seconds,
+            clock=clock,
+        )
         self._running = 0
         self._waiting = 0
         self._places: asyncio.Semaphore | None = None
@@ -360,7 +411,7 @@ class HttpApp:
         #: The tasks of requests waiting for a place, so that stopping can answer them at once.
         self._queued: set[asyncio.Task[Any]] = set()
         #: Requests being served, so that stopping answers each one still open (`abandon_open`).
-        self._open: dict[_Exchange, tuple[Request, Cancellation]] = {}
+        self._open: dict[_Exchange | _LegacyExchange, tuple[Request, Cancellation]] = {}
         self._tasks_loop: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -389,6 +440,7 @@ class HttpApp:
             elif message["type"] == "lifespan.shutdown":
                 # basic/patterns/subscriptions "Graceful Closure": open listens end first.
                 self.server.end_subscriptions()
+                self.end_sessions()
                 await self._stop_tasks()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -419,13 +471,16 @@ class HttpApp:
         if problem is not None:
             await _respond(send, 403, _error_body(INVALID_REQUEST, problem))
             return
-        if scope["method"] != "POST":
-            # "Backward Compatibility": GET and DELETE (the 2025-11-25 stream and session
-            # ending) get 405; so does anything else that is not a POST.
+        method = scope["method"]
+        if method != "POST" and (
+            method not in ("GET", "DELETE") or "mcp-session-id" not in headers
+        ):
+            # 2026-07-28 "Backward Compatibility": GET and DELETE without a session (the
+            # 2025-11-25 stream and session ending need one) get 405, as does any other method.
             await _respond(
                 send,
                 405,
-                _error_body(INVALID_REQUEST, f"Method Not Allowed: {scope['method']}; POST only"),
+                _error_body(INVALID_REQUEST, f"Method Not Allowed: {method}; POST only"),
                 [_JSON, (b"allow", b"POST")],
             )
             return
@@ -437,6 +492,13 @@ class HttpApp:
                 _error_body(INVALID_REQUEST, "Unauthorized: a valid bearer token is required"),
                 [_JSON, (b"www-authenticate", b'Bearer realm="mcp"')],
             )
+            return
+        if method != "POST":
+            principal = _principal(scope, self.policy.bearer_principal(authorization))
+            if method == "GET":
+                await self._get(headers, principal, receive, send)
+            else:
+                await self._delete(headers, principal, send)
             return
         content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if content_type != "application/json":
@@ -470,6 +532,48 @@ class HttpApp:
         if self._stopping:
             await self._refuse_stopping(send)
             return
+        try:
+            message = parse_message(parse_json(body))
+        except InvalidMessage as error:
+            await _respond(
+                send, 400, _error_body(error.code, error.message, error.request_id, error.data)
+            )
+            return
+        principal = _principal(scope, self.policy.bearer_principal(authorization))
+        # The one header the 2026-07-28 path looks up for the other era: a session's requests,
+        # and an initialize, are 2025-11-25 unless they carry modern _meta.
+        session_id = headers.get("mcp-session-id")
+        if (
+            session_id is not None
+            or (isinstance(message, Request) and message.method == "initialize")
+        ) and not _modern(message):
+            await self._legacy_post(message, session_id, headers, accept, principal, receive, send)
+            return
+        if isinstance(message, Notification):
+            # "Sending Messages": an accepted notification gets 202 and no body. None is defined
+            # for clients over HTTP in 2026-07-28 (cancelling is closing the stream).
+            await _respond(send, 202, headers=[])
+            return
+        if isinstance(message, Response):
+            await _respond(
+                send,
+                400,
+                _error_body(INVALID_REQUEST, "Invalid request: a client sends no responses here"),
+            )
+            return
+        places = await self._take_place(send)
+        if places is None:
+            return
+        try:
+            await self._serve(message, headers, accept, receive, send, principal)
+        finally:
+            self._running -= 1
+            places.release()
+
+    async def _take_place(self, send: Send) -> asyncio.Semaphore | None:
+        """One of the `max_in_flight` places to run a request in (give it back with
+        `_running -= 1; places.release()`), waiting among `max_waiting` others for it; None
+        when refused (503, answered here)."""
         settings = self.settings
         if self._running >= settings.max_in_flight and self._waiting >= settings.max_waiting:
             await _respond(
@@ -482,7 +586,7 @@ class HttpApp:
                 ),
                 [_JSON, _RETRY_SOON],
             )
-            return
+            return None
         places = self._places
         if places is None:
             places = self._places = asyncio.Semaphore(self.settings.max_in_flight)
@@ -499,18 +603,13 @@ class HttpApp:
                 raise
             waiting.uncancel()
             await self._refuse_stopping(send)
-            return
+            return None
         finally:
             self._waiting -= 1
             if waiting is not None:
                 self._queued.discard(waiting)
         self._running += 1
-        try:
-            principal = _principal(scope, self.policy.bearer_principal(authorization))
-            await self._serve(body, headers, accept, receive, send, principal)
-        finally:
-            self._running -= 1
-            places.release()
+        return places
 
     async def _refuse_stopping(self, send: Send) -> None:
         await _respond(
@@ -525,10 +624,22 @@ class HttpApp:
     # -- stopping (called by the HTTP server that runs the app) ----------------------------------
 
     def stop_waiting(self) -> None:
-        """Start nothing more: requests waiting for a place are answered 503 now, not cut off."""
+        """Start nothing more: requests waiting for a place are answered 503 now, not cut off,
+        and the 2025-11-25 sessions' GET streams end (nothing on them awaits an answer)."""
         self._stopping = True
         for task in self._queued:
             task.cancel()
+        for session in self.sessions:
+            standalone = session.attached.get(STANDALONE)
+            if standalone is not None:
+                standalone.end_soon()
+
+    def end_sessions(self) -> int:
+        """End every 2025-11-25 session (the server is stopping); how many there were."""
+        sessions = list(self.sessions)
+        for session in sessions:
+            self._end_session(session)
+        return len(sessions)
 
     async def abandon_open(self) -> int:
         """Answer every request still open with the stopping error; how many there were.
@@ -574,37 +685,13 @@ class HttpApp:
 
     async def _serve(
         self,
-        body: bytes,
+        message: Request,
         headers: Mapping[str, str],
         accept: str | None,
         receive: Receive,
         send: Send,
         principal: str | None = None,
     ) -> None:
-        try:
-            message = parse_message(parse_json(body))
-        except InvalidMessage as error:
-            await _respond(
-                send, 400, _error_body(error.code, error.message, error.request_id, error.data)
-            )
-            return
-        if isinstance(message, Notification):
-            # "Sending Messages": an accepted notification gets 202 and no body. None is defined
-            # for clients over HTTP in 2026-07-28 (cancelling is closing the stream).
-            await _respond(send, 202, headers=[])
-            return
-        if isinstance(message, Response):
-            await _respond(
-                send,
-                400,
-                _error_body(INVALID_REQUEST, "Invalid request: a client sends no responses here"),
-            )
-            return
-        refusal = legacy_request_problem(message, headers.get("mcp-protocol-version"))
-        if refusal is not None:
-            refused = {"jsonrpc": "2.0", "id": message.id, "error": refusal}
-            await _respond(send, 400, encode(refused))
-            return
         try:
             check_headers(headers, message, self._mirrored_for(message))
         except HeaderMismatch as mismatch:
@@ -643,8 +730,10 @@ class HttpApp:
         watcher = _DisconnectWatch(receive, exchange, cancellation, serving)
         self._open[exchange] = (request, cancellation)
         try:
+            # A session of its own that nothing keeps: a 2026-07-28 request stands alone, and
+            # no initialize reaches the router on this path (it is `_legacy_post`'s).
             message, malformed = await self.server.reply(
-                request, self._session, exchange, cancellation, principal
+                request, Session(), exchange, cancellation, principal
             )
         except asyncio.CancelledError:
             # Either the client went away, or the server is stopping and this request outlived
@@ -671,6 +760,291 @@ class HttpApp:
             # A handler's result that is not JSON: the stdio transport answers the same way.
             _logger.exception("a result for %s could not be encoded", request.method)
             await exchange.finish(error_response(request.id, INTERNAL_ERROR, "Internal error"), 200)
+
+    # -- 2025-11-25 sessions ---------------------------------------------------------------------
+
+    def _end_session(self, session: LegacySession) -> None:
+        """End `session`: its running requests cancelled, its streams closed, its listener
+        closed; its id answers 404 from now on ("Session Management" 3.)."""
+        self.sessions.end(session)
+        for running in list(session.running.values()):
+            running.cancel()
+        for answer in session.pending.values():
+            answer.cancel()
+        for stream in list(session.attached.values()):
+            stream.end_soon()
+        listener = session.state.listener
+        if listener is not None:
+            listener.close()
+
+    def _live_session(self, session_id: str, principal: str | None) -> LegacySession | None:
+        for ended in self.sessions.expire():
+            self._end_session(ended)
+        return self.sessions.find(session_id, principal)
+
+    async def _legacy_post(
+        self,
+        message: Request | Notification | Response,
+        session_id: str | None,
+        headers: Mapping[str, str],
+        accept: str | None,
+        principal: str | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        request_id = message.id if isinstance(message, Request) else None
+        problem = legacy_version_problem(headers.get("mcp-protocol-version"))
+        if problem is not None:
+            await _respond(send, 400, _error_body(INVALID_REQUEST, problem, request_id))
+            return
+        if isinstance(message, Request) and message.method == "initialize":
+            # "Session Management" 1.: the session starts with initialize; a header it carries
+            # names nothing yet (a client starting over after a 404 may still send the old one).
+            await self._open_session(message, principal, send)
+            return
+        session = None if session_id is None else self._live_session(session_id, principal)
+        if session is None:
+            # "Session Management" 3. and 4.: an ended (or unknown) session is 404, and the
+            # client starts over with initialize. The id is never logged.
+            await _respond(
+                send,
+                404,
+                _error_body(
+                    INVALID_REQUEST,
+                    "Session not found: it ended or was never opened; send initialize again",
+                    request_id,
+                ),
+            )
+            return
+        if isinstance(message, Response):
+            # "Sending Messages" 4.: the client's answer to our request; it never waits for a
+            # place (the request it answers holds one), so a full server cannot deadlock.
+            waiting = session.pending.get(message.id) if isinstance(message.id, str) else None
+            if waiting is not None and not waiting.done():
+                waiting.set_result(message)
+            await _respond(send, 202, headers=[])
+            return
+        if isinstance(message, Notification):
+            cancelled = self.server.handle_notification(message)
+            running = session.running.get(cancelled) if cancelled is not None else None
+            if running is not None:
+                # basic/utilities/cancellation: the client's notifications/cancelled, the only
+                # way to cancel here ("Sending Messages" 6.: disconnection is not cancellation).
+                running.cancel()
+            await _respond(send, 202, headers=[])
+            return
+        if message.id in session.running:
+            await _respond(
+                send, 400, _error_body(INVALID_REQUEST, "Request id is already in use", message.id)
+            )
+            return
+        places = await self._take_place(send)
+        if places is None:
+            return
+        self.sessions.acquire(session)
+        try:
+            await self._legacy_request(session, message, accept, principal, receive, send)
+        finally:
+            self.sessions.release(session)
+            self._running -= 1
+            places.release()
+
+    async def _open_session(self, request: Request, principal: str | None, send: Send) -> None:
+        session, ended = self.sessions.open(principal)
+        for old in ended:
+            self._end_session(old)
+        if session is None:
+            # At the count bound with every session busy: none can be ended for this one.
+            await _respond(
+                send,
+                503,
+                _error_body(
+                    INTERNAL_ERROR,
+                    f"Server busy: {self.sessions.max_sessions} sessions open, each with a "
+                    "request running; retry later",
+                    request.id,
+                ),
+                [_JSON, _RETRY_SOON],
+            )
+            return
+        # The session's own stream is what its listener notifies (list changes, resource
+        # updates: "Listening for Messages" 4., messages unrelated to any request).
+        standalone = _LegacyExchange(self, session, session.logs[STANDALONE], sse=True)
+        message, _ = await self.server.reply(request, session.state, standalone, None, principal)
+        if "error" in message:
+            self.sessions.end(session)
+            await _respond(send, 200, encode(message))
+            return
+        await _respond(
+            send, 200, encode(message), [_JSON, (b"mcp-session-id", session.id.encode("ascii"))]
+        )
+
+    async def _legacy_request(
+        self,
+        session: LegacySession,
+        request: Request,
+        accept: str | None,
+        principal: str | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """One request of a 2025-11-25 session, on an SSE stream of its own when the client
+        takes one ("Sending Messages" 5.): the priming event first, then what the request
+        sends (notifications, the legacy bridge's requests), then its response. The client
+        closing the connection detaches the stream and the request keeps running; its
+        messages wait in the stream's log for a GET with `Last-Event-ID`."""
+        serving = asyncio.current_task()
+        if serving is None:  # an ASGI server always runs the app in a task
+            raise RuntimeError("HttpApp must run inside an asyncio task")
+        log = session.open_stream()
+        sse = _accepts(accept, "text/event-stream")
+        exchange = _LegacyExchange(self, session, log, sse=sse, send=send)
+        cancellation = Cancellation()
+        session.running[request.id] = _Running(cancellation, serving)
+        watch: asyncio.Task[None] | None = None
+        if sse:
+            stream = _SseStream(send)
+            session.attached[log.key] = stream
+            await stream.start(_priming(log))
+            holding = _hold_post(receive, session, log, stream)
+            watch = asyncio.get_running_loop().create_task(holding)
+        try:
+            await self._legacy_reply(session, request, exchange, cancellation, principal, serving)
+        finally:
+            if watch is not None:
+                watch.cancel()
+
+    async def _legacy_reply(
+        self,
+        session: LegacySession,
+        request: Request,
+        exchange: _LegacyExchange,
+        cancellation: Cancellation,
+        principal: str | None,
+        serving: asyncio.Task[Any],
+    ) -> None:
+        self._open[exchange] = (request, cancellation)
+        try:
+            message, _ = await self.server.reply(
+                request, session.state, exchange, cancellation, principal
+            )
+        except asyncio.CancelledError:
+            # Cancelled by the client (notifications/cancelled), by DELETE, or by a stopping
+            # server past its grace (uvicorn cancels the task).
+            serving.uncancel()
+            if self._stopping and not session.ended:
+                await exchange.finish(_stopping_error(request, cancellation), 503)
+            else:
+                # basic/utilities/cancellation: no response for a cancelled request.
+                await exchange.end()
+            return
+        finally:
+            del self._open[exchange]
+            session.running.pop(request.id, None)
+        if cancellation.cancelled:
+            await exchange.end()  # it ignored its cancellation: its answer is dropped
+            return
+        try:
+            await exchange.finish(message, 200)
+        except (TypeError, ValueError):
+            _logger.exception("a result for %s could not be encoded", request.method)
+            await exchange.finish(error_response(request.id, INTERNAL_ERROR, "Internal error"), 200)
+
+    async def _get(
+        self, headers: Mapping[str, str], principal: str | None, receive: Receive, send: Send
+    ) -> None:
+        """2025-11-25 "Listening for Messages": the session's own stream; with `Last-Event-ID`,
+        any of its streams resumed after that event ("Resumability and Redelivery" 2.)."""
+        if not _accepts(headers.get("accept"), "text/event-stream"):
+            await _respond(
+                send, 406, _error_body(INVALID_REQUEST, "Not Acceptable: accept text/event-stream")
+            )
+            return
+        problem = legacy_version_problem(headers.get("mcp-protocol-version"))
+        if problem is not None:
+            await _respond(send, 400, _error_body(INVALID_REQUEST, problem))
+            return
+        session = self._live_session(headers["mcp-session-id"], principal)
+        if session is None:
+            await _respond(
+                send,
+                404,
+                _error_body(INVALID_REQUEST, "Session not found: it ended or was never opened"),
+            )
+            return
+        if self._stopping:
+            await self._refuse_stopping(send)
+            return
+        resumed = headers.get("last-event-id")
+        replay: list[bytes] = []
+        if resumed is None:
+            log = session.logs[STANDALONE]
+            if session.attached.get(STANDALONE) is not None:
+                # One GET stream per session (as the TypeScript SDK answers): a second would
+                # split its messages, which go on one stream only ("Multiple Connections" 2.).
+                await _respond(
+                    send,
+                    409,
+                    _error_body(
+                        INVALID_REQUEST,
+                        "Conflict: this session's GET stream is already open; close it first, "
+                        "or resume it with Last-Event-ID",
+                    ),
+                )
+                return
+            replay.append(_priming(log))
+        else:
+            found = parse_event_id(resumed)
+            log_of = session.logs.get(found[0]) if found is not None else None
+            if found is None or log_of is None:
+                await _respond(
+                    send,
+                    400,
+                    _error_body(
+                        INVALID_REQUEST,
+                        "Bad Request: Last-Event-ID names no stream this session still holds",
+                    ),
+                )
+                return
+            log = log_of
+            # "MUST NOT replay messages that would have been delivered on a different
+            # stream": only this log's events after the one named.
+            replay = log.after(found[1])
+            previous = session.attached.pop(log.key, None)
+            if previous is not None:
+                # The client resumed, so the older connection is dead or abandoned.
+                previous.end_soon(retry=True)
+            if not replay:
+                replay.append(_priming(log))
+        stream = _SseStream(send)
+        self.sessions.acquire(session)
+        try:
+            if log.ended:
+                # Its request is over: the replay holds its end, and nothing more comes.
+                await stream.start(b"".join(replay))
+                await stream.close()
+                session.forget_stream(log.key)
+                return
+            session.attached[log.key] = stream
+            await stream.start(b"".join(replay))
+            await _hold(receive, stream)
+        finally:
+            if session.attached.get(log.key) is stream:
+                del session.attached[log.key]
+            self.sessions.release(session)
+
+    async def _delete(self, headers: Mapping[str, str], principal: str | None, send: Send) -> None:
+        """2025-11-25 "Session Management" 5.: the client ends its session."""
+        session = self._live_session(headers["mcp-session-id"], principal)
+        if session is None:
+            await _respond(
+                send,
+                404,
+                _error_body(INVALID_REQUEST, "Session not found: it ended or was never opened"),
+            )
+            return
+        self._end_session(session)
+        await _respond(send, 200, headers=[])
 
 
 def _stopping_error(request: Request, cancellation: Cancellation) -> JSONObject:
@@ -721,3 +1095,238 @@ class _DisconnectWatch:
         self._start.cancel()
         if self._task is not None:
             self._task.cancel()
+
+
+# -- 2025-11-25: streams, and the Peer of a session's request --------------------------------------
+
+
+def _modern(message: Request | Notification | Response) -> bool:
+    """2026-07-28 basic/versioning "Backward Compatibility": a message carrying modern
+    per-request `_meta` is served statelessly, whatever session header it has."""
+    if isinstance(message, Response):
+        return False
+    meta = message.params.get("_meta")
+    return isinstance(meta, dict) and META_PROTOCOL_VERSION in meta
+
+
+def _priming(log: EventLog) -> bytes:
+    """2025-11-25 "Sending Messages" 6.: an event id and empty data, so that the client can
+    resume from the very start of the stream."""
+    return b"id: %s\ndata: \n\n" % log.next_id().encode("ascii")
+
+
+class _SseStream:
+    """One connection carrying a session's stream: a POST's response, or a GET's."""
+
+    __slots__ = ("_keepalive", "closed", "ending", "retry", "send")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        #: Nothing more is sent on it (ended by the server, or the client went away).
+        self.closed = False
+        #: Set when the server wants it ended (`end_soon`) or it ended.
+        self.ending = asyncio.Event()
+        self.retry = False
+        self._keepalive: asyncio.Task[None] | None = None
+
+    async def start(self, first: bytes) -> None:
+        await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await self.send({"type": "http.response.body", "body": first, "more_body": True})
+        self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive())
+
+    async def _keep_alive(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(KEEPALIVE_SECONDS)
+            await self.write(_KEEPALIVE)
+
+    async def write(self, frame: bytes) -> None:
+        if not self.closed:
+            await self.send({"type": "http.response.body", "body": frame, "more_body": True})
+
+    async def close(self, last: bytes = b"") -> None:
+        """The last bytes, and the response ends; with `retry` set, the client is told to
+        come back ("Sending Messages" 6.: SHOULD send `retry` before closing early)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.ending.set()
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        if self.retry:
+            last = b"retry: %d\n\n" % RETRY_MILLISECONDS + last
+        await self.send({"type": "http.response.body", "body": last, "more_body": False})
+
+    def end_soon(self, *, retry: bool = False) -> None:
+        """Ask whoever holds the connection (`_hold`) to close it."""
+        self.retry = retry
+        self.ending.set()
+
+    def gone(self) -> None:
+        """The client closed the connection."""
+        self.closed = True
+        self.ending.set()
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _hold(receive: Receive, stream: _SseStream) -> None:
+    """Keep `stream`'s connection until the client closes it or the server ends the stream."""
+    watching = asyncio.get_running_loop().create_task(_disconnected(receive))
+    ending = asyncio.get_running_loop().create_task(stream.ending.wait())
+    try:
+        await asyncio.wait({watching, ending}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watching.cancel()
+        ending.cancel()
+    if watching.done() and not watching.cancelled():
+        stream.gone()
+    else:
+        await stream.close()
+
+
+async def _hold_post(
+    receive: Receive, session: LegacySession, log: EventLog, stream: _SseStream
+) -> None:
+    """A legacy POST's stream: when its connection goes, the stream is detached and its
+    request keeps running ("Sending Messages" 6.: disconnection SHOULD NOT be interpreted as
+    the client cancelling its request); what it sends waits in the log."""
+    try:
+        await _hold(receive, stream)
+    finally:
+        if session.attached.get(log.key) is stream:
+            del session.attached[log.key]
+
+
+class _Running:
+    """A session's request being served: how to cancel it."""
+
+    __slots__ = ("cancellation", "task")
+
+    def __init__(self, cancellation: Cancellation, task: asyncio.Task[Any]) -> None:
+        self.cancellation = cancellation
+        self.task = task
+
+    def cancel(self) -> None:
+        # The flag first: a handler in a worker thread sees it although the task's
+        # cancellation cannot reach it.
+        self.cancellation.cancel()
+        self.task.cancel()
+
+
+class _LegacyExchange:
+    """The `Peer` of one 2025-11-25 request (or, for the standalone stream, of the session's
+    listener): its messages are events of its stream, logged for replay and written to the
+    connection attached to the stream, if any."""
+
+    __slots__ = ("app", "log", "send", "session", "sse")
+
+    def __init__(
+        self,
+        app: HttpApp,
+        session: LegacySession,
+        log: EventLog,
+        *,
+        sse: bool,
+        send: Send | None = None,
+    ) -> None:
+        self.app = app
+        self.session = session
+        self.log = log
+        self.sse = sse
+        self.send = send
+
+    async def _emit(self, data: bytes) -> None:
+        frame = self.log.record(data)
+        stream = self.session.attached.get(self.log.key)
+        if stream is not None:
+            await stream.write(frame)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if self.sse and not self.log.ended and not self.session.ended:
+            await self._emit(encode({"jsonrpc": "2.0", "method": method, "params": params}))
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """2025-11-25 "Sending Messages" 6.: the server MAY send requests on the request's
+        stream; the client POSTs the response (`_legacy_post`)."""
+        if not self.sse:
+            raise RpcError(
+                INVALID_REQUEST,
+                f"the client cannot be sent {method}: its request did not accept text/event-stream",
+            )
+        session = self.session
+        request_id = session.client_request_id()
+        answer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        session.pending[request_id] = answer
+        timeout = self.app.settings.client_request_timeout
+        try:
+            await self._emit(
+                encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            )
+            try:
+                async with asyncio.timeout(timeout):
+                    response = await answer
+            except TimeoutError:
+                reason = f"no answer within {timeout:g} s"
+                _logger.warning("the client gave %s to %s", reason, method)
+                await self._withdraw(request_id, reason)
+                raise RpcError(INTERNAL_ERROR, reason) from None
+            except asyncio.CancelledError:
+                # The request that asked was cancelled: the question is moot, so the client
+                # is told to stop asking its user (basic/utilities/cancellation).
+                with contextlib.suppress(Exception):
+                    await self._withdraw(request_id, "the request that needed it was cancelled")
+                raise
+        finally:
+            del session.pending[request_id]
+        if response.error is not None or response.result is None:
+            error = response.error or {}
+            code = error.get("code")
+            raise RpcError(
+                code if isinstance(code, int) else INVALID_REQUEST,
+                str(error.get("message", "no result")),
+            )
+        return response.result
+
+    async def _withdraw(self, request_id: str, reason: str) -> None:
+        if not self.log.ended and not self.session.ended:
+            params = {"requestId": request_id, "reason": reason}
+            await self._emit(
+                encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+            )
+
+    async def finish(self, message: JSONObject, status: int) -> None:
+        """The request's response: the stream's last event (or the JSON body), kept for a
+        resuming GET when no connection is attached to take it."""
+        if self.log.ended:
+            return
+        data = encode(message)
+        self.log.ended = True
+        if not self.sse:
+            if self.send is not None:
+                await _respond(self.send, status, data)
+            return
+        frame = self.log.record(data)
+        stream = self.session.attached.pop(self.log.key, None)
+        delivered = stream is not None and not stream.closed
+        if stream is not None:
+            await stream.close(frame)
+        self.session.close_stream(self.log, delivered=delivered)
+
+    async def end(self) -> None:
+        """The request ends with no response (it was cancelled)."""
+        if self.log.ended:
+            return
+        self.log.ended = True
+        if not self.sse:
+            if self.send is not None:
+                await _respond(self.send, 202, headers=[])
+            return
+        stream = self.session.attached.pop(self.log.key, None)
+        if stream is not None:
+            await stream.close()
+        self.session.close_stream(self.log, delivered=True)

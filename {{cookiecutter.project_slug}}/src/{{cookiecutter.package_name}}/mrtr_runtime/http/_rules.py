@@ -10,7 +10,8 @@ touches a socket, so every rule is tested without a server.
   `Mcp-Name` and the `Mcp-Param-{Name}` headers a tool's `x-mcp-header` properties ask for, each
   compared with the body ("Server Validation"), Base64 sentinel values decoded ("Value
   Encoding");
-- which HTTP status a JSON-RPC error travels with.
+- which HTTP status a JSON-RPC error travels with;
+- the protocol version header of a 2025-11-25 session's request (`legacy_version_problem`).
 """
 
 from __future__ import annotations
@@ -32,11 +33,10 @@ from .._jsonrpc import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
-    JSONObject,
     Request,
     clip,
 )
-from .._wire import META_PROTOCOL_VERSION, MODERN_VERSIONS
+from .._wire import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 
 __all__ = (
     "HEADER_MISMATCH",
@@ -48,7 +48,7 @@ __all__ = (
     "check_headers",
     "decode_header_value",
     "http_status",
-    "legacy_request_problem",
+    "legacy_version_problem",
     "login_accounts",
     "mirrored_params",
     "parse_token_lines",
@@ -579,34 +579,23 @@ def check_headers(
             )
 
 
-def legacy_request_problem(request: Request, header_version: str | None) -> JSONObject | None:
-    """The error for a request of the 2025-11-25 era, which this transport does not serve: an
-    `initialize`, or a request whose `MCP-Protocol-Version` header names another version, when
-    its body carries no 2026-07-28 `_meta`. None for anything else.
+def legacy_version_problem(header_version: str | None) -> str | None:
+    """What is wrong with the `MCP-Protocol-Version` header of a 2025-11-25 session's request;
+    None when it names a legacy version or is absent.
 
-    basic/versioning "Backward Compatibility": a legacy client over HTTP fails; it gets 400 and
-    an UnsupportedProtocolVersionError that names what is served, and where the rest is.
+    2025-11-25 basic/transports "Protocol Version Header": the client sends the negotiated
+    version on every request after initialize; with none, the server SHOULD assume 2025-03-26
+    (a legacy version: the session's own is used); an invalid or unsupported one gets 400.
     """
-    meta = request.params.get("_meta")
-    if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta:
+    if header_version is None:
         return None
-    version = header_version.strip(" \t") if header_version is not None else None
-    legacy_header = version is not None and version not in MODERN_VERSIONS
-    if request.method != "initialize" and not legacy_header:
+    version = header_version.strip(" \t")
+    if version in LEGACY_VERSIONS:
         return None
-    requested = request.params.get("protocolVersion") if request.method == "initialize" else version
-    data: JSONObject = {"supported": list(MODERN_VERSIONS)}
-    if isinstance(requested, str):
-        data["requested"] = clip(requested)
-    return {
-        "code": UNSUPPORTED_PROTOCOL_VERSION,
-        "message": (
-            f"Unsupported protocol version over HTTP: this server speaks MCP "
-            f"{', '.join(MODERN_VERSIONS)} here (no initialize; every request carries _meta); "
-            "2025-11-25 clients connect over stdio"
-        ),
-        "data": data,
-    }
+    return (
+        f"Bad Request: unsupported MCP-Protocol-Version {clip(version)!r} in a session; "
+        f"sessions speak {', '.join(LEGACY_VERSIONS)}"
+    )
 
 
 # -- statuses -----------------------------------------------------------------------------------

@@ -1,0 +1,272 @@
+"""The sessions of the 2025-11-25 Streamable HTTP transport, sans-IO: ids, bounds, event logs.
+
+2025-11-25 basic/transports "Session Management": a legacy client opens a session with
+`initialize` and names it in `Mcp-Session-Id` on every later request. Each session holds its
+router `Session` (the era, the client's capabilities, the log level, the listener of list
+changes), the principal that opened it, and its SSE streams with their event logs
+("Resumability and Redelivery"). Nothing here touches a socket or a clock of its own: `_app`
+feeds it, and tests drive it with an injected clock.
+
+2026-07-28 requests never come here: they carry their own `_meta` and stand alone.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .._jsonrpc import RequestId
+from .._router import Session
+
+__all__ = (
+    "DEFAULT_MAX_SESSIONS",
+    "DEFAULT_SESSION_IDLE_SECONDS",
+    "MAX_DETACHED_STREAMS",
+    "MAX_LOG_BYTES",
+    "MAX_LOG_EVENTS",
+    "STANDALONE",
+    "EventLog",
+    "LegacySession",
+    "SessionTable",
+    "parse_event_id",
+)
+
+#: Sessions open at once (MRTR_HTTP_MAX_SESSIONS). A host opens one per start and many never
+#: send DELETE, so sessions pile up until the idle bound ends them; a thousand is a large team's
+#: worth, each a few kilobytes when quiet. At the bound the longest-idle session with nothing
+#: running is ended to make room; when every one is busy, `initialize` gets 503 + Retry-After.
+DEFAULT_MAX_SESSIONS: Final = 1000
+#: A session unused this long is ended (MRTR_HTTP_SESSION_IDLE_SECONDS); its client gets 404
+#: next and, as "Session Management" 4. requires, initializes again. An hour outlasts a
+#: person's pause; a session with a request running or a stream open is never idle.
+DEFAULT_SESSION_IDLE_SECONDS: Final = 3600
+#: The replay log of one stream: the events a resuming GET can still get. Past either bound
+#: the oldest go; the stream's last message (a request's response) is always kept.
+MAX_LOG_EVENTS: Final = 64
+MAX_LOG_BYTES: Final = 256 * 1024
+#: Streams of a session whose request ended while no connection was attached: kept for a
+#: resuming GET (their response waits there); past this many the oldest is forgotten.
+MAX_DETACHED_STREAMS: Final = 8
+#: The key of a session's standalone stream (the GET one); request streams count from 1.
+STANDALONE: Final = "0"
+#: 256 bits from the system's CSPRNG, URL-safe base64: visible ASCII only ("Session
+#: Management" 1.: 0x21 to 0x7E; "SHOULD be globally unique and cryptographically secure").
+_ID_BYTES: Final = 32
+
+
+def parse_event_id(event_id: str) -> tuple[str, int] | None:
+    """The stream key and sequence number a `Last-Event-ID` names; None if it is none of ours.
+
+    "Resumability and Redelivery" 1.: event ids SHOULD identify their stream; ours are
+    `<stream>.<sequence>`, both decimal.
+    """
+    key, dot, seq = event_id.strip(" \t").partition(".")
+    if not dot or not (key.isascii() and key.isdigit() and seq.isascii() and seq.isdigit()):
+        return None
+    if len(key) > 12 or len(seq) > 18:
+        return None
+    return str(int(key)), int(seq)
+
+
+class EventLog:
+    """One SSE stream's events in order, each with its id, the newest kept for replay."""
+
+    __slots__ = ("_events", "_next", "_size", "ended", "key")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._events: deque[tuple[int, bytes]] = deque()
+        self._size = 0
+        self._next = 1
+        #: Its last message is logged (a response, or the stream ended without one).
+        self.ended = False
+
+    def next_id(self) -> str:
+        """A fresh event id on this stream (for a priming event, which is not kept)."""
+        seq = self._next
+        self._next += 1
+        return f"{self.key}.{seq}"
+
+    def record(self, data: bytes) -> bytes:
+        """The SSE event for one JSON-RPC message `data`, kept for replay, with its id."""
+        seq = self._next
+        self._next += 1
+        frame = b"id: %s.%d\nevent: message\ndata: %s\n\n" % (
+            self.key.encode("ascii"),
+            seq,
+            data.rstrip(b"\n"),
+        )
+        self._events.append((seq, frame))
+        self._size += len(frame)
+        # Bounded, the newest always kept: a reader that fell this far behind lost the rest.
+        while len(self._events) > 1 and (
+            len(self._events) > MAX_LOG_EVENTS or self._size > MAX_LOG_BYTES
+        ):
+            self._size -= len(self._events.popleft()[1])
+        return frame
+
+    def after(self, seq: int) -> list[bytes]:
+        """The kept events after sequence number `seq`, in order ("MAY replay messages that
+        would have been sent after the last event ID, on the stream that was disconnected")."""
+        return [frame for number, frame in self._events if number > seq]
+
+    def last_seq(self) -> int:
+        return self._next - 1
+
+
+@dataclass(eq=False)
+class LegacySession:
+    """One 2025-11-25 session. `_app` keeps its live parts (connections, running requests'
+    handles, pending server-to-client requests) in the `Any`-typed maps."""
+
+    id: str
+    principal: str | None
+    state: Session
+    last_used: float
+    #: Requests running and connections open: while any, the session is not idle.
+    busy: int = 0
+    ended: bool = False
+    logs: dict[str, EventLog] = field(default_factory=dict)
+    #: Keys of request streams that ended with no connection attached, oldest first.
+    detached: deque[str] = field(default_factory=deque)
+    #: Request id -> the app's handle of the running request (to cancel it).
+    running: dict[RequestId, Any] = field(default_factory=dict)
+    #: Server-to-client request id -> the app's future for its answer.
+    pending: dict[str, Any] = field(default_factory=dict)
+    #: Stream key -> the app's connection attached to it now.
+    attached: dict[str, Any] = field(default_factory=dict)
+    _streams: int = 0
+    _asked: int = 0
+
+    def __post_init__(self) -> None:
+        self.logs[STANDALONE] = EventLog(STANDALONE)
+
+    def open_stream(self) -> EventLog:
+        """A request's stream: its own key, its own log."""
+        self._streams += 1
+        log = EventLog(str(self._streams))
+        self.logs[log.key] = log
+        return log
+
+    def close_stream(self, log: EventLog, *, delivered: bool) -> None:
+        """`log`'s request is over: forgotten if its end reached a connection, else kept (its
+        response waits for a resuming GET) among the newest MAX_DETACHED_STREAMS."""
+        if delivered:
+            self.logs.pop(log.key, None)
+            return
+        self.detached.append(log.key)
+        while len(self.detached) > MAX_DETACHED_STREAMS:
+            self.logs.pop(self.detached.popleft(), None)
+
+    def forget_stream(self, key: str) -> None:
+        """A detached stream's end reached a resuming GET: nothing more to replay."""
+        if key != STANDALONE and self.logs.pop(key, None) is not None:
+            self.detached.remove(key)
+
+    def client_request_id(self) -> str:
+        """An id for a server-to-client request, unique in the session."""
+        self._asked += 1
+        return f"mrtr-{self._asked}"
+
+
+class SessionTable:
+    """Every open session, bounded by count and by idleness, with an injected clock.
+
+    Sessions not busy are kept in last-use order, so both bounds cost O(1): the idle bound
+    ends them from the front, the count bound takes the front one when it must make room.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_sessions < 1 or idle_seconds <= 0:
+            raise ValueError("max_sessions must be at least 1 and idle_seconds positive")
+        self.max_sessions = max_sessions
+        self.idle_seconds = idle_seconds
+        self.clock = clock
+        self._sessions: dict[str, LegacySession] = {}
+        #: Sessions with nothing running and no connection open, least recently used first.
+        self._idle: OrderedDict[str, LegacySession] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._sessions.values()))
+
+    def open(self, principal: str | None) -> tuple[LegacySession | None, list[LegacySession]]:
+        """A new session for `principal`, and the sessions ended to make room (idle ones past
+        the idle bound, or at the count bound the longest-idle one). No session (None) when
+        the table is full of busy sessions: the caller refuses with 503."""
+        ended = self.expire()
+        if len(self._sessions) >= self.max_sessions:
+            if not self._idle:
+                return None, ended
+            _, oldest = self._idle.popitem(last=False)
+            self._drop(oldest)
+            ended.append(oldest)
+        session_id = secrets.token_urlsafe(_ID_BYTES)
+        while session_id in self._sessions:  # pragma: no cover -- 2**-256
+            session_id = secrets.token_urlsafe(_ID_BYTES)
+        session = LegacySession(session_id, principal, Session(), self.clock())
+        self._sessions[session_id] = session
+        self._idle[session_id] = session
+        return session, ended
+
+    def find(self, session_id: str, principal: str | None) -> LegacySession | None:
+        """The live session `session_id` names, if `principal` opened it; None otherwise.
+
+        Another principal's session is as unknown as one never opened (404): a session id that
+        leaked does not let a different token in (2025-11-25 security_best_practices "Session
+        Hijacking": bind the session to the user). Call `expire` first: an idle one is ended
+        there, where the caller learns of it.
+        """
+        session = self._sessions.get(session_id)
+        if session is None or session.principal != principal:
+            return None
+        session.last_used = self.clock()
+        if session.busy == 0:
+            self._idle.move_to_end(session_id)
+        return session
+
+    def acquire(self, session: LegacySession) -> None:
+        """A request starts or a connection opens in `session`: not idle until `release`."""
+        session.busy += 1
+        if session.busy == 1:
+            self._idle.pop(session.id, None)
+
+    def release(self, session: LegacySession) -> None:
+        session.busy -= 1
+        session.last_used = self.clock()
+        if session.busy == 0 and not session.ended:
+            self._idle[session.id] = session
+
+    def expire(self) -> list[LegacySession]:
+        """End the sessions unused for the idle bound; those ended."""
+        ended: list[LegacySession] = []
+        deadline = self.clock() - self.idle_seconds
+        while self._idle:
+            session = next(iter(self._idle.values()))
+            if session.last_used > deadline:
+                break
+            self._idle.popitem(last=False)
+            self._drop(session)
+            ended.append(session)
+        return ended
+
+    def end(self, session: LegacySession) -> None:
+        """Forget `session` (DELETE, the idle bound, a stopping server)."""
+        self._idle.pop(session.id, None)
+        self._drop(session)
+
+    def _drop(self, session: LegacySession) -> None:
+        session.ended = True
+        self._sessions.pop(session.id, None)
