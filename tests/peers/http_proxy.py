@@ -21,7 +21,7 @@ import http.client
 import itertools
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -83,6 +83,7 @@ class Exchange:
     sent: list[dict[str, Any]]
     session: str | None
     version: str | None
+    where: str = ""  # the upstream's name, for the transcript
     status: int = 0
     content_type: str = ""
     new_session: str | None = None
@@ -102,7 +103,7 @@ class Exchange:
         if self.version:
             heads.append(f"MCP-Protocol-Version {self.version}")
         line = f"{self.verb} {what}" + (f" [{'; '.join(heads)}]" if heads else "")
-        line += f" -> replica {self.upstream}: HTTP {self.status}"
+        line += f" -> {self.where or self.upstream}: HTTP {self.status}"
         if self.new_session:
             line += f", Mcp-Session-Id {self.new_session[:8]}... set"
         if self.content_type.startswith("text/event-stream"):
@@ -129,14 +130,24 @@ class _SseRecorder:
 
 
 class Proxy(ThreadingHTTPServer):
-    """Forwards to `upstreams` (endpoint URLs); `route`: "affinity" or "round-robin"."""
+    """Forwards to `upstreams` (endpoint URLs); `route`: "affinity" or "round-robin";
+    `headers` are set on every forwarded request (as a gateway that holds the bearer token)."""
 
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, upstreams: Sequence[str], *, route: str = "affinity") -> None:
+    def __init__(
+        self,
+        upstreams: Sequence[str],
+        *,
+        route: str = "affinity",
+        headers: Mapping[str, str] | None = None,
+        names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Relay)
         self.upstreams = list(upstreams)
+        self.headers = dict(headers or {})  # added to every forwarded request (a gateway's token)
+        self.names = list(names or (f"replica {n}" for n in range(len(self.upstreams))))
         self.route = route
         self.turns = itertools.count()
         self.lock = threading.Lock()
@@ -210,9 +221,11 @@ class _Relay(BaseHTTPRequestHandler):
         session = self.headers.get(SESSION)
         upstream = self.server.pick(session)
         exchange = Exchange(verb, upstream, _messages(body), session, self.headers.get(VERSION))
+        exchange.where = self.server.names[upstream]
         target = urlsplit(self.server.upstreams[upstream])
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         headers["Host"] = target.netloc
+        headers.update(self.server.headers)
         connection = http.client.HTTPConnection(
             target.hostname or "", target.port, timeout=UPSTREAM_TIMEOUT_SECONDS
         )
