@@ -10,6 +10,12 @@ standalone server, ``plan_release``, a conversation whose first replica was SIGK
 one, and one across two replicas in the middle of a key rotation. Each test prints the proxy's
 log (``pytest -rA`` shows it).
 
+2025-11-25 clients (the official Python SDK in ``legacy`` mode) need more: their session lives
+in one replica. Behind a proxy that routes by ``Mcp-Session-Id`` (tests/peers/http_proxy.py) two
+sessions land on the two replicas and complete ``deploy_to_aws`` and ``plan_release``, answering
+the questions each replica asked; a session sent to the other replica gets 404, and the client
+starts over with ``initialize``.
+
 The Dockerfile's checks need no Docker daemon: a pinned slim base, a user that is not root, a
 build context that holds no key, the extras it installs, and its command.
 """

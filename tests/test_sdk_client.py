@@ -788,6 +788,22 @@ async def deploy_in_legacy_mode(proxy: Proxy, user: User, stack: str) -> types.C
     return result
 
 
+async def test_sdk_default_mode_over_streamable_http_is_2026_07_28_without_initialize(
+    http_proxy: Proxy,
+) -> None:
+    """The README's line for the Python SDK: no `mode`, "auto": server/discover, no session."""
+    start = len(http_proxy.exchanges)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with Client(http_proxy.url) as client:
+            assert client.protocol_version == "2026-07-28"
+            await client.list_tools()
+    exchanges = http_proxy.since(start)
+
+    assert exchanges[0].methods() == ["server/discover"]
+    assert not [exchange for exchange in exchanges if "initialize" in exchange.methods()]
+    assert not [exchange for exchange in exchanges if exchange.new_session]
+
+
 async def test_sdk_legacy_mode_deploys_to_moto_over_streamable_http(
     http_proxy: Proxy, aws_env: dict[str, str]
 ) -> None:

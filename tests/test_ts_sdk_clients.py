@@ -319,3 +319,18 @@ def test_ts_v2_client_pinned_to_2026_07_28_over_http_sends_no_initialize(
     assert text_of(report["calls"][0]["result"]) == INLINE_TEXT
     assert not [e for e in exchanges if "initialize" in e.methods()]
     assert not [e for e in exchanges if e.new_session]  # no session: each request stands alone
+
+
+def test_ts_v2_client_in_auto_mode_over_http_finds_2026_07_28_first(
+    peers: NodePeers, project: BakedProject, http_proxy: Proxy
+) -> None:
+    """The README's other switch for v2: `versionNegotiation: {mode: "auto"}` probes first."""
+    start = len(http_proxy.exchanges)
+    report = run_client(
+        peers, project, "v2", [SLOW_COMPUTE], url=http_proxy.url, negotiation="auto"
+    )
+    exchanges = http_proxy.since(start)
+
+    assert report["protocolVersion"] == "2026-07-28"
+    assert exchanges[0].methods() == ["server/discover"]
+    assert not [e for e in exchanges if "initialize" in e.methods()]

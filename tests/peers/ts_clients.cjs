@@ -6,7 +6,8 @@
 // which speaks 2025-11-25 and older) and the server: `{"url"}` for Streamable HTTP, or the stdio
 // server to spawn (`command`, `args`, `env`, `cwd`; the SDK's stdio transport adds only its
 // default environment). `negotiation` (v2 only): "pin" (the default here: pinned to 2026-07-28)
-// or "default" (no `versionNegotiation` option at all: what v2 does out of the box).
+// "auto" (`{mode: "auto"}`: server/discover first, initialize as the fallback) or "default"
+// (no `versionNegotiation` option at all: what v2 does out of the box).
 // `capabilities` to declare; `elicit` (optional): `{"answers": {property: value}, "decline":
 // bool}` declares form elicitation and answers each `elicitation/create` through the client's
 // own handler (`setRequestHandler`), filling the properties the form asks for from `answers`.
@@ -72,8 +73,11 @@ async function connect() {
   if (plan.client === "v2") {
     const { Client, StreamableHTTPClientTransport } = load("@modelcontextprotocol/client");
     const options = { capabilities: capabilities() };
-    if ((plan.negotiation ?? "pin") === "pin") {
+    const negotiation = plan.negotiation ?? "pin";
+    if (negotiation === "pin") {
       options.versionNegotiation = { mode: { pin: "2026-07-28" } };
+    } else if (negotiation === "auto") {
+      options.versionNegotiation = { mode: "auto" };
     }
     const client = new Client(info, options);
     if (plan.elicit) {
