@@ -383,6 +383,22 @@ async def test_a_modern_request_never_gets_a_session_even_naming_one(http: Clien
     assert "mcp-session-id" not in still_modern.headers
 
 
+async def test_no_modern_request_writes_the_session_the_router_is_handed(http: Client) -> None:
+    # The 2026-07-28 path hands the router one never-initialized Session: the methods that
+    # would write one are legacy-only, so with modern _meta they are -32601 and write nothing.
+    for method, params in (
+        ("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}),
+        ("logging/setLevel", {"level": "debug"}),
+        ("resources/subscribe", {"uri": "memo://notes"}),
+    ):
+        assert (await error_of(await http.rpc(method, params), 404))["code"] == -32601
+    assert (await http.rpc("tools/list")).status == 200
+    untouched = http.app._stateless
+    assert untouched.legacy_version is None
+    assert untouched.log_level is None
+    assert untouched.listener is None
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
     [

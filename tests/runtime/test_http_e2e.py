@@ -339,3 +339,120 @@ def test_without_the_http_extra_it_says_what_to_install(tmp_path: Path) -> None:
     assert "httptools is missing" in done.stderr
     assert "[http]" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- the 2025-11-25 transport over real sockets ---------------------------------------------------
+
+LEGACY_HEADERS = {
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+    "mcp-protocol-version": "2025-11-25",
+}
+
+
+def _sse_events(response: http.client.HTTPResponse) -> Iterator[dict[str, str]]:
+    """The SSE events of a streaming response, as they arrive (comments skipped)."""
+    fields: dict[str, str] = {}
+    while True:
+        line = response.readline().decode()
+        if not line:
+            return
+        line = line.rstrip("\n")
+        if not line:
+            if fields:
+                yield fields
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+
+
+@contextmanager
+def _legacy_post(
+    server: Replica, body: Json, session: str | None
+) -> Iterator[http.client.HTTPResponse]:
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=BOUND)
+    headers = dict(LEGACY_HEADERS)
+    if session is not None:
+        headers["mcp-session-id"] = session
+    try:
+        connection.request("POST", "/mcp", json.dumps(body), headers)
+        with connection.getresponse() as response:
+            yield response
+    finally:
+        connection.close()
+
+
+def _legacy_status(server: Replica, body: Json, session: str | None) -> int:
+    with _legacy_post(server, body, session) as response:
+        response.read()
+        return response.status
+
+
+def test_a_2025_11_25_client_is_served_in_a_session_over_real_sockets(tmp_path: Path) -> None:
+    # 2025-11-25 basic/transports: initialize opens the session (Mcp-Session-Id), the bridge
+    # asks on the call's SSE stream and the answers are POSTed back, the GET stream is open
+    # throughout, and SIGTERM still stops the server at once with status 0.
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "e2e", "version": "1"},
+        },
+    }
+    with replica(tmp_path) as server:
+        with _legacy_post(server, initialize, None) as opened:
+            session = opened.getheader("mcp-session-id")
+            assert opened.status == 200 and session
+            assert json.loads(opened.read())["result"]["protocolVersion"] == "2025-11-25"
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert _legacy_status(server, initialized, session) == 202
+
+        listening = http.client.HTTPConnection(server.host, server.port, timeout=BOUND)
+        listen_headers = {"accept": "text/event-stream", "mcp-session-id": session}
+        listening.request("GET", "/mcp", headers=listen_headers)
+        stream = listening.getresponse()
+        assert stream.getheader("content-type") == "text/event-stream"
+        assert next(_sse_events(stream))["data"] == ""  # the priming event
+
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": DEPLOY}
+        with _legacy_post(server, call, session) as deploy:
+            assert deploy.getheader("content-type") == "text/event-stream"
+            messages = _answer_questions(server, session, _sse_events(deploy))
+        assert [m.get("method") for m in messages] == ["elicitation/create"] * 2 + [None]
+        assert messages[-1]["result"]["content"][0]["text"] == "Deployed prod-api successfully"
+
+        returncode, output = stop(server)
+        assert stream.read() == b""  # the GET stream ended with the server
+        listening.close()
+    assert returncode == 0, output
+    assert "Traceback" not in output
+    assert session not in output  # no session id in the log
+
+
+def _answer_questions(
+    server: Replica, session: str, events: Iterator[dict[str, str]]
+) -> list[Json]:
+    """Answer the deploy's questions as a host would; every message of the stream."""
+    messages = []
+    for event in events:
+        if not event.get("data"):
+            continue
+        message = json.loads(event["data"])
+        messages.append(message)
+        if message.get("method") == "elicitation/create":
+            content = (
+                {"confirmed": True}
+                if "production" in message["params"]["message"]
+                else {"arn": "arn:aws:iam::123456789012:role/Deploy"}
+            )
+            answer = {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "result": {"action": "accept", "content": content},
+            }
+            assert _legacy_status(server, answer, session) == 202
+    return messages

@@ -402,6 +402,11 @@ class HttpApp:
             idle_seconds=self.settings.session_idle_seconds,
             clock=clock,
         )
+        #: What the router is handed for a 2026-07-28 request: never initialized, never written.
+        #: Every method that writes a Session (initialize, logging/setLevel, resources/
+        #: subscribe) is legacy-only, and their requests go to `_legacy_post`; one made per
+        #: request would cost more than the rest of the routing.
+        self._stateless = Session()
         self._running = 0
         self._waiting = 0
         self._places: asyncio.Semaphore | None = None
@@ -730,10 +735,8 @@ class HttpApp:
         watcher = _DisconnectWatch(receive, exchange, cancellation, serving)
         self._open[exchange] = (request, cancellation)
         try:
-            # A session of its own that nothing keeps: a 2026-07-28 request stands alone, and
-            # no initialize reaches the router on this path (it is `_legacy_post`'s).
             message, malformed = await self.server.reply(
-                request, Session(), exchange, cancellation, principal
+                request, self._stateless, exchange, cancellation, principal
             )
         except asyncio.CancelledError:
             # Either the client went away, or the server is stopping and this request outlived
@@ -905,7 +908,6 @@ class HttpApp:
         if sse:
             stream = _SseStream(send)
             session.attached[log.key] = stream
-            await stream.start(_priming(log))
             holding = _hold_post(receive, session, log, stream)
             watch = asyncio.get_running_loop().create_task(holding)
         try:
@@ -1116,12 +1118,18 @@ def _priming(log: EventLog) -> bytes:
 
 
 class _SseStream:
-    """One connection carrying a session's stream: a POST's response, or a GET's."""
+    """One connection carrying a session's stream: a POST's response, or a GET's.
 
-    __slots__ = ("_keepalive", "closed", "ending", "retry", "send")
+    A POST's starts when its request first sends something, the priming event first; a
+    request that sends nothing before its response is answered as plain JSON
+    (the client "MUST support both these cases"), so quick requests cost no stream.
+    """
+
+    __slots__ = ("_keepalive", "closed", "ending", "retry", "send", "started")
 
     def __init__(self, send: Send) -> None:
         self.send = send
+        self.started = False
         #: Nothing more is sent on it (ended by the server, or the client went away).
         self.closed = False
         #: Set when the server wants it ended (`end_soon`) or it ended.
@@ -1129,10 +1137,13 @@ class _SseStream:
         self.retry = False
         self._keepalive: asyncio.Task[None] | None = None
 
-    async def start(self, first: bytes) -> None:
+    async def start(self, first: bytes, *, more: bool = True) -> None:
+        # Claimed before the first await: a second writer never starts it twice.
+        self.started = True
         await self.send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-        await self.send({"type": "http.response.body", "body": first, "more_body": True})
-        self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive())
+        await self.send({"type": "http.response.body", "body": first, "more_body": more})
+        if more:
+            self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive())
 
     async def _keep_alive(self) -> None:
         while not self.closed:
@@ -1140,8 +1151,12 @@ class _SseStream:
             await self.write(_KEEPALIVE)
 
     async def write(self, frame: bytes) -> None:
-        if not self.closed:
-            await self.send({"type": "http.response.body", "body": frame, "more_body": True})
+        if self.closed:
+            return
+        if not self.started:
+            await self.start(frame)
+            return
+        await self.send({"type": "http.response.body", "body": frame, "more_body": True})
 
     async def close(self, last: bytes = b"") -> None:
         """The last bytes, and the response ends; with `retry` set, the client is told to
@@ -1154,6 +1169,9 @@ class _SseStream:
             self._keepalive.cancel()
         if self.retry:
             last = b"retry: %d\n\n" % RETRY_MILLISECONDS + last
+        if not self.started:
+            await self.start(last, more=False)
+            return
         await self.send({"type": "http.response.body", "body": last, "more_body": False})
 
     def end_soon(self, *, retry: bool = False) -> None:
@@ -1241,8 +1259,13 @@ class _LegacyExchange:
         self.send = send
 
     async def _emit(self, data: bytes) -> None:
-        frame = self.log.record(data)
         stream = self.session.attached.get(self.log.key)
+        if stream is not None and not stream.started:
+            # The stream's first message: the priming event before it, its id the lower.
+            priming = _priming(self.log)
+            await stream.write(priming + self.log.record(data))
+            return
+        frame = self.log.record(data)
         if stream is not None:
             await stream.write(frame)
 
@@ -1254,10 +1277,8 @@ class _LegacyExchange:
         """2025-11-25 "Sending Messages" 6.: the server MAY send requests on the request's
         stream; the client POSTs the response (`_legacy_post`)."""
         if not self.sse:
-            raise RpcError(
-                INVALID_REQUEST,
-                f"the client cannot be sent {method}: its request did not accept text/event-stream",
-            )
+            # Without a stream there is no way to the client: the bridge refuses the call.
+            raise RpcError(INVALID_REQUEST, "no event stream (Accept: text/event-stream)")
         session = self.session
         request_id = session.client_request_id()
         answer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
@@ -1310,8 +1331,15 @@ class _LegacyExchange:
             if self.send is not None:
                 await _respond(self.send, status, data)
             return
-        frame = self.log.record(data)
         stream = self.session.attached.pop(self.log.key, None)
+        if stream is not None and not stream.started and not stream.closed:
+            # Nothing was sent before the response: plain JSON ("Sending Messages" 5.).
+            stream.closed = True
+            stream.ending.set()
+            await _respond(self.send or stream.send, status, data)
+            self.session.close_stream(self.log, delivered=True)
+            return
+        frame = self.log.record(data)
         delivered = stream is not None and not stream.closed
         if stream is not None:
             await stream.close(frame)
