@@ -214,13 +214,6 @@ def registered_names(project: BakedProject) -> dict[str, list[str]]:
     return names
 
 
-def leaf_errors(error: BaseException) -> list[BaseException]:
-    """The errors inside the SDK's nested task-group exception groups."""
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in leaf_errors(inner)]
-    return [error]
-
-
 def text_of(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
