@@ -10,6 +10,12 @@ standalone server, ``plan_release``, a conversation whose first replica was SIGK
 one, and one across two replicas in the middle of a key rotation. Each test prints the proxy's
 log (``pytest -rA`` shows it).
 
+2025-11-25 clients (the official Python SDK in ``legacy`` mode) need more: their session lives
+in one replica. Behind a proxy that routes by ``Mcp-Session-Id`` (tests/peers/http_proxy.py) two
+sessions land on the two replicas and complete ``deploy_to_aws`` and ``plan_release``, answering
+the questions each replica asked; a session sent to the other replica gets 404, and the client
+starts over with ``initialize``.
+
 The Dockerfile's checks need no Docker daemon: a pinned slim base, a user that is not root, a
 build context that holds no key, the extras it installs, and its command.
 """
@@ -28,14 +34,16 @@ import threading
 import time
 import tomllib
 import zipfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import boto3
+import mcp_types as types
 import pytest
 from bakery import (
     COMBINATIONS,
@@ -48,7 +56,10 @@ from bakery import (
 )
 from docker_context import build_context
 from host_client import MODERN, meta
+from mcp import Client as SdkClient
+from mcp import MCPError
 from moto.server import ThreadedMotoServer
+from peers.http_proxy import LEGACY, Exchange, Proxy, answers, assert_legacy_session, questions
 
 pytestmark = pytest.mark.baked_checks
 
@@ -560,6 +571,153 @@ def test_replicas_in_the_middle_of_a_key_rotation_accept_each_others_rounds(
 
     assert result["structuredContent"]["status"] == "confirmed"
     assert [hop.replica for hop in proxy.log] == [signs_old.label, signs_new.label] * 2
+
+
+# -- a 2025-11-25 client on two replicas: its sessions need affinity -----------------------------
+#
+# A legacy session lives in the replica that answered its `initialize` (its client's
+# capabilities, its log level, the questions it has been asked and not yet answered): 2025-11-25
+# basic/transports "Session Management" lets a server hold one, and the only thing that ties
+# the session's later requests to it is the `Mcp-Session-Id` header. So the proxy in front of
+# replicas routes by that header (session affinity); the first request, with no id, goes to any
+# replica. A client sent to another replica gets 404, and "Session Management" 4. says what it
+# MUST do then: initialize again. The Python SDK (mcp 2.3.0) raises the 404's JSON-RPC error
+# (-32600 "Session not found ...") rather than initializing by itself, so the host (here: the
+# test) starts over with a new Client.
+
+
+def elicit_from_form_answers(
+    asked: list[str],
+) -> Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]:
+    """The SDK's elicitation callback: each form filled from FORM_ANSWERS; `asked` keeps the
+    first line of each question."""
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message.splitlines()[0])
+        properties = getattr(params, "requested_schema", {}).get("properties", {})
+        return types.ElicitResult(
+            action="accept", content={name: FORM_ANSWERS[name] for name in properties}
+        )
+
+    return elicit
+
+
+@pytest.fixture
+def affinity(cluster: Cluster) -> Iterator[Proxy]:
+    """A proxy that routes by `Mcp-Session-Id`, holding the bearer token as a gateway would."""
+    replicas = list(cluster.proxy.replicas)
+    with Proxy(
+        [replica.url for replica in replicas],
+        route="affinity",
+        headers={"Authorization": f"Bearer {cluster.token}"},
+        names=[replica.label for replica in replicas],
+    ) as proxy:
+        yield proxy
+
+
+def show_transcript(title: str, proxy: Proxy, start: int = 0) -> None:
+    print(f"\n{title}")  # noqa: T201 (the transcript this test exists to show)
+    print("\n".join(proxy.transcript(start)))  # noqa: T201
+
+
+def of_session(proxy: Proxy, session: str) -> list[Exchange]:
+    return [e for e in proxy.since(0) if session in (e.session, e.new_session)]
+
+
+def test_legacy_clients_on_two_replicas_behind_a_proxy_with_session_affinity(
+    cluster: Cluster, affinity: Proxy, aws_endpoint: str
+) -> None:
+    stack = f"legacy-{secrets.token_hex(3)}"
+    deploy_asked: list[str] = []
+    plan_asked: list[str] = []
+
+    async def both() -> tuple[types.CallToolResult, types.CallToolResult]:
+        with anyio.fail_after(CALL_TIMEOUT_SECONDS * 2):
+            deployer = SdkClient(
+                affinity.url,
+                mode="legacy",
+                elicitation_callback=elicit_from_form_answers(deploy_asked),
+            )
+            planner = SdkClient(
+                affinity.url,
+                mode="legacy",
+                elicitation_callback=elicit_from_form_answers(plan_asked),
+            )
+            async with deployer, planner:
+                assert deployer.protocol_version == planner.protocol_version == LEGACY
+                deployed = await deployer.call_tool("deploy_to_aws", {"stack": stack})
+                planned = await planner.call_tool("plan_release", RELEASE_ARGS)
+        return deployed, planned
+
+    deployed, planned = anyio.run(both)
+    show_transcript("two 2025-11-25 sessions through a proxy with session affinity", affinity)
+
+    assert not deployed.is_error, deployed
+    assert deployed.structured_content is not None
+    assert deployed.structured_content["action"] == "created"
+    assert stack_status(aws_endpoint, stack) == "CREATE_COMPLETE"
+    assert deploy_asked == [
+        "Which IAM role should the deploy assume? Give its ARN.",
+        f"Deploy stack '{stack}' to AWS account 123456789012, region us-east-1?",
+    ]
+    assert planned.structured_content is not None
+    assert planned.structured_content["status"] == "confirmed"
+    assert len(plan_asked) == 3  # version and kind; highlights; yes to the plan
+    # Each session was opened by an initialize, on its own replica (the two initializes went
+    # to different ones), and every later request of it, the answers included, went there.
+    sessions = affinity.sessions()
+    assert len(sessions) == 2
+    homes = []
+    for session in sessions:
+        exchanges = of_session(affinity, session)
+        assert_legacy_session(exchanges)
+        assert {exchange.upstream for exchange in exchanges} == {exchanges[0].upstream}
+        assert {exchange.status for exchange in exchanges} <= {200, 202}
+        homes.append(exchanges[0].upstream)
+    assert sorted(homes) == [0, 1]
+    # The questions came on one replica's stream and their answers went back to that replica.
+    assert len(questions(affinity.since(0))) == len(answers(affinity.since(0))) == 5
+
+
+def test_a_legacy_session_sent_to_the_other_replica_gets_404_and_the_client_starts_over(
+    cluster: Cluster, affinity: Proxy
+) -> None:
+    """Why affinity: the same request on the replica that never saw the session is 404."""
+    asked: list[str] = []
+
+    async def converse() -> tuple[MCPError, types.CallToolResult]:
+        elicit = elicit_from_form_answers(asked)
+        with anyio.fail_after(CALL_TIMEOUT_SECONDS * 2):
+            async with SdkClient(affinity.url, mode="legacy", elicitation_callback=elicit) as first:
+                await first.list_tools()
+                (session,) = affinity.sessions()
+                affinity.misroute(
+                    session
+                )  # what a proxy without affinity would do, sooner or later
+                with pytest.raises(MCPError) as lost:
+                    await first.call_tool("plan_release", RELEASE_ARGS)
+            # "Session Management" 4.: on 404 the client MUST initialize again, with no id.
+            async with SdkClient(affinity.url, mode="legacy", elicitation_callback=elicit) as again:
+                planned = await again.call_tool("plan_release", RELEASE_ARGS)
+        return lost.value, planned
+
+    lost, planned = anyio.run(converse)
+    show_transcript("a 2025-11-25 session routed to the other replica, then started over", affinity)
+
+    first_session, second_session = affinity.sessions()
+    misrouted = [e for e in of_session(affinity, first_session) if e.methods() == ["tools/call"]]
+    (call,) = misrouted
+    assert call.status == 404
+    assert call.upstream != of_session(affinity, first_session)[0].upstream
+    # The SDK hands on the JSON-RPC error the 404 carried: the session is unknown there.
+    assert lost.error.code == types.INVALID_REQUEST
+    assert lost.error.message.startswith("Session not found"), lost.error.message
+    assert len(asked) == 3  # all three questions of the plan, asked in the new session
+    assert planned.structured_content is not None
+    assert planned.structured_content["status"] == "confirmed"
+    exchanges = of_session(affinity, second_session)
+    assert_legacy_session(exchanges)
+    assert {exchange.upstream for exchange in exchanges} == {exchanges[0].upstream}
 
 
 # -- the Docker image, checked without a daemon --------------------------------------------------

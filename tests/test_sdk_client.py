@@ -3,7 +3,9 @@
 Our own client shares our own reading of the spec; this one was written by the SDK's authors.
 Every stdio test spawns the baked server as a real subprocess through the SDK's stdio transport,
 which passes the child only HOME, LOGNAME, PATH, SHELL, TERM and USER plus the `env` we give it.
-The Streamable HTTP tests point the SDK's HTTP client at one `<slug> http` process instead.
+The Streamable HTTP tests point the SDK's HTTP client at one `<slug> http` process instead; in
+`legacy` mode (2025-11-25: `initialize`, `Mcp-Session-Id`) through a recording proxy
+(tests/peers/http_proxy.py) whose transcript the tests print and check.
 
 `deploy_to_aws` talks to moto's standalone server on 127.0.0.1 (AWS_ENDPOINT_URL, dummy
 credentials). The conformance fixtures (tests/peers/conformance_tools.py) are dropped into the
@@ -41,6 +43,9 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientRequestContext, ClientSession
 from moto.server import ThreadedMotoServer
+from peers.aws_moto import stack_id
+from peers.aws_moto import stack_status as moto_stack_status
+from peers.http_proxy import Proxy, answers, assert_legacy_session, questions
 from peers.project import BakedProject, bake, serve_http
 
 pytestmark = pytest.mark.anyio
@@ -101,6 +106,7 @@ class User:
     """Answers elicitations the way a person at a host would, and remembers what was asked."""
 
     decline: bool = False
+    arn: str = ROLE_ARN  # the role the user names for deploy_to_aws
     reply: str = "Hi!"  # what the "model" says when sampled
     asked: list[tuple[object, str]] = field(default_factory=list)
 
@@ -117,7 +123,7 @@ class User:
         properties = getattr(params, "requested_schema", {}).get("properties", {})
         answers: dict[str, Any] = {
             "confirmed": True,  # deploy_to_aws, plan_release
-            "arn": ROLE_ARN,
+            "arn": self.arn,
             "version": "1.3.0",  # plan_release
             "kind": "minor",
             "highlights": "Faster builds; fewer surprises",
@@ -206,13 +212,6 @@ def registered_names(project: BakedProject) -> dict[str, list[str]]:
     )
     names: dict[str, list[str]] = json.loads(done.stdout)
     return names
-
-
-def leaf_errors(error: BaseException) -> list[BaseException]:
-    """The errors inside the SDK's nested task-group exception groups."""
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in leaf_errors(inner)]
-    return [error]
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -758,20 +757,89 @@ async def test_sdk_auto_mode_plans_a_release_through_three_rounds_over_streamabl
     assert len(user.asked) == 3  # each round's question came back through a new POST
 
 
-async def test_sdk_legacy_mode_over_streamable_http_is_told_the_supported_version(
-    http_url: str,
-) -> None:
-    """The 2025-11-25 era stays a stdio feature: its `initialize` gets -32022 naming 2026-07-28."""
-    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
-        with pytest.RaisesGroup(MCPError, flatten_subgroups=True) as raised:
-            async with User().client(http_url, mode="legacy"):
-                pass
+@pytest.fixture(scope="module")
+def http_proxy(http_url: str) -> Iterator[Proxy]:
+    """The recording proxy in front of the module's `<slug> http`: the transcript of the wire."""
+    with Proxy([http_url]) as proxy:
+        yield proxy
 
-    (error,) = leaf_errors(raised.value)
-    assert isinstance(error, MCPError)
-    assert error.error.code == -32022  # UnsupportedProtocolVersionError
-    assert error.error.data == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
-    assert "2025-11-25 clients connect over stdio" in error.error.message
+
+#: The legacy deploy answers a role in an account of its own: moto shows which answer it used.
+LEGACY_ACCOUNT = "210000000003"
+
+
+async def deploy_in_legacy_mode(proxy: Proxy, user: User, stack: str) -> types.CallToolResult:
+    """`mode="legacy"` calls deploy_to_aws through the proxy; the transcript is printed."""
+    start = len(proxy.exchanges)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with user.client(proxy.url, mode="legacy") as client:
+            assert client.protocol_version == "2025-11-25"
+            result = await client.call_tool("deploy_to_aws", {"stack": stack})
+    print(f"\nPython SDK (legacy) deploy_to_aws {stack} over Streamable HTTP:")  # noqa: T201
+    print("\n".join(proxy.transcript(start)))  # noqa: T201
+    print(f"  the client's result: {text_of(result)[:300]!r}")  # noqa: T201
+    return result
+
+
+async def test_sdk_default_mode_over_streamable_http_is_2026_07_28_without_initialize(
+    http_proxy: Proxy,
+) -> None:
+    """The README's line for the Python SDK: no `mode`, "auto": server/discover, no session."""
+    start = len(http_proxy.exchanges)
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with Client(http_proxy.url) as client:
+            assert client.protocol_version == "2026-07-28"
+            await client.list_tools()
+    exchanges = http_proxy.since(start)
+
+    assert exchanges[0].methods() == ["server/discover"]
+    assert not [exchange for exchange in exchanges if "initialize" in exchange.methods()]
+    assert not [exchange for exchange in exchanges if exchange.new_session]
+
+
+async def test_sdk_legacy_mode_deploys_to_moto_over_streamable_http(
+    http_proxy: Proxy, aws_env: dict[str, str]
+) -> None:
+    """2025-11-25 over Streamable HTTP (basic/transports "Streamable HTTP"): `initialize`, a
+    session, both questions as elicitation/create on the tools/call's SSE stream, the answers
+    POSTed back; the stack lands in the account of the role the SDK's callback answered."""
+    start = len(http_proxy.exchanges)
+    role = f"arn:aws:iam::{LEGACY_ACCOUNT}:role/deployer"
+    user = User(arn=role)
+    result = await deploy_in_legacy_mode(http_proxy, user, "sdk-legacy-http")
+    exchanges = http_proxy.since(start)
+
+    assert not result.is_error, text_of(result)
+    assert text_of(result).startswith("Created stack 'sdk-legacy-http' in us-east-1")
+    assert len(user.asked) == 2
+    assert_legacy_session(exchanges)
+    (call,) = [exchange for exchange in exchanges if exchange.methods() == ["tools/call"]]
+    assert call.content_type.startswith("text/event-stream")
+    assert call.received_methods() == ["elicitation/create", "elicitation/create"]
+    sent_back = answers(exchanges)
+    assert [answer["id"] for answer in sent_back] == [q["id"] for q in questions(exchanges)]
+    assert [answer["result"]["action"] for answer in sent_back] == ["accept", "accept"]
+    assert sent_back[0]["result"]["content"] == {"arn": role}
+    # moto: the stack exists in the role's account, and not in the caller's.
+    assert moto_stack_status(aws_env, "sdk-legacy-http", role_arn=role) == "CREATE_COMPLETE"
+    assert f":{LEGACY_ACCOUNT}:stack/" in stack_id(aws_env, "sdk-legacy-http", role_arn=role)
+    assert stack_status(aws_env, "sdk-legacy-http") is None
+
+
+async def test_sdk_legacy_mode_declining_over_streamable_http_deploys_nothing(
+    http_proxy: Proxy, aws_env: dict[str, str]
+) -> None:
+    start = len(http_proxy.exchanges)
+    role = f"arn:aws:iam::{LEGACY_ACCOUNT}:role/deployer"
+    result = await deploy_in_legacy_mode(http_proxy, User(decline=True), "sdk-legacy-declined")
+    exchanges = http_proxy.since(start)
+
+    assert not result.is_error
+    assert text_of(result) == "Deploy cancelled by user."
+    assert_legacy_session(exchanges)
+    assert [answer["result"]["action"] for answer in answers(exchanges)] == ["decline"]
+    assert moto_stack_status(aws_env, "sdk-legacy-declined", role_arn=role) is None
+    assert stack_status(aws_env, "sdk-legacy-declined") is None
 
 
 async def test_sdk_host_follows_the_deploy_task_over_streamable_http(

@@ -38,6 +38,8 @@ MANIFESTS = ("package.json", "package-lock.json")
 CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
 #: The official MCP Bundle CLI (`mcpb validate`, `pack`, `unpack`), for the bundle tests.
 MCPB_PACKAGE = "@anthropic-ai/mcpb"
+#: The MCP Inspector; its CLI (`inspector --cli`) for tests/test_inspector_cli.py.
+INSPECTOR_PACKAGE = "@modelcontextprotocol/inspector"
 MIN_NODE_MAJOR = 22
 NPM_TIMEOUT_SECONDS = 600
 
@@ -60,6 +62,12 @@ class NodePeers:
         package_dir = cache_dir() / "node_modules" / MCPB_PACKAGE
         manifest = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))
         return [str(self.node), str(package_dir / manifest["bin"]), *args]
+
+    def inspector_command(self, *args: str) -> list[str]:
+        """`inspector <args>`, the pinned MCP Inspector's launcher (`--cli` for its CLI)."""
+        package_dir = cache_dir() / "node_modules" / INSPECTOR_PACKAGE
+        manifest = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))
+        return [str(self.node), str(package_dir / manifest["bin"]["inspector"]), *args]
 
     def ts_clients_command(self, plan: str) -> list[str]:
         """The official TypeScript SDK clients (v2, v1) driving a server (ts_clients.cjs)."""

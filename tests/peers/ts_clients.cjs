@@ -1,18 +1,26 @@
-// Drives a stdio MCP server through an official TypeScript SDK client and prints what came back.
+// Drives an MCP server through an official TypeScript SDK client and prints what came back.
 //
 //     node ts_clients.cjs PATH/TO/node_modules '{"client": "v2" | "v1", "server": {...}, ...}'
 //
-// The JSON names the client (`v2`: @modelcontextprotocol/client, which speaks 2026-07-28 when
-// pinned to it; `v1`: @modelcontextprotocol/sdk, which speaks 2025-11-25 and older), the server
-// to spawn (`command`, `args`, `env`, `cwd`; the SDK's stdio transport adds only its default
-// environment), `capabilities` to declare, and `calls`: `{"tool", "arguments", "stream"}`, where
-// `stream` (v1 only) calls through `client.experimental.tasks.callToolStream`, the v1 SDK's
-// task-following API. One JSON object goes to stdout: the negotiated protocol version and, per
-// call, either `{"result": ...}`, `{"messages": [...]}` (a stream) or `{"error": ...}`.
+// The JSON names the client (`v2`: @modelcontextprotocol/client; `v1`: @modelcontextprotocol/sdk,
+// which speaks 2025-11-25 and older) and the server: `{"url"}` for Streamable HTTP, or the stdio
+// server to spawn (`command`, `args`, `env`, `cwd`; the SDK's stdio transport adds only its
+// default environment). `negotiation` (v2 only): "pin" (the default here: pinned to 2026-07-28)
+// "auto" (`{mode: "auto"}`: server/discover first, initialize as the fallback) or "default"
+// (no `versionNegotiation` option at all: what v2 does out of the box).
+// `capabilities` to declare; `elicit` (optional): `{"answers": {property: value}, "decline":
+// bool}` declares form elicitation and answers each `elicitation/create` through the client's
+// own handler (`setRequestHandler`), filling the properties the form asks for from `answers`.
+// `calls`: `{"tool", "arguments", "stream"}`, where `stream` (v1 only) calls through
+// `client.experimental.tasks.callToolStream`, the v1 SDK's task-following API. One JSON object
+// goes to stdout: the negotiated protocol version, the HTTP session id (if any), each question
+// asked (`asked`: message and requested properties) and, per call, either `{"result": ...}`,
+// `{"messages": [...]}` (a stream) or `{"error": ...}`.
 "use strict";
 
 const modules = process.argv[2];
 const plan = JSON.parse(process.argv[3]);
+const asked = [];
 
 function load(name) {
   return require(require.resolve(name, { paths: [modules] }));
@@ -27,34 +35,84 @@ function described(error) {
   };
 }
 
-async function connect() {
-  const info = { name: "mrtr-ts-peer", version: "1.0.0" };
-  const server = {
+function capabilities() {
+  const declared = { ...(plan.capabilities ?? {}) };
+  if (plan.elicit) {
+    declared.elicitation = { form: {} };
+  }
+  return declared;
+}
+
+// What a person at the host answers: the form's own properties, filled in (or declined).
+function answer(params) {
+  const properties = Object.keys(params?.requestedSchema?.properties ?? {});
+  asked.push({ message: params?.message ?? "", properties });
+  if (plan.elicit.decline) {
+    return { action: "decline" };
+  }
+  const content = {};
+  for (const key of properties) {
+    content[key] = plan.elicit.answers[key];
+  }
+  return { action: "accept", content };
+}
+
+function stdioServer() {
+  return {
     command: plan.server.command,
     args: plan.server.args,
     env: plan.server.env,
     cwd: plan.server.cwd,
     stderr: "inherit",
   };
+}
+
+async function connect() {
+  const info = { name: "mrtr-ts-peer", version: "1.0.0" };
+  const url = plan.server.url ? new URL(plan.server.url) : null;
   if (plan.client === "v2") {
-    const { Client } = load("@modelcontextprotocol/client");
-    const { StdioClientTransport } = load("@modelcontextprotocol/client/stdio");
-    const client = new Client(info, {
-      capabilities: plan.capabilities ?? {},
-      versionNegotiation: { mode: { pin: "2026-07-28" } },
-    });
-    await client.connect(new StdioClientTransport(server));
-    return client;
+    const { Client, StreamableHTTPClientTransport } = load("@modelcontextprotocol/client");
+    const options = { capabilities: capabilities() };
+    const negotiation = plan.negotiation ?? "pin";
+    if (negotiation === "pin") {
+      options.versionNegotiation = { mode: { pin: "2026-07-28" } };
+    } else if (negotiation === "auto") {
+      options.versionNegotiation = { mode: "auto" };
+    }
+    const client = new Client(info, options);
+    if (plan.elicit) {
+      client.setRequestHandler("elicitation/create", async (request) => answer(request.params));
+    }
+    let transport;
+    if (url) {
+      transport = new StreamableHTTPClientTransport(url);
+    } else {
+      const { StdioClientTransport } = load("@modelcontextprotocol/client/stdio");
+      transport = new StdioClientTransport(stdioServer());
+    }
+    await client.connect(transport);
+    return { client, transport };
   }
   if (plan.client === "v1") {
     const { Client } = load("@modelcontextprotocol/sdk/client/index.js");
-    const { StdioClientTransport } = load("@modelcontextprotocol/sdk/client/stdio.js");
-    const { LATEST_PROTOCOL_VERSION } = load("@modelcontextprotocol/sdk/types.js");
-    const client = new Client(info, { capabilities: plan.capabilities ?? {} });
-    await client.connect(new StdioClientTransport(server));
-    // v1 has no getter for the negotiated version; it offers this one and accepts no newer.
-    client.getNegotiatedProtocolVersion = () => LATEST_PROTOCOL_VERSION;
-    return client;
+    const { LATEST_PROTOCOL_VERSION, ElicitRequestSchema } = load("@modelcontextprotocol/sdk/types.js");
+    const client = new Client(info, { capabilities: capabilities() });
+    if (plan.elicit) {
+      client.setRequestHandler(ElicitRequestSchema, async (request) => answer(request.params));
+    }
+    let transport;
+    if (url) {
+      const { StreamableHTTPClientTransport } = load("@modelcontextprotocol/sdk/client/streamableHttp.js");
+      transport = new StreamableHTTPClientTransport(url);
+    } else {
+      const { StdioClientTransport } = load("@modelcontextprotocol/sdk/client/stdio.js");
+      transport = new StdioClientTransport(stdioServer());
+    }
+    await client.connect(transport);
+    // v1 has no getter for the negotiated version; over HTTP its transport keeps the one it
+    // sends as MCP-Protocol-Version; over stdio it offers this one and accepts no newer.
+    client.getNegotiatedProtocolVersion = () => transport.protocolVersion ?? LATEST_PROTOCOL_VERSION;
+    return { client, transport };
   }
   throw new Error(`unknown client ${plan.client}`);
 }
@@ -77,13 +135,14 @@ async function call(client, { tool, arguments: args, stream }) {
 
 (async () => {
   if (plan.caching) return runCachingPlan(); // the caching block below
-  const client = await connect();
-  const report = { protocolVersion: client.getNegotiatedProtocolVersion(), calls: [] };
+  const { client, transport } = await connect();
+  const report = { protocolVersion: client.getNegotiatedProtocolVersion(), calls: [], asked };
   try {
     await client.listTools();
     for (const one of plan.calls) {
       report.calls.push(await call(client, one));
     }
+    report.sessionId = transport.sessionId ?? null;
   } finally {
     await client.close();
   }
