@@ -73,6 +73,9 @@ class HttpServerSpec:
     # Our transport promises exit status 0 on SIGTERM; uvicorn as the SDK and FastMCP run it
     # re-raises the signal after its graceful shutdown (status -15), which is not an error.
     exits_zero_on_sigterm: bool = False
+    #: Serves 2025-11-25 clients over HTTP (`initialize`, then calls in that era). The floor
+    #: answers only the 2026-07-28 shapes the other workloads send.
+    legacy: bool = True
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,8 @@ class _Connection(asyncio.Protocol):
         self._buffer = bytearray()
         self._waiter: asyncio.Future[tuple[int, bytes]] | None = None
         self._transport: asyncio.Transport | None = None
+        #: The head of the last response, lower-cased (the legacy workload reads its session id).
+        self.last_head = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -243,6 +248,7 @@ class _Connection(asyncio.Protocol):
         status = int(head[9:12])
         body = bytes(self._buffer[end + 4 : total])
         del self._buffer[:total]
+        self.last_head = head
         return status, body
 
     async def exchange(self, request: bytes) -> tuple[int, bytes]:
@@ -267,7 +273,15 @@ class _Post:
     """A POST to `/mcp`, pre-serialised as head and body halves around the JSON-RPC id; a NUL in
     `suffix` (never in JSON text) marks where `build` puts a completion's `requestState`."""
 
-    def __init__(self, host: str, method: str, name: str, params: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        host: str,
+        method: str,
+        name: str,
+        params: Mapping[str, Any],
+        *,
+        legacy_session: str | None = None,
+    ) -> None:
         marker = "__BENCH_ID__"
         body = json.dumps(
             {"jsonrpc": "2.0", "id": marker, "method": method, "params": params},
@@ -276,11 +290,20 @@ class _Post:
         self.prefix, self.suffix = body.split(b'"' + marker.encode() + b'"')
         # 2026-07-28 basic/transports (Streamable HTTP): the version and routing headers mirror
         # the body; Accept lists both response types, as every client does.
+        if legacy_session is None:
+            routing = (
+                f"MCP-Protocol-Version: {driver.MODERN}\r\nMcp-Method: {method}\r\n"
+                f"Mcp-Name: {name}\r\n"
+            )
+        else:
+            # 2025-11-25 basic/transports: the negotiated version, and the session the
+            # server named in its InitializeResult (none from a stateless server: "").
+            routing = f"MCP-Protocol-Version: {driver.LEGACY}\r\n"
+            if legacy_session:
+                routing += f"Mcp-Session-Id: {legacy_session}\r\n"
         self.head = (
             f"POST {MCP_PATH} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            "Accept: application/json, text/event-stream\r\n"
-            f"MCP-Protocol-Version: {driver.MODERN}\r\nMcp-Method: {method}\r\n"
-            f"Mcp-Name: {name}\r\nContent-Length: "
+            f"Accept: application/json, text/event-stream\r\n{routing}Content-Length: "
         ).encode()
 
     def build(self, request_id: int, state: bytes = b"") -> bytes:
@@ -310,6 +333,48 @@ class _Flows:
     echo: _Post
     round1: _Post
     round2: _Post | None = None
+
+
+_SESSION_HEADER = re.compile(rb"\r\nmcp-session-id:[ \t]*([!-~]+)")
+
+
+async def _legacy_echo_post(conn: _Connection, host: str, request_id: int) -> _Post:
+    """Open a 2025-11-25 session on `conn` (initialize, then notifications/initialized) and
+    return the echo call of that session."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": driver.LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    body = json.dumps(initialize).encode()
+    head = (
+        f"POST {MCP_PATH} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    status, answer = await conn.exchange(head + body)
+    if status != 200 or b'"protocolVersion"' not in answer:
+        raise _Failed(f"initialize: HTTP {status}, {answer[:300]!r}")
+    found = _SESSION_HEADER.search(conn.last_head)
+    session = found.group(1).decode() if found else ""
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+    routing = f"MCP-Protocol-Version: {driver.LEGACY}\r\n"
+    if session:
+        routing += f"Mcp-Session-Id: {session}\r\n"
+    head = (
+        f"POST {MCP_PATH} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\n{routing}"
+        f"Content-Length: {len(initialized)}\r\n\r\n"
+    ).encode()
+    status, answer = await conn.exchange(head + initialized)
+    if status not in (200, 202):
+        raise _Failed(f"notifications/initialized: HTTP {status}, {answer[:300]!r}")
+    params = {"name": "echo", "arguments": {"text": driver.ECHO_TEXT}}
+    return _Post(host, "tools/call", "echo", params, legacy_session=session)
 
 
 def _echo_post(host: str) -> _Post:
@@ -355,6 +420,9 @@ class _Client:
             _Flows(_echo_post(u.split("/")[2]), _round1_post(u.split("/")[2])) for u in urls
         ]
         self.conns: list[list[_Connection]] = []  # per worker: one connection to each replica
+        #: Per worker: the echo call of the 2025-11-25 session it opened on its first replica
+        #: (a session lives in one process: the worker's calls stay on that replica).
+        self.legacy: list[_Post] = []
         self._next_id = 0
 
     async def open(self) -> None:
@@ -376,6 +444,13 @@ class _Client:
             _expect(status, body, b"Deployed ", "round 2")
             _expect(*await conn.exchange(flows.echo.build(self._id())), ECHO_IN_BODY, "echo")
 
+    async def open_legacy(self) -> None:
+        for worker, conns in enumerate(self.conns):
+            host = self.urls[worker % len(self.urls)].split("/")[2]
+            post = await _legacy_echo_post(conns[0], host, self._id())
+            _expect(*await conns[0].exchange(post.build(self._id())), ECHO_IN_BODY, "legacy echo")
+            self.legacy.append(post)
+
     def close(self) -> None:
         for conns in self.conns:
             for conn in conns:
@@ -393,6 +468,10 @@ class _Client:
         status, body = await self.conns[worker][0].exchange(request)
         _expect(status, body, ECHO_IN_BODY, "echo")
 
+    async def _legacy_echo(self, worker: int) -> None:
+        status, body = await self.conns[worker][0].exchange(self.legacy[worker].build(self._id()))
+        _expect(status, body, ECHO_IN_BODY, "legacy echo")
+
     async def _mrtr(self, worker: int) -> None:
         first = self.flows[self._replica(worker, 0)]
         state, _ = _round1_state(
@@ -407,7 +486,7 @@ class _Client:
         _expect(status, body, b"Deployed ", "round 2")
 
     async def run(self, kind: str, seconds: float, cpu: Callable[[], float | None]) -> Load:
-        operation = self._echo if kind == "calls" else self._mrtr
+        operation = {"calls": self._echo, "mrtr": self._mrtr, "legacy": self._legacy_echo}[kind]
         done = [0] * self.count
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
@@ -479,7 +558,11 @@ def run_config(
             client = _Client([r.url for r in replicas], cfg.connections)
             try:
                 await client.open()
-                for kind in ("calls", "mrtr"):
+                kinds = ["calls", "mrtr"]
+                if spec.legacy:
+                    await client.open_legacy()
+                    kinds.append("legacy")
+                for kind in kinds:
                     await client.run(kind, cfg.warm_seconds, cpu)
                     outcome = await client.run(kind, cfg.seconds, cpu)
                     if samples is not None:
@@ -542,10 +625,13 @@ class _Row:
 ROWS = (
     _Row("http_calls", "tools/call echo", "calls/s"),
     _Row("http_mrtr", "two-round MRTR completions", "completions/s"),
+    _Row("http_legacy", "tools/call echo, 2025-11-25 session", "calls/s"),
     _Row("cpu_http_calls", "server CPU per call", "us", 1),
     _Row("cpu_http_mrtr", "server CPU per MRTR completion", "us", 1),
+    _Row("cpu_http_legacy", "server CPU per 2025-11-25 call", "us", 1),
     _Row("client_calls", "load client's CPU share, calls", "%", 0, 100.0),
     _Row("client_mrtr", "load client's CPU share, MRTR", "%", 0, 100.0),
+    _Row("client_legacy", "load client's CPU share, 2025-11-25", "%", 0, 100.0),
 )
 
 
@@ -642,7 +728,9 @@ def render(report: Mapping[str, Any]) -> str:
         where = "CPUs: nothing pinned"
     lines = [
         (
-            "HTTP (2026-07-28 Streamable HTTP, POST /mcp, JSON responses): medians of "
+            "HTTP (Streamable HTTP, POST /mcp, JSON responses; 2026-07-28 unless the row says "
+            "2025-11-25: one initialized session per connection, stateless for SDK and FastMCP, "
+            "none for the floor): medians of "
             f"{cfg['reps']} interleaved repetitions, {cfg['seconds']} s of load per workload "
             f"after {cfg['warm_seconds']} s untimed"
         ),

@@ -217,7 +217,9 @@ def setup_http(
         )
         if floor:
             argv = [info["baked"]["python"], str(BENCH / "http_floor_server.py"), "{port}"]
-            http_specs["floor"] = http_bench.HttpServerSpec("floor", argv, _base_env(), BENCH)
+            http_specs["floor"] = http_bench.HttpServerSpec(
+                "floor", argv, _base_env(), BENCH, legacy=False
+            )
         if "sdk" in specs:
             log("preparing the SDK venv's HTTP stack (the baked venv's uvicorn, httptools, uvloop)")
             try:
