@@ -206,7 +206,7 @@ class _Connection(asyncio.Protocol):
         self._buffer = bytearray()
         self._waiter: asyncio.Future[tuple[int, bytes]] | None = None
         self._transport: asyncio.Transport | None = None
-        #: The head of the last response, lower-cased (the legacy workload reads its session id).
+        #: The head of the last response as sent (the legacy workload reads its session id).
         self.last_head = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -236,7 +236,8 @@ class _Connection(asyncio.Protocol):
         end = self._buffer.find(b"\r\n\r\n")
         if end < 0:
             return None
-        head = bytes(self._buffer[:end]).lower()
+        raw_head = bytes(self._buffer[:end])
+        head = raw_head.lower()
         at = head.find(b"\r\ncontent-length:")
         if at < 0:
             raise driver.BenchError(f"response without Content-Length: {head[:300]!r}")
@@ -248,7 +249,7 @@ class _Connection(asyncio.Protocol):
         status = int(head[9:12])
         body = bytes(self._buffer[end + 4 : total])
         del self._buffer[:total]
-        self.last_head = head
+        self.last_head = raw_head
         return status, body
 
     async def exchange(self, request: bytes) -> tuple[int, bytes]:
@@ -335,7 +336,8 @@ class _Flows:
     round2: _Post | None = None
 
 
-_SESSION_HEADER = re.compile(rb"\r\nmcp-session-id:[ \t]*([!-~]+)")
+#: Header names are case-insensitive; the session id itself is not.
+_SESSION_HEADER = re.compile(rb"\r\n(?i:mcp-session-id):[ \t]*([!-~]+)")
 
 
 async def _legacy_echo_post(conn: _Connection, host: str, request_id: int) -> _Post:
