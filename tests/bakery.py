@@ -78,7 +78,12 @@ def child_env(**extra: str) -> dict[str, str]:
         for key, value in os.environ.items()
         if key not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX"}
     }
-    env.update(PIP_CACHE_DIR=str(PIP_CACHE), PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+    env.update(
+        PIP_CACHE_DIR=str(PIP_CACHE),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        MRTR_SUITE_WORKERS=str(SUITE_WORKERS),
+        **extra,
+    )
     return env
 
 
@@ -189,9 +194,17 @@ def dev_pin(name: str) -> str:
     raise LookupError(f"requirements-dev.txt pins no {name}")
 
 
-#: What the template's runtime suite (tests/runtime) needs beyond a project's own dev extra;
-#: the samples suite (tests/samples) needs nothing more (moto is in the AWS bake's dev extra).
-RUNTIME_SUITE_NEEDS = ("hypothesis",)
+#: What the template's runtime suite (tests/runtime) needs beyond a project's own dev extra
+#: (pytest-xdist and execnet: it runs on ``SUITE_WORKERS`` workers); the samples suite
+#: (tests/samples) needs nothing more (moto is in the AWS bake's dev extra).
+RUNTIME_SUITE_NEEDS = ("hypothesis", "pytest-xdist", "execnet")
+#: The runtime suite's workers in an installed bake (tests/runtime/conftest.py reads
+#: MRTR_SUITE_WORKERS): one per core, at most 4. It is the longest single test of the run
+#: (hundreds of server starts); spread over the cores it stays far inside its subprocess
+#: timeout on a loaded machine.
+SUITE_WORKERS = min(
+    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 4
+)
 
 
 def install(project: Path, extras: str) -> Path:
