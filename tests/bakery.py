@@ -78,12 +78,10 @@ def child_env(**extra: str) -> dict[str, str]:
         for key, value in os.environ.items()
         if key not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX"}
     }
-    env.update(
-        PIP_CACHE_DIR=str(PIP_CACHE),
-        PIP_DISABLE_PIP_VERSION_CHECK="1",
-        MRTR_SUITE_WORKERS=str(SUITE_WORKERS),
-        **extra,
-    )
+    env.update(PIP_CACHE_DIR=str(PIP_CACHE), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    if "MRTR_PACKAGE" in extra:  # a run of the runtime or samples suite (only the first reads it)
+        env["MRTR_SUITE_WORKERS"] = str(SUITE_WORKERS)
+    env.update(extra)
     return env
 
 
