@@ -49,6 +49,12 @@ WINDOWS = os.name == "nt"
 MIN_PYTHON = (3, 11)
 #: pytest's "no tests were collected" exit status.
 NO_TESTS_COLLECTED = 5
+#: A run of every test uses one pytest-xdist worker per core, at most this many: the suite is
+#: mostly subprocesses (servers, pip, npm, mypy), so a worker per core keeps the cores busy, and
+#: more would only wait on one another's background installs.
+MAX_TEST_WORKERS = 4
+#: Options that say how to run in parallel (or not at all), or that need a single process.
+OWN_PARALLELISM = ("-n", "--numprocesses", "--dist", "--pdb", "--trace", "no:xdist")
 #: What `demo` offers to paste: a complete MCP 2026-07-28 request on one line (server/discover:
 #: no parameters beyond the per-request `_meta`).
 DISCOVER_LINE = json.dumps(
@@ -285,11 +291,35 @@ def names_a_path(argument: str) -> bool:
     return not argument.startswith("-") and (ROOT / argument.split("::", 1)[0]).exists()
 
 
+def test_workers() -> int:
+    """The cores this process may run on, at most ``MAX_TEST_WORKERS``."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_TEST_WORKERS))
+
+
+def parallel_options(pytest_args: Sequence[str], workers: int) -> list[str]:
+    """``-n <workers> --dist loadfile`` for a run of every test (what CI runs): each module runs
+    whole on one worker, so its module fixtures are made once, handed out in the order
+    tests/conftest.py sorts them (not by size), and the installed bakes are shared by the workers
+    (tests/bakery.py). None when the arguments name their own paths (a developer's
+    loop stays one process, with its output as it comes), choose their own parallelism (``-n 0``
+    turns it off), or there is one core."""
+    if workers < 2 or any(map(names_a_path, pytest_args)):
+        return []
+    if any(argument.startswith(OWN_PARALLELISM) for argument in pytest_args):
+        return []
+    return ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder"]
+
+
 def command_test(pytest_args: Sequence[str]) -> int:
     python = dev_python()
     # Every test unless the arguments name their own paths: then only those.
     everything = [] if any(map(names_a_path, pytest_args)) else ["tests/"]
-    command = [str(python), "-m", "pytest", *everything, *pytest_args]
+    parallel = parallel_options(pytest_args, test_workers())
+    command = [str(python), "-m", "pytest", *everything, *parallel, *pytest_args]
     say(" ".join(command))
     code = subprocess.call(command, cwd=ROOT, env=clean_env())
     if code == NO_TESTS_COLLECTED:

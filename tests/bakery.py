@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import venv
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 from cookiecutter.main import cookiecutter
+
+if sys.platform == "win32":
+    fcntl = None
+else:
+    import fcntl
 
 REPO = Path(__file__).resolve().parents[1]
 PIP_CACHE = REPO / ".cache" / "pip"
@@ -71,7 +78,10 @@ def child_env(**extra: str) -> dict[str, str]:
         for key, value in os.environ.items()
         if key not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX"}
     }
-    env.update(PIP_CACHE_DIR=str(PIP_CACHE), PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+    env.update(PIP_CACHE_DIR=str(PIP_CACHE), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    if "MRTR_PACKAGE" in extra:  # a run of the runtime or samples suite (only the first reads it)
+        env["MRTR_SUITE_WORKERS"] = str(SUITE_WORKERS)
+    env.update(extra)
     return env
 
 
@@ -182,9 +192,17 @@ def dev_pin(name: str) -> str:
     raise LookupError(f"requirements-dev.txt pins no {name}")
 
 
-#: What the template's runtime suite (tests/runtime) needs beyond a project's own dev extra;
-#: the samples suite (tests/samples) needs nothing more (moto is in the AWS bake's dev extra).
-RUNTIME_SUITE_NEEDS = ("hypothesis",)
+#: What the template's runtime suite (tests/runtime) needs beyond a project's own dev extra
+#: (pytest-xdist and execnet: it runs on ``SUITE_WORKERS`` workers); the samples suite
+#: (tests/samples) needs nothing more (moto is in the AWS bake's dev extra).
+RUNTIME_SUITE_NEEDS = ("hypothesis", "pytest-xdist", "execnet")
+#: The runtime suite's workers in an installed bake (tests/runtime/conftest.py reads
+#: MRTR_SUITE_WORKERS): one per core, at most 4. It is the longest single test of the run
+#: (hundreds of server starts); spread over the cores it stays far inside its subprocess
+#: timeout on a loaded machine.
+SUITE_WORKERS = min(
+    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 4
+)
 
 
 def install(project: Path, extras: str) -> Path:
@@ -219,27 +237,92 @@ def install_combination(project: Path, combination: str) -> Installed:
     return Installed(project, combination)
 
 
-class Installs:
-    """The session's installed bakes, one per combination, started ahead of need.
+def shared_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary directory every test process of this run shares: this session's own, or,
+    under pytest-xdist (``dev.py test`` runs one worker per core), the run's, whose
+    ``popen-gw<N>`` children are the workers' own."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") and fcntl else base
 
-    ``start(combination)`` bakes on the calling thread (cookiecutter changes the working
-    directory while it renders, which no other thread may see) and hands the venv and its pip
-    install, which wait mostly on downloads and disk, to a thread of their own; calling the object
-    waits for that install (starting it first if nobody did). A failed install fails every test
-    that asks for it, with pip's output.
+
+#: Beside an installed bake's directory: written once its install ended, how it ended.
+INSTALL_DONE = ".installed"
+INSTALL_FAILED = ".install-failed"
+
+
+class Installs:
+    """The session's installed bakes, one per combination, started ahead of need, and one per
+    combination for the whole run: parallel test workers share them.
+
+    ``start(combination)`` takes the combination's lock in the run's shared temporary directory
+    (``shared_temp``) without waiting. The worker that gets it first bakes on the calling thread
+    (cookiecutter changes the working directory while it renders, which no other thread may see)
+    and hands the venv and its pip install, which wait mostly on downloads and disk, to a thread of
+    its own, which records how it ended and lets the lock go; any other worker waits for the lock
+    on a thread and takes that bake. Calling the object waits for the install (starting it first
+    if nobody did). A failed install fails every test that asks for it, in every worker, with
+    pip's output.
     """
 
     def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
-        self._tmp_path_factory = tmp_path_factory
+        self._root = shared_temp(tmp_path_factory)
         self._pool = ThreadPoolExecutor(len(COMBINATIONS), thread_name_prefix="install")
         self._installs: dict[str, Future[Installed]] = {}
 
     def start(self, combination: str) -> None:
         if combination in self._installs:
             return
-        output = self._tmp_path_factory.mktemp(f"installed-{combination}") / "out"
-        project = bake_project(output, **COMBINATIONS[combination])
-        self._installs[combination] = self._pool.submit(install_combination, project, combination)
+        directory = self._root / f"installed-{combination}"
+        lock = (self._root / f"installed-{combination}.lock").open("a")
+        if fcntl is None:
+            ours = True  # no file locks (Windows): one process, its own directory
+        else:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                ours = not directory.exists()
+            except BlockingIOError:
+                ours = False
+        if not ours:
+            self._installs[combination] = self._pool.submit(self._taken, lock, directory)
+            return
+        try:
+            output = directory / "out"
+            output.mkdir(parents=True)
+            project = bake_project(output, **COMBINATIONS[combination])
+        except BaseException as exc:
+            ended(directory, INSTALL_FAILED, f"baking {combination} failed: {exc!r}")
+            lock.close()
+            raise
+        self._installs[combination] = self._pool.submit(
+            self._install, lock, directory, project, combination
+        )
+
+    @staticmethod
+    def _install(lock: IO[str], directory: Path, project: Path, combination: str) -> Installed:
+        try:
+            installed = install_combination(project, combination)
+        except BaseException as exc:  # pytest.fail's exception is no Exception
+            ended(directory, INSTALL_FAILED, str(exc))
+            raise
+        else:
+            ended(directory, INSTALL_DONE, str(project))
+            return installed
+        finally:
+            lock.close()  # lets the lock go
+
+    @staticmethod
+    def _taken(lock: IO[str], directory: Path) -> Installed:
+        """The install another worker made (waiting for it to end): its project, or its failure."""
+        with lock:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            done, failed = directory / INSTALL_DONE, directory / INSTALL_FAILED
+            if done.is_file():
+                project = Path(done.read_text(encoding="utf-8"))
+                return Installed(project, directory.name.removeprefix("installed-"))
+            if failed.is_file():
+                pytest.fail(failed.read_text(encoding="utf-8"), pytrace=False)
+            pytest.fail(f"the worker installing {directory} stopped before it ended", pytrace=False)
 
     def __call__(self, combination: str) -> Installed:
         self.start(combination)
@@ -247,3 +330,8 @@ class Installs:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def ended(directory: Path, name: str, text: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text(text, encoding="utf-8")

@@ -3,12 +3,15 @@
 Slow preparations start in the background at the session's first test: the pip installs of the
 combinations the collected tests parametrize ``installed`` with, and the Node peers' ``npm ci``
 when a collected module imports ``peers.node``. The modules that wait for either run after all
-the others, so those others overlap the downloads.
+the others, so those others overlap the downloads; under pytest-xdist, first (see
+``pytest_collection_modifyitems``). Parallel workers share both: the first to start an install
+does it, the others wait for it (``bakery.Installs``; the Node peers' cache has its own lock).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -95,9 +98,14 @@ def waits_in_the_background(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with a test that waits for a background preparation go last, in their order."""
+    """Modules with a test that waits for a background preparation go last, in their order: the
+    others overlap the installs. Under pytest-xdist (``dev.py test``: ``--dist loadfile``, modules
+    handed out in this order) they go first instead: they are the longest, and while the first
+    ones wait for the installs those keep the cores busy; the many short modules then even out
+    the workers' ends."""
     late = {item.path for item in items if waits_in_the_background(item)}
-    items.sort(key=lambda item: item.path in late)
+    parallel = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+    items.sort(key=lambda item: (item.path in late) != parallel)
 
 
 def pytest_configure(config: pytest.Config) -> None:
