@@ -84,8 +84,9 @@ class NodePeers:
         platforms = sorted(package_dir.parent.glob("claude-code-*/package.json"))
         if not platforms:
             raise PeersUnavailableError(
-                f"Claude Code's native binary is not installed (no {CLAUDE_CODE_PACKAGE}-<platform> "
-                f"package beside {package_dir}); its platform may have none"
+                "Claude Code's native binary is not installed (no "
+                f"{CLAUDE_CODE_PACKAGE}-<platform> package beside {package_dir}); this platform "
+                "may have none"
             )
         return [str(package_dir / manifest["bin"]["claude"]), *args]
 
