@@ -128,8 +128,14 @@ class _Relayed(BaseHTTPRequestHandler):
             payload = bytearray()
             while chunk := response.read1(65536):
                 payload += chunk
-                self.wfile.write(chunk)
-                self.wfile.flush()
+                try:
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    # The client went away (Claude Code exits with its listen stream open):
+                    # closing the upstream connection tells the server, as a direct client's
+                    # disconnect would.
+                    break
         finally:
             connection.close()
         if body and self.command == "POST":
@@ -375,9 +381,7 @@ def printed_command(
     """What ``<slug> config claude-code ...`` prints, parsed as a POSIX shell would."""
     argv = [str(project.python), "-m", DEFAULT_PACKAGE, "config", "claude-code", *args]
     shown = " ".join(f"{name}=..." for name in sorted(env))
-    transcript(
-        f"$ {shown + ' ' if shown else ''}{DEFAULT_SLUG} config claude-code {' '.join(args)}"
-    )
+    transcript(f"$ {shown + ' ' if shown else ''}{' '.join([DEFAULT_SLUG, *argv[3:]])}")
     printed = run(argv, cwd=Path("/"), env=env)
     transcript(printed.stdout)
     # stdout is the command and nothing else; what it needs to know is on stderr.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -167,12 +168,20 @@ def uv_dir() -> str:
     return str(Path(find_uv_bin()).parent)
 
 
+#: What the uv forms copy from the shell (a TLS-intercepting proxy's certificate): unset here,
+#: whatever this machine sets, unless a test sets them.
+UV_TLS_UNSET = dict.fromkeys(
+    ("SSL_CERT_FILE", "SSL_CERT_DIR", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS"), ""
+)
+
+
 def state_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """uv and uvx on PATH, a temporary home: ``config`` only names this user's key file."""
     return {
         "PATH": f"{uv_dir()}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         "HOME": str(tmp_path / "home"),
         "XDG_STATE_HOME": "",  # unset, whatever this shell has
+        **UV_TLS_UNSET,
         **extra,
     }
 
@@ -220,6 +229,8 @@ def test_config_shows_the_installed_form_next_to_the_checkout_form(
     assert every.returncode == 0, every.stderr
     checkout, _, published = every.stdout.partition("== Installed from PyPI ==")
     assert f'"command": "{project.python}"' in checkout
+    published, _, over_http = published.partition("== Over Streamable HTTP ==")
+    assert f"'{DEFAULT_SLUG} config <host> --http URL'" in over_http
     snippet = published[published.index("{") :]
     assert json.loads(snippet)["mcpServers"][DEFAULT_SLUG] == {
         "command": uvx,
@@ -264,6 +275,43 @@ def test_the_uv_forms_carry_this_shells_certificate_settings_made_absolute(
     venv_form = cli(project, "config", "cursor", **state_env(tmp_path, **tls))
     entry = json.loads(venv_form.stdout)["mcpServers"][DEFAULT_SLUG]
     assert not set(tls) & set(entry.get("env", {}))
+
+
+def test_the_readmes_proxy_example_is_what_config_prints(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    project = installed("no-aws")
+    readme = (project.project / "README.md").read_text(encoding="utf-8")
+    command = re.search(
+        r"^(SSL_CERT_FILE=\S+ UV_SYSTEM_CERTS=1) \.venv/bin/\S+ (config .+)$", readme, re.M
+    )
+    assert command is not None
+    after = readme[command.end() :]
+    opened = after.index("```json\n") + len("```json\n")
+    shown = json.loads(after[opened : after.index("\n```", opened)])
+    env = dict(assignment.split("=", 1) for assignment in command[1].split())
+    printed = cli(project, *command[2].split(), **state_env(tmp_path, **env))
+    assert printed.returncode == 0, printed.stderr
+    entry = json.loads(printed.stdout)["mcpServers"][DEFAULT_SLUG]
+    example = shown["mcpServers"][DEFAULT_SLUG]
+    assert {**example, "command": entry["command"]} == entry  # the README's uvx is an example
+
+
+def test_the_readmes_claude_code_http_example_is_what_config_prints(
+    installed: Callable[[str], Installed],
+) -> None:
+    project = installed("no-aws")
+    readme = (project.project / "README.md").read_text(encoding="utf-8")
+    printed = cli(
+        project,
+        "config",
+        "claude-code",
+        "--http",
+        "https://mcp.example.com/mcp",
+        MRTR_HTTP_TOKEN=os.urandom(8).hex(),
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert f"\n{printed.stdout}```" in readme
 
 
 def test_config_http_prints_each_hosts_remote_form_with_the_token_as_a_placeholder(
