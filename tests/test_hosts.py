@@ -341,6 +341,14 @@ def test_claude_desktop_over_http_is_a_connector_url_and_says_what_a_connector_c
     assert "loopback" in hosts.http_where("claude-desktop", "demo", local)
 
 
+@pytest.mark.parametrize("host", ["claude-desktop", "mcp-json", "vscode", "cursor"])
+def test_the_http_forms_in_files_are_the_same_on_windows(host: str) -> None:
+    # Only a command is quoted for a shell; a file's JSON (or a URL) is the same everywhere.
+    for remote in (REMOTE, OPEN_REMOTE):
+        posix = hosts.http_snippet(host, "demo", remote)
+        assert hosts.http_snippet(host, "demo", remote, windows=True) == posix
+
+
 @pytest.mark.parametrize(
     ("url", "loopback"),
     [
