@@ -31,7 +31,6 @@ PACKAGE = ANSWERS["package_name"]
 SLUG = ANSWERS["project_slug"]
 AWS = ANSWERS["include_aws_example"] == "yes"
 PACKAGE_DIR = PROJECT / "src" / PACKAGE
-WINDOWS = os.name == "nt"
 
 # Everything that exists only for the AWS example. The README and pyproject sections are switched
 # off with Jinja in those files; tools are discovered by Registry.load_package, so removing a tool
@@ -94,30 +93,45 @@ def load_project_module(name: str) -> ModuleType:
 def write_signing_key(hosts: ModuleType) -> tuple[Path, bool]:
     """Write a fresh key (O_EXCL, mode 0600); keep an existing one when re-baking over a project."""
     path = PROJECT / hosts.KEY_FILE_NAME
+    # O_EXCL: never replace a key; 0600 from the start, whatever the umask narrows it to. On
+    # Windows the mode bits mean nothing (the server does not check them there): the file takes
+    # the ACLs of the folder it is in, and O_BINARY keeps its line ending b"\n".
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     try:
-        # O_EXCL: never replace a key; 0600 from the start, whatever the umask narrows it to.
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        descriptor = os.open(path, flags, 0o600)
     except FileExistsError:
         if not stat.S_ISREG(path.lstat().st_mode):
             raise SystemExit(f"mrtr-server: {path} exists and is not a regular file") from None
         return path, False
-    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+    with os.fdopen(descriptor, "w", encoding="ascii", newline="\n") as handle:
         handle.write(secrets.token_hex(32) + "\n")
     return path, True
 
 
-def next_steps(hosts: ModuleType, key_path: Path, key_written: bool) -> str:
-    project = str(PROJECT)
-    bin_dir = ".venv\\Scripts\\" if WINDOWS else ".venv/bin/"
+def next_steps(
+    hosts: ModuleType,
+    key_path: Path | str,
+    key_written: bool,
+    *,
+    platform: str = sys.platform,
+    project: str = str(PROJECT),
+) -> str:
+    """What to do next, spelled for ``platform`` (a ``sys.platform``; tests pass each one)."""
+    windows = platform == "win32"
+    bin_dir = ".venv\\Scripts\\" if windows else ".venv/bin/"
     extras = "dev,aws" if AWS else "dev"
-    quote = (lambda text: f'"{text}"') if WINDOWS else shlex.quote
+    quote = (lambda text: f'"{text}"') if windows else shlex.quote
     launch = hosts.venv_launch(
-        hosts.venv_python(project, windows=WINDOWS),
+        hosts.venv_python(project, windows=windows),
         PACKAGE,
         key_file_path=str(key_path),
     )
+    # Windows: no python3 unless from the Store, and no POSIX modes (the folder's ACLs decide).
+    python = "python" if windows else "python3"
+    private = "the folder's permissions decide who can read it" if windows else "mode 0600"
+    end_of_input = "Ctrl-Z then Enter ends it" if windows else "Ctrl-D ends it"
     if key_written:
-        key_line = f"A new requestState signing key is in {key_path} (mode 0600, git-ignored)."
+        key_line = f"A new requestState signing key is in {key_path} ({private}, git-ignored)."
     else:
         key_line = f"The existing requestState signing key in {key_path} was kept."
     lines = [
@@ -128,16 +142,16 @@ def next_steps(hosts: ModuleType, key_path: Path, key_written: bool) -> str:
         "",
         "Next steps:",
         f"  cd {quote(project)}",
-        "  python3 -m venv .venv",
+        f"  {python} -m venv .venv",
         f"  {bin_dir}pip install -e {quote('.[' + extras + ']')}",
         f"  {bin_dir}pytest",
-        f"  {bin_dir}{SLUG}    # the stdio server; it waits for JSON-RPC on stdin (Ctrl-D ends it)",
+        f"  {bin_dir}{SLUG}    # the stdio server; it waits for JSON-RPC on stdin ({end_of_input})",
         "Or with uv: uv sync --extra " + " --extra ".join(extras.split(",")) + " && uv run pytest",
         "",
         f"Connect a host. These configs start {launch.command} -m {PACKAGE}, so create the venv",
         f"first. '{bin_dir}{SLUG} config all' prints them again; README.md explains each host.",
         "",
-        hosts.render_all(SLUG, launch, windows=WINDOWS),
+        hosts.render_all(SLUG, launch, windows=windows, platform=platform),
     ]
     uv = shutil.which("uv")
     if uv:
@@ -152,7 +166,7 @@ def next_steps(hosts: ModuleType, key_path: Path, key_written: bool) -> str:
         lines += [
             f"With uv instead ({uv_path} runs the project from its own .venv, no activation):",
             hosts.uv_sync_first(uv_path, project, extras=("aws",) if AWS else ()),
-            hosts.snippet("claude-desktop", SLUG, uv_run, windows=WINDOWS),
+            hosts.snippet("claude-desktop", SLUG, uv_run, windows=windows),
             f"('{bin_dir}{SLUG} config all --uv' prints this form for every host.)",
             "",
         ]

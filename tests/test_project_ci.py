@@ -13,6 +13,7 @@ import shlex
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,7 +22,11 @@ from peers.node import PeersUnavailableError, ensure_node_peers
 
 WORKFLOWS = ("check.yml", "release.yml")
 #: Tools of the GitHub-hosted runner image and the shell, not of the project.
-RUNNER_COMMANDS = frozenset({"gh", "test"})
+RUNNER_COMMANDS = frozenset({"gh", "git", "test"})
+#: Where the check workflow must pass: the systems hosts run on (Claude Desktop runs only on
+#: macOS and Windows), each with the oldest and newest Python of requires-python (>=3.11).
+SYSTEMS = ("ubuntu-latest", "macos-latest", "windows-latest")
+PYTHONS = ("3.11", "3.13")
 #: Modules the workflows may run with `python -m` beyond the project's dependencies.
 STANDARD_MODULES = frozenset({"pip"})
 
@@ -76,3 +81,34 @@ def test_every_run_step_calls_something_the_project_installs(
             else:
                 assert words[0] in scripts | RUNNER_COMMANDS, (name, step)
         assert {"ruff", "mypy", "pytest"} <= installed, name
+
+
+def matrix_jobs(job: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """The (os, python-version) pairs a job's matrix expands to (its include entries too)."""
+    matrix = job["strategy"]["matrix"]
+    jobs = {(os, python) for os in matrix["os"] for python in matrix["python-version"]}
+    jobs |= {(entry["os"], entry["python-version"]) for entry in matrix.get("include", ())}
+    return jobs
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_the_check_workflow_runs_on_linux_macos_and_windows_with_each_python(
+    projects: Mapping[str, Path], combination: str
+) -> None:
+    workflow = projects[combination] / ".github" / "workflows" / "check.yml"
+    (job,) = yaml.safe_load(workflow.read_text(encoding="utf-8"))["jobs"].values()
+    assert job["runs-on"] == "${{ matrix.os }}"
+    assert job["strategy"]["fail-fast"] is False  # one system failing hides nothing of another
+    jobs = matrix_jobs(job)
+    assert {(os, python) for os in SYSTEMS for python in PYTHONS} <= jobs
+    assert ("ubuntu-latest", "3.12") in jobs
+    # Windows runs pwsh unless told: one shell everywhere, so each step means the same thing.
+    assert job["defaults"]["run"]["shell"] == "bash"
+    steps = job["steps"]
+    checkout = next(
+        i for i, step in enumerate(steps) if step.get("uses", "").startswith("actions/checkout")
+    )
+    # Before the checkout, or Git for Windows has already written CRLF into every text file.
+    assert any(
+        step.get("run") == "git config --global core.autocrlf false" for step in steps[:checkout]
+    )

@@ -859,3 +859,96 @@ async def test_sdk_replaying_a_finished_deploys_confirmation_over_http_runs_noth
             message = getattr(question.params, "message", "")
             assert message.startswith("The stack changed after you confirmed"), message
     assert change_sets(aws_env, "sdk-replay") == executed  # the one change set, run once
+
+
+# == caching (issue 22): a changing resource, and a tool declared at runtime ======================
+# One block, kept apart from the rest of the module. 2026-07-28 server/utilities/caching: a
+# client MAY treat a result as fresh for its `ttlMs`, and the SDK's `Client` does by default
+# (`CacheConfig()`: an in-memory store honouring `ttlMs`/`cacheScope`). The fixtures are
+# tests/peers/caching_tools.py: `caching://changing` changes on every read and declares nothing,
+# `caching://declared` changes too but declares a TTL (so the client's cache is seen at work),
+# `declare_tool` declares a tool after start-up. Each transport gets a fresh server, so every
+# read counter starts at 1.
+
+CachingTransport = Literal["stdio", "http"]
+
+
+@pytest.fixture(scope="module")
+def caching_project(tmp_path_factory: pytest.TempPathFactory) -> BakedProject:
+    from peers.project import HERE as PEERS
+
+    baked = bake(tmp_path_factory.mktemp("sdk-caching"), project_name="SDK Caching", aws=False)
+    name = "caching_tools.py"
+    (baked.tools_dir / name).write_bytes((PEERS / name).read_bytes())
+    return baked
+
+
+@pytest.fixture(params=["stdio", "http"])
+def caching_server(
+    request: pytest.FixtureRequest, caching_project: BakedProject, tmp_path: Any
+) -> Iterator[tuple[CachingTransport, StdioServerParameters | str]]:
+    """What `Client` connects to: a spawned stdio server, or the URL of a `<slug> http`."""
+    transport: CachingTransport = request.param
+    if transport == "stdio":
+        yield transport, server_params(caching_project)
+        return
+    with serve_http(caching_project, tmp_path / "server.log", state_env(caching_project)) as server:
+        yield transport, server.url
+        assert server.stop() == 0, server.log()
+
+
+def resource_text(result: types.ReadResourceResult) -> str:
+    (contents,) = result.contents
+    assert isinstance(contents, types.TextResourceContents)
+    return contents.text
+
+
+async def test_sdk_reads_a_changing_resource_twice_and_sees_both_values(
+    caching_server: tuple[CachingTransport, StdioServerParameters | str],
+) -> None:
+    transport, server = caching_server
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with Client(server, mode="2026-07-28") as client:
+            changing = [await client.read_resource("caching://changing") for _ in range(2)]
+            declared = [await client.read_resource("caching://declared") for _ in range(2)]
+
+    seen = [resource_text(result) for result in changing]
+    cached = [resource_text(result) for result in declared]
+    sys.stdout.write(
+        f"\npython sdk 2.3.0, {transport}: caching://changing "
+        f"(ttlMs {changing[0].ttl_ms}, {changing[0].cache_scope}) read twice: {seen}; "
+        f"caching://declared (ttlMs {declared[0].ttl_ms}, {declared[0].cache_scope}) "
+        f"read twice: {cached}\n"
+    )
+    # The second read reached the server: the default hints (ttlMs 0, private) let it.
+    assert seen == ["read 1", "read 2"]
+    assert (changing[0].ttl_ms, changing[0].cache_scope) == (0, "private")
+    # The client does cache what a resource declares: the same first value, twice.
+    assert cached == ["declared read 1", "declared read 1"]
+    assert (declared[0].ttl_ms, declared[0].cache_scope) == (600_000, "private")
+
+
+async def test_sdk_sees_a_tool_declared_at_runtime_in_its_next_tools_list(
+    caching_server: tuple[CachingTransport, StdioServerParameters | str],
+) -> None:
+    transport, server = caching_server
+    with anyio.fail_after(CALL_TIMEOUT_SECONDS):
+        async with Client(server, mode="2026-07-28") as client:
+            before = await client.list_tools()
+            declared = await client.call_tool("declare_tool", {"name": "late_tool"})
+            after = await client.list_tools()
+            ran = await client.call_tool("late_tool", {})
+
+    assert not declared.is_error, text_of(declared)
+    names_before = [tool.name for tool in before.tools]
+    names_after = [tool.name for tool in after.tools]
+    sys.stdout.write(
+        f"\npython sdk 2.3.0, {transport}: tools/list (ttlMs {before.ttl_ms}, "
+        f"{before.cache_scope}) before declare_tool: {len(names_before)} tools; "
+        f"after: {len(names_after)}, new: {sorted(set(names_after) - set(names_before))}\n"
+    )
+    # An unsealed registry's lists are immediately stale (ttlMs 0), so the client asked again.
+    assert "late_tool" not in names_before
+    assert names_after == [*names_before, "late_tool"]
+    assert (before.ttl_ms, before.cache_scope) == (0, "public")
+    assert text_of(ran) == "late_tool ran"

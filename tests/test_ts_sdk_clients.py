@@ -154,3 +154,103 @@ def test_ts_v1_client_is_refused_a_task_only_tool_with_32021(v1: dict[str, Any])
     refused = v1["calls"][2]["error"]
     assert refused["code"] == -32021
     assert refused["data"] == TASKS_REQUIRED
+
+
+# == caching (issue 22): a changing resource, and a tool declared at runtime ======================
+# One block, kept apart from the task tests above. The v2 client 2.4.0 keeps a response cache
+# (its `ResponseCacheStore`, in memory by default) and serves a result again while its `ttlMs`
+# lasts (2026-07-28 server/utilities/caching). The plan is the caching one of ts_clients.cjs;
+# the fixtures are tests/peers/caching_tools.py. Each run gets a fresh server.
+
+
+@pytest.fixture(scope="module")
+def caching_project(tmp_path_factory: pytest.TempPathFactory) -> BakedProject:
+    from peers.project import HERE as PEERS
+
+    baked = bake(tmp_path_factory.mktemp("ts-caching"), project_name="TS Caching", aws=False)
+    name = "caching_tools.py"
+    (baked.tools_dir / name).write_bytes((PEERS / name).read_bytes())
+    return baked
+
+
+def run_caching_plan(peers: NodePeers, project: BakedProject, url: str | None) -> dict[str, Any]:
+    state = {"XDG_STATE_HOME": str(project.root.parent / "state")}
+    plan = {
+        "caching": {"url": url},
+        "server": {
+            "command": sys.executable,
+            "args": project.server_command()[1:],
+            "env": project.server_env(state),
+            "cwd": str(project.root.parent),
+        },
+    }
+    done = subprocess.run(
+        peers.ts_clients_command(json.dumps(plan)),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+@pytest.fixture(params=["stdio", "http"], scope="module")
+def caching_report(
+    request: pytest.FixtureRequest,
+    peers: NodePeers,
+    caching_project: BakedProject,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, dict[str, Any]]:
+    """One caching run of the v2 client over `request.param`, and what it reported."""
+    from peers.project import serve_http
+
+    if request.param == "stdio":
+        return "stdio", run_caching_plan(peers, caching_project, None)
+    log = tmp_path_factory.mktemp("ts-caching-http") / "server.log"
+    state = {"XDG_STATE_HOME": str(caching_project.root.parent / "state")}
+    with serve_http(caching_project, log, state) as server:
+        report = run_caching_plan(peers, caching_project, server.url)
+        assert server.stop() == 0, server.log()
+    return "http", report
+
+
+def test_ts_v2_client_reads_a_changing_resource_twice_and_sees_both_values(
+    caching_report: tuple[str, dict[str, Any]],
+) -> None:
+    transport, report = caching_report
+    changing = report["reads"]["caching://changing"]
+    declared = report["reads"]["caching://declared"]
+    sys.stdout.write(
+        f"\nts client 2.4.0 (v2), {transport}, {report['protocolVersion']}: caching://changing "
+        f"(ttlMs {changing[0]['ttlMs']}, {changing[0]['cacheScope']}) read twice: "
+        f"{[read['text'] for read in changing]}; caching://declared (ttlMs "
+        f"{declared[0]['ttlMs']}, {declared[0]['cacheScope']}) read twice: "
+        f"{[read['text'] for read in declared]}\n"
+    )
+    assert report["protocolVersion"] == "2026-07-28"
+    # The second read reached the server: the default hints (ttlMs 0, private) let it.
+    assert [read["text"] for read in changing] == ["read 1", "read 2"]
+    assert (changing[0]["ttlMs"], changing[0]["cacheScope"]) == (0, "private")
+    # The client does cache what a resource declares: the same first value, twice.
+    assert [read["text"] for read in declared] == ["declared read 1", "declared read 1"]
+    assert (declared[0]["ttlMs"], declared[0]["cacheScope"]) == (600_000, "private")
+
+
+def test_ts_v2_client_sees_a_tool_declared_at_runtime_in_its_next_tools_list(
+    caching_report: tuple[str, dict[str, Any]],
+) -> None:
+    transport, report = caching_report
+    before, after = report["toolsBefore"], report["toolsAfter"]
+    new = sorted(set(after["names"]) - set(before["names"]))
+    sys.stdout.write(
+        f"\nts client 2.4.0 (v2), {transport}: tools/list (ttlMs {before['ttlMs']}, "
+        f"{before['cacheScope']}) before declare_tool: {len(before['names'])} tools; "
+        f"after: {len(after['names'])}, new: {new}\n"
+    )
+    assert text_of(report["declared"]) == "declared late_tool"
+    # An unsealed registry's lists are immediately stale (ttlMs 0), so the client asked again.
+    assert "late_tool" not in before["names"]
+    assert after["names"] == [*before["names"], "late_tool"]
+    assert (before["ttlMs"], before["cacheScope"]) == (0, "public")

@@ -76,6 +76,7 @@ async function call(client, { tool, arguments: args, stream }) {
 }
 
 (async () => {
+  if (plan.caching) return runCachingPlan(); // the caching block below
   const client = await connect();
   const report = { protocolVersion: client.getNegotiatedProtocolVersion(), calls: [] };
   try {
@@ -91,3 +92,43 @@ async function call(client, { tool, arguments: args, stream }) {
   process.stderr.write(`${error?.stack ?? error}\n`);
   process.exitCode = 1;
 });
+
+// == caching plan (issue 22; tests/test_ts_sdk_clients.py, its caching block) =====================
+// `{"caching": {"url": URL | null}, "server": {...}}`: the v2 client pinned to 2026-07-28, over
+// Streamable HTTP to `url`, else over stdio (spawning `server`), with its default response cache
+// (2026-07-28 server/utilities/caching: it serves a result again while its `ttlMs` lasts). It
+// reads `caching://changing` and `caching://declared` twice each, lists the tools, calls
+// `declare_tool`, lists them again (tests/peers/caching_tools.py). One JSON object to stdout:
+// `{protocolVersion, reads: {uri: [{text, ttlMs, cacheScope}, ...]}, toolsBefore, toolsAfter,
+// declared}`.
+async function runCachingPlan() {
+  const info = { name: "mrtr-ts-caching-peer", version: "1.0.0" };
+  const { Client, StreamableHTTPClientTransport } = load("@modelcontextprotocol/client");
+  const client = new Client(info, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
+  if (plan.caching.url) {
+    await client.connect(new StreamableHTTPClientTransport(new URL(plan.caching.url)));
+  } else {
+    const { StdioClientTransport } = load("@modelcontextprotocol/client/stdio");
+    const { command, args, env, cwd } = plan.server;
+    await client.connect(new StdioClientTransport({ command, args, env, cwd, stderr: "inherit" }));
+  }
+  const report = { protocolVersion: client.getNegotiatedProtocolVersion(), reads: {} };
+  try {
+    for (const uri of ["caching://changing", "caching://declared"]) {
+      report.reads[uri] = [];
+      for (let read = 0; read < 2; read += 1) {
+        const result = await client.readResource({ uri });
+        const { text } = result.contents[0];
+        report.reads[uri].push({ text, ttlMs: result.ttlMs, cacheScope: result.cacheScope });
+      }
+    }
+    const names = (listed) => listed.tools.map((tool) => tool.name);
+    const before = await client.listTools();
+    report.toolsBefore = { names: names(before), ttlMs: before.ttlMs, cacheScope: before.cacheScope };
+    report.declared = await client.callTool({ name: "declare_tool", arguments: { name: "late_tool" } });
+    report.toolsAfter = { names: names(await client.listTools()) };
+  } finally {
+    await client.close();
+  }
+  process.stdout.write(JSON.stringify(report) + "\n");
+}

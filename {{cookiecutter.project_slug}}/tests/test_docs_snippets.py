@@ -772,6 +772,7 @@ def test_the_results_page_states_the_convention_and_has_its_modules() -> None:
     assert list(snippets(RESULTS_DOC)) == [
         "show_picture",
         "code_review",
+        "http_status",
         "order_laptop",
         "count_words",
     ]
@@ -902,6 +903,44 @@ async def test_code_review_completes_its_arguments_and_embeds_the_code(
     with pytest.raises(RpcError) as raised:
         await client.request("completion/complete", complete("review", "language", ""))
     assert raised.value.code == -32602
+
+
+@pytest.mark.anyio
+@exercises("http_status")
+async def test_http_status_may_be_kept_a_day_and_the_incident_log_never(
+    load_snippet: Callable[[str], Registry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = load_snippet("http_status")
+    module = sys.modules[f"{PACKAGE}._doc_http_status.http_status"]
+    log = tmp_path / "incidents.log"
+    monkeypatch.setattr(module, "INCIDENTS", log)
+    client = MemoryClient(serve(registry), capabilities={})
+
+    found = await client.request("resources/read", {"uri": "http-status://404"})
+    assert found["contents"][0]["text"].startswith("404 Not Found: ")
+    assert (found["ttlMs"], found["cacheScope"]) == (86_400_000, "public")
+    unknown = await client.request("resources/read", {"uri": "http-status://299"})
+    assert unknown["contents"][0]["text"] == "299 is not a registered HTTP status code."
+    with pytest.raises(RpcError) as raised:  # the variable is typed by the parameter: an int
+        await client.request("resources/read", {"uri": "http-status://teapot"})
+    assert raised.value.code == -32602
+    completion = await client.request(
+        "completion/complete",
+        {
+            "ref": {"type": "ref/resource", "uri": "http-status://{code}"},
+            "argument": {"name": "code", "value": "40"},
+        },
+    )
+    assert completion["completion"]["values"][:3] == ["400", "401", "402"]
+    assert all(value.startswith("40") for value in completion["completion"]["values"])
+
+    first = await client.request("resources/read", {"uri": "incidents://latest"})
+    assert first["contents"][0]["text"] == "No incident is logged."
+    log.write_text("db failover at 02:10\n", encoding="utf-8")
+    second = await client.request("resources/read", {"uri": "incidents://latest"})
+    assert second["contents"][0]["text"] == "db failover at 02:10"
+    for result in (first, second):
+        assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
 
 
 def order_call(**retry: Any) -> Json:

@@ -6,7 +6,9 @@ balancer.
 
 ``call_until_complete`` is a whole 2026-07-28 client over HTTP in a few lines: every request
 carries ``_meta`` and the metadata headers; an ``input_required`` result is answered and the
-call sent again with ``inputResponses`` and the ``requestState`` it came with.
+call sent again with ``inputResponses`` and the ``requestState`` it came with. The testing
+face's ``ClientSession.connect(url, ...)`` is that client, with the callbacks and ``call_tool``
+the stdio tests use: the last test here is the one to copy.
 """
 
 from __future__ import annotations
@@ -16,11 +18,16 @@ import json
 import re
 import signal
 import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from test_smoke import PLAN, fill_in_sync
+import anyio
+import pytest
+
+from {{ cookiecutter.package_name }}.mrtr_runtime.testing import ClientSession
+from test_smoke import PLAN, fill_in, fill_in_sync
 
 BOUND = 30  # seconds for a start, a request or a stop
 ADDRESS = re.compile(r"serving MCP at http://([^:/\s]+):(\d+)/mcp")
@@ -75,8 +82,15 @@ def http_server(command: list[str], env: dict[str, str]) -> Iterator[Endpoint]:
                 break
         else:
             raise AssertionError("the server never said where it listens")
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=BOUND) == 0
+        if sys.platform == "win32":
+            # No SIGTERM to send on Windows: send_signal(SIGTERM) is TerminateProcess, which no
+            # handler sees (status 1), and what a Windows host or service manager does too. The
+            # clean stop on SIGTERM, status 0, is what the POSIX runs check.
+            process.terminate()
+            process.wait(timeout=BOUND)
+        else:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=BOUND) == 0
     finally:
         if process.poll() is None:
             process.kill()
@@ -142,3 +156,16 @@ def test_a_2025_client_over_http_is_told_to_use_stdio(
         connection.close()
     assert response.status == 400
     assert error["data"]["supported"] == ["2026-07-28"]
+
+
+@pytest.mark.anyio
+async def test_the_testing_client_finishes_a_multi_round_call_over_http(
+    server_command: list[str], server_env: dict[str, str]
+) -> None:
+    with http_server(server_command, server_env) as endpoint, anyio.fail_after(BOUND):
+        url = f"http://{endpoint.host}:{endpoint.port}/mcp"
+        async with ClientSession.connect(url, elicitation=fill_in) as session:
+            result = await session.call_tool("plan_release", PLAN)
+            assert session.protocol_violations == []
+    assert result.rounds == 3  # the release, its highlights, the confirmation
+    assert result.structured["status"] == "confirmed"

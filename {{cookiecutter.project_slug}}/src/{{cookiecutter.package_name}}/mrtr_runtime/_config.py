@@ -54,6 +54,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Final
 from urllib.parse import urlsplit
 
+from ._permissions import mode_bits_enforced, open_to_others
 from ._tokens import (
     _KEYGEN_HINT,
     DEFAULT_TTL_SECONDS,
@@ -420,7 +421,7 @@ def _is_absolute(value: str, platform: str) -> bool:
     return flavour(value).is_absolute()
 
 
-def load_or_create_key_file(path: Path) -> tuple[SigningKey, bool]:
+def load_or_create_key_file(path: Path, *, platform: str = os.name) -> tuple[SigningKey, bool]:
     """The key in ``path``, which is created first (0600) if it does not exist; and whether it was.
 
     Two servers starting together must end with one key, or each would reject the other's
@@ -433,17 +434,20 @@ def load_or_create_key_file(path: Path) -> tuple[SigningKey, bool]:
     can write in it can swap the key), never repaired. It is opened once and everything in it is
     reached through that descriptor, so it cannot be swapped between the check and the use.
     Raises ``OSError`` when the file cannot be created, ``WeakSigningKey`` when the directory or
-    the file found cannot be used.
+    the file found cannot be used. `platform` (an ``os.name``): where mode bits mean nothing
+    (Windows), neither the directory's nor the file's mode is checked (see ``_permissions``).
     """
-    dir_fd = _private_directory(path.parent)
+    dir_fd = _private_directory(path.parent, platform=platform)
     try:
-        return _load_or_create_in(path, dir_fd)
+        return _load_or_create_in(path, dir_fd, platform=platform)
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
 
 
-def _load_or_create_in(path: Path, dir_fd: int | None) -> tuple[SigningKey, bool]:
+def _load_or_create_in(
+    path: Path, dir_fd: int | None, *, platform: str = os.name
+) -> tuple[SigningKey, bool]:
     temp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
     name, temp_name = (path.name, temp.name) if dir_fd is not None else (str(path), str(temp))
     created = False
@@ -459,19 +463,23 @@ def _load_or_create_in(path: Path, dir_fd: int | None) -> tuple[SigningKey, bool
         finally:
             _unlink(temp_name, dir_fd)
     key = parse_signing_key(
-        _read_private_text(path, "per-user key file", dir_fd=dir_fd),
+        _read_private_text(path, "per-user key file", dir_fd=dir_fd, platform=platform),
         source=f"per-user key file {path}",
     )
     return key, created
 
 
-def _private_directory(directory: Path) -> int | None:
+def _private_directory(directory: Path, *, platform: str = os.name) -> int | None:
     """A descriptor on ``directory`` once it is known to be ours and private, created 0700 if new.
 
-    None where the platform has no POSIX owners (Windows) or cannot work relative to a
-    descriptor: there the path is used as before.
+    None where the platform has no POSIX owners and modes (Windows: the profile's ACLs protect
+    it) or cannot work relative to a descriptor: there the path is used as before.
     """
-    if _effective_uid() is None or not {os.open, os.link, os.unlink} <= os.supports_dir_fd:
+    if (
+        not mode_bits_enforced(platform)
+        or _effective_uid() is None
+        or not {os.open, os.link, os.unlink} <= os.supports_dir_fd
+    ):
         return None
     try:
         fd = _open_key_directory(directory)
@@ -482,8 +490,7 @@ def _private_directory(directory: Path) -> int | None:
         fd = _open_key_directory(directory)
     info = os.fstat(fd)
     problem = _not_ours(info, directory)
-    if problem is None and info.st_mode & 0o077:
-        mode = oct(stat.S_IMODE(info.st_mode))
+    if problem is None and (mode := open_to_others(info.st_mode, 0o077, platform=platform)):
         problem = (
             f"is open to other users (mode {mode}), who could swap the key file in it; "
             f"run: chmod 700 {directory}"
@@ -498,7 +505,8 @@ _DIRECTORY_LABEL = "per-user key directory"
 
 
 def _open_key_directory(directory: Path) -> int:
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)  # neither exists on Windows (never called there)
     try:
         return os.open(directory, flags)
     except OSError:
@@ -532,9 +540,10 @@ def _not_ours(info: os.stat_result, path: Path) -> str | None:
 
 
 def _user_name(uid: int) -> str:
+    if sys.platform == "win32":  # no pwd module; never called there (no POSIX owners)
+        return str(uid)
     try:
-        # Imported here: there is no pwd module on Windows, and this runs only where ownership
-        # means something.
+        # Imported here: this runs only where ownership means something.
         import pwd
 
         return pwd.getpwuid(uid).pw_name
@@ -731,16 +740,21 @@ def _read_previous_keys_file(path: Path, label: str) -> tuple[SigningKey, ...]:
     return tuple(keys)
 
 
-def _read_private_text(path: Path, label: str, *, dir_fd: int | None = None) -> str:
+def _read_private_text(
+    path: Path, label: str, *, dir_fd: int | None = None, platform: str = os.name
+) -> str:
     """The ASCII text of a small, regular, private file of ours; else ``WeakSigningKey`` naming it.
 
     The checks are made on the descriptor that is read, never on the path, so the file cannot
     change between them. A symlink is refused rather than followed: whoever controls the link or
-    the directory it points into could re-point it at a key of their own.
+    the directory it points into could re-point it at a key of their own. `platform` (an
+    ``os.name``): on Windows the mode is not checked (``_permissions``: the ACLs protect it).
     """
     name = path.name if dir_fd is not None else str(path)
     # O_NONBLOCK: opening a FIFO must not hang the server at start; regular files ignore it.
+    # O_BINARY (Windows): the bytes as written, no newline translation, no end at ^Z.
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
     except OSError as exc:
@@ -756,10 +770,9 @@ def _read_private_text(path: Path, label: str, *, dir_fd: int | None = None) -> 
         problem = "is not a regular file"
     elif (foreign := _not_ours(info, path)) is not None:
         problem = foreign
-    elif os.name == "posix" and info.st_mode & 0o077:
+    elif mode := open_to_others(info.st_mode, 0o077, platform=platform):
         # Readable by others: anyone on the machine can forge answers. Writable by others:
         # anyone can swap in a key of their own. Either way the key is no longer ours.
-        mode = oct(stat.S_IMODE(info.st_mode))
         problem = f"is readable or writable by other users (mode {mode}); run: chmod 600 {path}"
     if problem is not None:
         os.close(fd)
@@ -798,7 +811,8 @@ def _replace_private(path: Path, data: bytes) -> None:
 def _create_private(path: Path, data: bytes, *, dir_fd: int | None = None) -> None:
     name = path.name if dir_fd is not None else str(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(name, flags | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=dir_fd)
+    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)  # O_BINARY: see above
+    fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
     try:
         if hasattr(os, "fchmod"):
             os.fchmod(fd, 0o600)  # the umask can only remove bits, but be exact

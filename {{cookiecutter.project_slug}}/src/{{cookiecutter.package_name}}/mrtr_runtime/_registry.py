@@ -6,6 +6,7 @@ import functools
 import importlib
 import inspect
 import json
+import math
 import pkgutil
 import re
 import types
@@ -34,7 +35,10 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = (
+    "MAX_CACHE_TTL_SECONDS",
     "MAX_TASK_TTL_SECONDS",
+    "NOT_CACHED",
+    "CacheScope",
     "CompletionKey",
     "PromptDef",
     "Registry",
@@ -59,6 +63,17 @@ CompletionKey = tuple[str, str, str]
 TaskSupport = Literal["optional", "required"]
 #: The longest a tool may ask the server to keep its tasks (`task_ttl_seconds`): a week.
 MAX_TASK_TTL_SECONDS: Final = 7 * 24 * 3600
+
+#: server/utilities/caching `cacheScope`: "public", the same for every caller (any cache may
+#: share it); "private", for one authorization context only.
+CacheScope = Literal["public", "private"]
+#: The longest a resource's content or the lists may be declared fresh (`ttlMs`): a day. A
+#: hint past that outlives most deployments, and clients keep serving what a redeploy changed.
+MAX_CACHE_TTL_SECONDS: Final = 24 * 3600
+#: The hints of a result no client should serve again without asking (server/utilities/caching:
+#: `ttlMs` 0 is "immediately stale"; "private" keeps it out of shared caches). Shared by every
+#: such result (copied into it), so read-only.
+NOT_CACHED: Final[Mapping[str, Any]] = types.MappingProxyType({"ttlMs": 0, "cacheScope": "private"})
 
 # server/tools "Tool Names": SHOULD be 1-128 characters of A-Z, a-z, 0-9, _, - and .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -369,6 +384,8 @@ class ResourceDef:
     signature: _Signature
     mime_type: str | None
     wire: Mapping[str, Any]
+    #: The `ttlMs` and `cacheScope` of a first-round read's result (`Registry.resource`).
+    cache: Mapping[str, Any]
 
     async def call(self, variables: Mapping[str, str], context: Context) -> Any:
         arguments = self.signature.model.model_validate(variables)
@@ -410,6 +427,25 @@ def _needs_uri(decorator: str, uri: object) -> None:
         raise TypeError(f'@registry.{decorator} needs the URI first: @registry.{decorator}("...")')
 
 
+def cache_hint(ttl_seconds: float, scope: str, *, what: str) -> dict[str, Any]:
+    """The `ttlMs` and `cacheScope` pair a declaration stands for, checked where it is written.
+
+    server/utilities/caching: `ttlMs` is an integer number of milliseconds, MUST be >= 0, and
+    `cacheScope` is "public" or "private"; a wrong value is a mistake in code, refused now,
+    not a hint sent to every client. `what` names the keyword in the error.
+    """
+    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float):
+        raise TypeError(f"{what}_ttl_seconds must be a number of seconds, not {ttl_seconds!r}")
+    if not (math.isfinite(ttl_seconds) and 0 <= ttl_seconds <= MAX_CACHE_TTL_SECONDS):
+        raise ValueError(
+            f"{what}_ttl_seconds must be from 0 to {MAX_CACHE_TTL_SECONDS} (a day), "
+            f"not {ttl_seconds!r}"
+        )
+    if scope not in ("public", "private"):
+        raise ValueError(f'{what}_scope must be "public" or "private", not {scope!r}')
+    return {"ttlMs": round(ttl_seconds * 1000), "cacheScope": scope}
+
+
 def _description(explicit: str | None, handler: Callable[..., Any]) -> str | None:
     return explicit if explicit is not None else inspect.getdoc(handler)
 
@@ -419,9 +455,26 @@ class Registry:
 
     Order is deterministic (server/tools: servers SHOULD return tools in a deterministic
     order) because `load_package` imports modules sorted by name.
+
+    `list_cache_ttl_seconds` is how long clients may keep the lists (tools, prompts, resources,
+    resource templates) and `server/discover` before asking again (server/utilities/caching
+    `ttlMs`). A positive one is a promise that no list changes within it, so it SEALS the
+    registry: once the server has loaded its tools (`ensure_loaded`), declaring a tool, prompt,
+    resource or template raises RuntimeError instead of changing a list that clients were told
+    to keep. The default, 0, promises nothing: lists may change at any time (announced with
+    list_changed), and every list result says it is immediately stale, because a client that
+    does not follow the announcements (no `subscriptions/listen` stream) would otherwise miss a
+    tool declared at runtime for the whole TTL. Lists are the same for every caller (nothing here
+    filters them by principal), so their scope is "public".
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, list_cache_ttl_seconds: float = 0) -> None:
+        #: The caching hints of every list result and server/discover: computed once.
+        self.list_cache: Final[Mapping[str, Any]] = cache_hint(
+            list_cache_ttl_seconds, "public", what="list_cache"
+        )
+        #: Whether declaring more is refused (a promised list TTL, and the tools loaded).
+        self.sealed = False
         self.tools: dict[str, ToolDef] = {}
         self.prompts: dict[str, PromptDef] = {}
         self.resources: dict[str, ResourceDef] = {}
@@ -500,6 +553,7 @@ class Registry:
 
         def register(handler: F) -> F:
             tool_name = handler.__name__ if name is None else name
+            self._check_open(f"tool {tool_name!r}")
             if not _TOOL_NAME.fullmatch(tool_name):
                 raise ValueError(f"tool name {tool_name!r} must be 1-128 of A-Z a-z 0-9 _ - .")
             if tool_name in self.tools:
@@ -551,6 +605,7 @@ class Registry:
 
         def register(handler: F) -> F:
             prompt_name = handler.__name__ if name is None else name
+            self._check_open(f"prompt {prompt_name!r}")
             if prompt_name in self.prompts:
                 raise ValueError(f"prompt {prompt_name!r} is declared twice")
             signature = _inspect(handler, f"{prompt_name}_arguments")
@@ -578,6 +633,7 @@ class Registry:
         description: str | None,
         mime_type: str | None,
         uri_key: str,
+        cache: Mapping[str, Any],
     ) -> ResourceDef:
         wire: dict[str, Any] = {uri_key: uri, "name": name or handler.__name__}
         if title is not None:
@@ -588,7 +644,7 @@ class Registry:
         if mime_type is not None:
             wire["mimeType"] = mime_type
         signature = _inspect(handler, f"{wire['name']}_variables")
-        return ResourceDef(uri, handler, signature, mime_type, wire)
+        return ResourceDef(uri, handler, signature, mime_type, wire, cache)
 
     def resource(
         self,
@@ -598,10 +654,24 @@ class Registry:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        cache_ttl_seconds: float = 0,
+        cache_scope: CacheScope = "private",
     ) -> Callable[[F], F]:
+        """Declare the resource at `uri`; the handler returns its content.
+
+        `cache_ttl_seconds` and `cache_scope` are the caching hints of its `resources/read`
+        results (server/utilities/caching): how long a client may serve a read again without
+        asking, and whether a cache shared between users may keep it. The default, 0 and
+        "private", promises nothing: every read is fetched anew. Declare a TTL only for content
+        that does not change within it, and "public" only for content that is the same for
+        every caller (never for what depends on who asks). A read that carried answers (a
+        retry with inputResponses or requestState) is never cacheable, whatever is declared.
+        """
         _needs_uri("resource", uri)
+        cache = cache_hint(cache_ttl_seconds, cache_scope, what="cache")
 
         def register(handler: F) -> F:
+            self._check_open(f"resource {uri!r}")
             if uri in self.resources:
                 raise ValueError(f"resource {uri!r} is declared twice")
             self.resources[uri] = self._resource_def(
@@ -612,6 +682,7 @@ class Registry:
                 description=description,
                 mime_type=mime_type,
                 uri_key="uri",
+                cache=cache,
             )
             self._changed("resources")
             return handler
@@ -626,10 +697,17 @@ class Registry:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        cache_ttl_seconds: float = 0,
+        cache_scope: CacheScope = "private",
     ) -> Callable[[F], F]:
+        """Declare the resources whose URIs match `uri_template` (RFC 6570 level 1: each
+        `{name}` is one path segment, a parameter of the handler). `cache_ttl_seconds` and
+        `cache_scope` as for `resource`, for every URI the template matches."""
         _needs_uri("resource_template", uri_template)
+        cache = cache_hint(cache_ttl_seconds, cache_scope, what="cache")
 
         def register(handler: F) -> F:
+            self._check_open(f"resource template {uri_template!r}")
             resource = self._resource_def(
                 uri_template,
                 handler,
@@ -638,6 +716,7 @@ class Registry:
                 description=description,
                 mime_type=mime_type,
                 uri_key="uriTemplate",
+                cache=cache,
             )
             self.resource_templates.append(
                 ResourceTemplateDef(_template_pattern(uri_template), resource)
@@ -703,13 +782,19 @@ class Registry:
         self._deferred.append(package)
 
     def ensure_loaded(self) -> None:
-        """Load every deferred package; raises what a failing tool module raises."""
+        """Load every deferred package; raises what a failing tool module raises.
+
+        With a positive `list_cache_ttl_seconds`, the registry is sealed once this returns.
+        """
         while self._deferred:
             self.load_package(self._deferred[0])
             del self._deferred[0]
+        if self.list_cache["ttlMs"] and not self.sealed:
+            self.sealed = True
 
     def load_package(self, package: str) -> None:
         """Import every public module of `package` so their decorators run, sorted by name."""
+        self._check_open(f"package {package!r}")
         self._loading += 1
         try:
             module = importlib.import_module(package)
@@ -750,6 +835,16 @@ class Registry:
         else hears of it. Safe to call from a tool, a background task or another thread.
         """
         self._changed("resource", uri)
+
+    def _check_open(self, what: str) -> None:
+        if self.sealed:
+            seconds = self.list_cache["ttlMs"] / 1000
+            raise RuntimeError(
+                f"{what} is declared after start-up, but the registry promised clients that its "
+                f"lists hold for {seconds:g} s (Registry(list_cache_ttl_seconds=...)): declare "
+                "it in a module of the tools package, or drop list_cache_ttl_seconds so that "
+                "the lists may change"
+            )
 
     def _changed(self, change: RegistryChange, uri: str | None = None) -> None:
         # server/tools, server/prompts, server/resources: the lists a client fetched changed.

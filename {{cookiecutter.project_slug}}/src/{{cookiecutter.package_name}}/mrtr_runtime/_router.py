@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 from ._capabilities import ClientCapabilities
 from ._config import Settings
@@ -43,7 +43,7 @@ from ._jsonrpc import (
     success_response,
 )
 from ._legacy import run_legacy
-from ._registry import Registry
+from ._registry import NOT_CACHED, Registry
 from ._subscriptions import LIST_KINDS, MAX_RESOURCE_SUBSCRIPTIONS, Listener, Subscriptions
 from ._tokens import RequestStateCodec
 from ._wire import (
@@ -60,6 +60,7 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
+    from ._methods import ResourceCall
     from ._tasks import StoreOpener, TaskEngine
 
 __all__ = (
@@ -69,11 +70,6 @@ __all__ = (
     "Session",
 )
 
-
-#: server/utilities/caching: list results carry `ttlMs` and `cacheScope`. A list changes only
-#: when something is declared after start-up, and that is announced (list_changed), so a
-#: client that follows the changes never keeps a stale list.
-LIST_TTL_MS: Final = 300_000
 
 _MODERN_METHODS: Final = frozenset(
     {
@@ -110,6 +106,8 @@ _LIST_FLAGS: Final = {
 }
 #: The methods whose handlers may ask for input (basic/patterns/mrtr): served as a Call.
 _CALL_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
+#: server/utilities/caching "Cacheable Results": these (and resources/read, its own hints)
+#: MUST carry `ttlMs` and `cacheScope`: the registry's `list_cache`, 0 unless it is sealed.
 _CACHEABLE: Final = frozenset(
     {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list"}
 )
@@ -346,9 +344,9 @@ class Server:
         else:
             result = await self._dispatch(method, params, scope, session)
             if scope.era == "modern" and method in _CACHEABLE:
-                # server/utilities/caching: a list is never a retry (it takes no MRTR params).
-                result["ttlMs"] = LIST_TTL_MS
-                result["cacheScope"] = "public"
+                # server/utilities/caching: a list is never a retry (it takes no MRTR params);
+                # its TTL is positive only when the registry is sealed (Registry docstring).
+                result.update(self.registry.list_cache)
         if scope.era == "legacy":
             return result
         # basic/index: the result MUST include resultType; servers SHOULD put serverInfo in _meta.
@@ -489,9 +487,10 @@ class Server:
         )
         if method == "resources/read" and "contents" in result:
             # server/utilities/caching: results of retries carrying inputResponses or
-            # requestState MUST NOT be cached.
-            result["ttlMs"] = 0 if received.retried else LIST_TTL_MS
-            result["cacheScope"] = "private" if received.retried else "public"
+            # requestState MUST NOT be cached; a first read carries what the resource declared
+            # (by default 0 and "private": content may change, or depend on who reads it).
+            resource = cast("ResourceCall", call).resource
+            result.update(NOT_CACHED if received.retried else resource.cache)
         return result
 
     async def _task_method(

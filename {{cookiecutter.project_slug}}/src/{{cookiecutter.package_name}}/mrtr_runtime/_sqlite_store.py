@@ -51,6 +51,7 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 
+from ._permissions import open_to_others
 from ._task_store import TaskRecord, TaskStoreFull, TaskStoreUnavailable
 
 __all__ = ("SqliteTaskStore", "open_sqlite_store")
@@ -368,11 +369,12 @@ def _not_ours(info: os.stat_result, path: Path) -> str | None:
     )
 
 
-def _private_directory(directory: Path, *, make_parents: bool) -> None:
+def _private_directory(directory: Path, *, make_parents: bool, platform: str = os.name) -> None:
     """``directory`` exists (created 0700 if new), is ours, not a symlink, and no other user can
     write in it (who can would swap the store, or its -wal file, for one of their own). Its
     missing parents are created only with ``make_parents``; otherwise a missing parent refuses:
-    a mistyped ``MRTR_TASK_STORE`` must not build a directory tree (readable by all) of its own."""
+    a mistyped ``MRTR_TASK_STORE`` must not build a directory tree (readable by all) of its own.
+    `platform` (an ``os.name``): on Windows the mode is not checked (``_permissions``)."""
     if not directory.exists() and not directory.is_symlink():
         if make_parents:  # as the per-user key's directory: parents as the umask says
             directory.parent.mkdir(parents=True, exist_ok=True)
@@ -398,8 +400,7 @@ def _private_directory(directory: Path, *, make_parents: bool) -> None:
     problem = _not_ours(info, directory)
     if problem is None and not stat.S_ISDIR(info.st_mode):
         problem = "is not a directory"
-    if problem is None and os.name == "posix" and info.st_mode & 0o022:
-        mode = oct(stat.S_IMODE(info.st_mode))
+    if problem is None and (mode := open_to_others(info.st_mode, 0o022, platform=platform)):
         problem = (
             f"can be written by other users (mode {mode}), who could swap the store in it; "
             f"run: chmod 700 {directory}"
@@ -408,8 +409,9 @@ def _private_directory(directory: Path, *, make_parents: bool) -> None:
         raise TaskStoreUnavailable(f"the task store's directory {directory} {problem}")
 
 
-def _private_file(path: Path) -> None:
-    """``path`` is a 0600 regular file of ours (created so if new), never a symlink."""
+def _private_file(path: Path, *, platform: str = os.name) -> None:
+    """``path`` is a 0600 regular file of ours (created so if new), never a symlink. `platform`
+    (an ``os.name``): on Windows the mode is not checked (``_permissions``)."""
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     # O_NONBLOCK: a FIFO planted in the store's place must not hang the opening thread.
     flags |= getattr(os, "O_NONBLOCK", 0)
@@ -431,9 +433,8 @@ def _private_file(path: Path) -> None:
             problem = "is not a regular file"
         elif (foreign := _not_ours(info, path)) is not None:
             problem = foreign
-        elif os.name == "posix" and info.st_mode & 0o077:
+        elif mode := open_to_others(info.st_mode, 0o077, platform=platform):
             # The tasks hold arguments, answers and results: others may neither read nor write.
-            mode = oct(stat.S_IMODE(info.st_mode))
             problem = f"is readable or writable by other users (mode {mode}); run: chmod 600 {path}"
         if problem is not None:
             raise TaskStoreUnavailable(f"the task store {path} {problem}")

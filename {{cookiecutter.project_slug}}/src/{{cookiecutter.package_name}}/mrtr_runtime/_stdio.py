@@ -8,7 +8,10 @@ It runs on asyncio and uses its pipe transports directly: the event loop keeps b
 registered, every chunk that arrives is split into lines at once, and a response is handed to
 the write transport whole -- so messages can never interleave or be cut, and no lock, read
 syscall or registration is paid per message. Handlers still use anyio freely. An stdin the
-loop cannot poll (a regular file, /dev/null) is read by a daemon thread instead.
+loop cannot poll (a regular file, /dev/null) is read by a daemon thread instead, and so is every
+stdin on Windows: the proactor loop reads a pipe with overlapped I/O, which the pipe a host
+hands down as stdin was not opened for (`reads_in_thread`). Which reader, which writer and
+which signals are functions of the platform, passed in, so each branch is tested on any system.
 
 stdin is read all the time: responses to our own requests, cancellations and EOF are acted on
 however busy the server is. Only new requests wait, in a bounded backlog; past it they are
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import select
@@ -27,10 +31,10 @@ import signal
 import stat
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import count
-from types import TracebackType
-from typing import Any, Final, Protocol
+from types import FrameType, TracebackType
+from typing import Any, Final, Literal, Protocol
 
 from ._config import CLIENT_REQUEST_TIMEOUT_SECONDS, Settings
 from ._context import MAYBE_CARRIED_OUT, SHUTDOWN_GRACE_SECONDS, Cancellation
@@ -63,8 +67,15 @@ __all__ = (
     "SHUTDOWN_GRACE_SECONDS",
     "WRITE_GRACE_SECONDS",
     "Connection",
+    "StdioKind",
+    "binary_mode",
     "configure_logging",
+    "install_stop_signals",
+    "reads_in_thread",
     "serve_stdio",
+    "stdio_kind",
+    "stop_signals",
+    "writes_blocking",
 )
 
 #: Requests served at once. Requests beyond it wait, in arrival order, in a backlog of
@@ -474,8 +485,7 @@ class _ThreadReader:
         threading.Thread(target=self._run, name="mrtr-stdin", daemon=True).start()
 
     def _run(self) -> None:
-        with contextlib.suppress(OSError):
-            os.set_blocking(self._fd, True)
+        _set_blocking(self._fd)
         while True:
             self._go.wait()
             self._go.clear()
@@ -542,7 +552,7 @@ class _Writer(asyncio.Protocol):
         self._stop.set()
 
 
-def _claim_stdio() -> tuple[int, int]:
+def _claim_stdio(*, platform: str = sys.platform) -> tuple[int, int]:
     """Private copies of the real stdin/stdout; fds 0 and 1 then point away from the wire.
 
     A stray print() -- ours, a library's, a child process's -- lands on stderr instead of
@@ -551,11 +561,39 @@ def _claim_stdio() -> tuple[int, int]:
     sys.stdout.flush()
     wire_in = os.dup(0)
     wire_out = os.dup(1)
+    binary_mode((wire_in, wire_out), platform=platform)
     os.dup2(2, 1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
     return wire_in, wire_out
+
+
+#: The C runtime's _O_BINARY (fcntl.h of the Windows SDK); `os.O_BINARY` exists only on Windows.
+_O_BINARY: Final = 0x8000
+
+
+def binary_mode(
+    fds: Iterable[int],
+    *,
+    platform: str = sys.platform,
+    setmode: Callable[[int, int], object] | None = None,
+) -> None:
+    """Put the wire's descriptors in binary mode on Windows; nothing elsewhere.
+
+    basic/transports/stdio: messages are delimited by newlines. A descriptor in the Windows C
+    runtime's text mode would write each b"\n" as b"\r\n" and read b"\x1a" as end of file;
+    Python starts with fds 0-2 binary, but the wire must not depend on who started it how.
+    `setmode` is msvcrt.setmode unless given (tests pass their own).
+    """
+    if platform != "win32":
+        return
+    if setmode is None:
+        import msvcrt  # Windows only, hence here
+
+        setmode = msvcrt.setmode  # type: ignore[attr-defined,unused-ignore]
+    for fd in fds:
+        setmode(fd, getattr(os, "O_BINARY", _O_BINARY))
 
 
 class _RedactingFormatter(logging.Formatter):
@@ -612,22 +650,66 @@ def configure_logging(settings: Settings | None = None) -> None:
     sys.unraisablehook = _log_unraisable
 
 
-def _pollable(fd: int) -> bool:
-    """Whether the event loop can wait on `fd`: a pipe, a socket or a terminal.
+#: What a standard stream is: a pipe, a socket, a terminal, a regular file, another device
+#: (/dev/null, NUL), or nothing usable (closed, or fstat fails).
+StdioKind = Literal["pipe", "socket", "tty", "file", "device", "closed"]
+#: The kinds asyncio's pipe transports can wait on with a selector (epoll, kqueue).
+_POLLABLE: Final = frozenset({"pipe", "socket", "tty"})
 
-    epoll refuses regular files and most character devices (/dev/null among them), and
-    asyncio only finds out inside the loop, where nothing can fall back any more.
-    """
+
+def stdio_kind(fd: int) -> StdioKind:
+    """What `fd` is, from fstat (on Windows Python maps a pipe to S_IFIFO, a console S_IFCHR)."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+        return "closed"
+    if stat.S_ISFIFO(mode):
+        return "pipe"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISCHR(mode) and os.isatty(fd):
+        return "tty"
+    return "device"
+
+
+def reads_in_thread(platform: str, kind: StdioKind) -> bool:
+    """Whether stdin is read by a thread (`_ThreadReader`) rather than by the event loop.
+
+    Windows: always. Its proactor loop reads a pipe with overlapped ReadFile on an I/O
+    completion port, which needs a handle opened for overlapped I/O; the anonymous pipe a host
+    hands down as stdin is not one, and a console is no pipe at all. Elsewhere: a pipe, a
+    socket or a terminal is watched by the loop; a regular file or a device (/dev/null)
+    cannot be (epoll refuses them, and asyncio only finds out inside the loop, where nothing
+    can fall back any more), so a thread reads those too.
+    """
+    return platform == "win32" or kind not in _POLLABLE
+
+
+def writes_blocking(platform: str, kind: StdioKind, *, shared_with_input: bool) -> bool:
+    """Whether stdout gets plain blocking writes rather than asyncio's write pipe.
+
+    Windows: always, for the reason `reads_in_thread` gives (a write blocks only while the
+    host's pipe buffer is full, and the thread reader stops reading meanwhile: memory stays
+    bounded). A regular file or a device: a write never waits on a reader. One socket for both
+    directions: asyncio's write pipe would watch it for reads and take the first request for
+    the client hanging up.
+    """
+    return platform == "win32" or shared_with_input or kind not in _POLLABLE
+
+
+def _set_blocking(fd: int) -> None:
+    # os.set_blocking: Unix, and Windows pipes only from Python 3.12; on 3.11 Windows it is
+    # missing, and a Windows descriptor is blocking unless made otherwise anyway.
+    set_blocking = getattr(os, "set_blocking", None)
+    if set_blocking is not None:
+        with contextlib.suppress(OSError):
+            set_blocking(fd, True)
 
 
 def _blocking_writer(fd: int) -> Write:
-    with contextlib.suppress(OSError):
-        os.set_blocking(fd, True)
+    _set_blocking(fd)
 
     def write_blocking(data: bytes, more_coming: bool = False) -> None:
         view = memoryview(data)
@@ -655,13 +737,15 @@ def _same_socket(first: int, second: int) -> bool:
 
 
 async def _open_output(
-    loop: asyncio.AbstractEventLoop, fd: int, stop: asyncio.Event, *, shared_with_input: bool
+    loop: asyncio.AbstractEventLoop,
+    fd: int,
+    stop: asyncio.Event,
+    *,
+    shared_with_input: bool,
+    platform: str = sys.platform,
 ) -> tuple[Write, _Writer, asyncio.WriteTransport | None]:
     writer = _Writer(stop)
-    if not _pollable(fd) or shared_with_input:
-        # A regular file or /dev/null: a write never waits on a reader, so plain writes. One
-        # socket for both directions too: asyncio's write pipe would watch it for reads and
-        # take the first request for the client hanging up.
+    if writes_blocking(platform, stdio_kind(fd), shared_with_input=shared_with_input):
         return _blocking_writer(fd), writer, None
     try:
         pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
@@ -694,9 +778,14 @@ async def _open_output(
 
 
 async def _open_input(
-    loop: asyncio.AbstractEventLoop, fd: int, connection: Connection, finished: asyncio.Event
+    loop: asyncio.AbstractEventLoop,
+    fd: int,
+    connection: Connection,
+    finished: asyncio.Event,
+    *,
+    platform: str = sys.platform,
 ) -> _Input:
-    if _pollable(fd):
+    if not reads_in_thread(platform, stdio_kind(fd)):
         try:
             pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
             transport, _ = await loop.connect_read_pipe(lambda: _Reader(connection, finished), pipe)
@@ -707,21 +796,106 @@ async def _open_input(
     return _ThreadReader(loop, fd, connection, finished)
 
 
+#: What stops the server: SIGTERM (what a POSIX host sends), SIGINT (Ctrl-C), and on Windows
+#: SIGBREAK (Ctrl-Break; a Windows host ends a child with TerminateProcess, which no handler sees,
+#: or by closing its stdin, which is end of input).
+def stop_signals(platform: str = sys.platform) -> tuple[int, ...]:
+    """The signals that stop the server on `platform`, those this Python defines."""
+    names = ("SIGTERM", "SIGINT", "SIGBREAK") if platform == "win32" else ("SIGTERM", "SIGINT")
+    return tuple(int(getattr(signal, name)) for name in names if hasattr(signal, name))
+
+
+_SignalHandler = Callable[[int, FrameType | None], object]
+
+
+def install_stop_signals(
+    loop: asyncio.AbstractEventLoop,
+    stop: Callable[[], None],
+    *,
+    platform: str = sys.platform,
+    set_handler: Callable[[int, _SignalHandler], object] = signal.signal,
+) -> Callable[[], None]:
+    """Call `stop` on the loop when a stop signal arrives; returns what undoes it.
+
+    The loop's add_signal_handler where it has one (the selector loops on POSIX). Where it has
+    not (the proactor loop on Windows raises NotImplementedError; a loop outside the main
+    thread RuntimeError) the process-wide signal.signal, whose handler only hands `stop` to the
+    loop; where neither can be had (not the main thread), none: the server still stops at end
+    of input. Never an error: a host must not lose its server over how signals work here.
+    """
+    undo: list[Callable[[], object]] = []
+    for signum in stop_signals(platform):
+        try:
+            loop.add_signal_handler(signum, stop)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+        else:
+            undo.append(functools.partial(loop.remove_signal_handler, signum))
+            continue
+
+        def handler(_signum: int, _frame: FrameType | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing left to stop
+                loop.call_soon_threadsafe(stop)
+
+        try:
+            previous = set_handler(signum, handler)
+        except (ValueError, OSError, RuntimeError) as error:
+            _logger.debug("signal %d cannot stop the server here (%s)", signum, error)
+            continue
+        undo.append(functools.partial(_restore_handler, set_handler, signum, previous))
+
+    def uninstall() -> None:
+        for step in reversed(undo):
+            with contextlib.suppress(ValueError, OSError, RuntimeError):
+                step()
+
+    return uninstall
+
+
+def _restore_handler(
+    set_handler: Callable[[int, _SignalHandler], object], signum: int, previous: object
+) -> None:
+    # signal.signal returns None for a handler not installed from Python: SIG_DFL stands in.
+    restored: Any = signal.SIG_DFL if previous is None else previous
+    set_handler(signum, restored)
+
+
 async def _serve_pipes(
     server: Server,
     wire_in: int,
     wire_out: int,
     *,
     client_timeout: float = CLIENT_REQUEST_TIMEOUT_SECONDS,
+    platform: str = sys.platform,
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     stdin_done = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows
-            loop.add_signal_handler(signum, stop.set)
+    uninstall_signals = install_stop_signals(loop, stop.set, platform=platform)
+    try:
+        return await _serve_until_stopped(
+            server, wire_in, wire_out, stop, stdin_done, client_timeout, platform
+        )
+    finally:
+        uninstall_signals()
+
+
+async def _serve_until_stopped(
+    server: Server,
+    wire_in: int,
+    wire_out: int,
+    stop: asyncio.Event,
+    stdin_done: asyncio.Event,
+    client_timeout: float,
+    platform: str,
+) -> int:
+    loop = asyncio.get_running_loop()
     write, writer, out_transport = await _open_output(
-        loop, wire_out, stop, shared_with_input=_same_socket(wire_in, wire_out)
+        loop,
+        wire_out,
+        stop,
+        shared_with_input=_same_socket(wire_in, wire_out),
+        platform=platform,
     )
     reading: list[_Input | None] = [None]
     # Whether we asked the reader to read: kept here because asyncio's pipe transports only gained
@@ -760,7 +934,9 @@ async def _serve_pipes(
         background.append(loop.create_task(server.tasks.run()))
 
     connection.after_first_response = warm_up
-    input_reader = reading[0] = await _open_input(loop, wire_in, connection, stdin_done)
+    input_reader = reading[0] = await _open_input(
+        loop, wire_in, connection, stdin_done, platform=platform
+    )
     flow_changed()
 
     stopped = loop.create_task(stop.wait())

@@ -18,8 +18,14 @@ of a tool (``_release_notes.py`` beside ``plan_release.py``). The input schema c
 annotated parameters (or from one pydantic model parameter), the description from the
 docstring. To ask the user something mid-call, return ``ctx.request_input(...)`` and read the
 answer with ``ctx.form_answer(key, Form)``: ``docs/multi-round-handlers.md`` has skeletons to
-copy, and ``plan_release.py`` is a whole tool built that way. Import only from
-``..mrtr_runtime`` (its ``__init__``), never from its ``_private`` modules.
+copy, and ``plan_release.py`` is a whole tool built that way. ``release_conventions.py``
+declares resources and a completer. Import only from ``..mrtr_runtime`` (its ``__init__``),
+never from its ``_private`` modules.
+
+The lists of tools, prompts and resources tell clients they may change at any time (``ttlMs``
+0), so a tool declared at runtime shows up in the next list. ``Registry(list_cache_ttl_seconds=
+300)`` would let clients keep them for five minutes instead, and then refuses declarations
+after start-up (docs/results-and-completions.md).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ __all__ = (
     "notable",
     "notes",
     "quote",
+    "section_of",
     "split_highlights",
     "suggest",
     "summary",
@@ -167,6 +168,11 @@ def classify(change: str) -> Change:
         return Change("breaking", description)
     groups: dict[str, Literal["feature", "fix"]] = {"feat": "feature", "fix": "fix"}
     return Change(groups.get(kind.lower(), "other"), description)
+
+
+def section_of(change: str) -> str:
+    """The release notes' section a change goes under ("Features", "Breaking changes"...)."""
+    return dict(_SECTIONS)[classify(change).group]
 
 
 def notable(changes: Sequence[str]) -> list[str]:

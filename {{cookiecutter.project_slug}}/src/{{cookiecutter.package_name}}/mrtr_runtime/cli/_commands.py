@@ -473,14 +473,14 @@ def _user_key_note(project: Project) -> str:
     return f"{path} (created on its first start)"
 
 
-def _interpreter() -> str:
+def _interpreter(*, windows: bool = os.name == "nt") -> str:
     """This interpreter, named as the post-gen hook and the README name it."""
     # Not resolved: inside a venv, sys.executable is a symlink whose location *is* the venv.
     python = os.path.abspath(sys.executable)
     if sys.prefix != sys.base_prefix:
         # Run as a console script, sys.executable is the venv's python3 (pip's shebang); every
         # printed config and message names one path for one interpreter: the venv's python.
-        canonical = hosts.venv_interpreter(os.path.abspath(sys.prefix), windows=os.name == "nt")
+        canonical = hosts.venv_interpreter(os.path.abspath(sys.prefix), windows=windows)
         if os.path.exists(canonical) and os.path.samefile(canonical, python):
             return canonical
     return python
@@ -528,8 +528,11 @@ def print_config(
     use_uv: bool,
     installed: bool = False,
     name: str | None = None,
+    platform: str = sys.platform,
 ) -> int:
-    windows = os.name == "nt"
+    """``config``: `platform` (a ``sys.platform``) decides how paths and commands are spelled and
+    where each host keeps its config; the caller's own by default, another's in tests."""
+    windows = platform == "win32"
     name = name or project.name
     if installed:
         uvx = _uvx()
@@ -544,7 +547,8 @@ def print_config(
             "server "
             f"keeps its signing key in {_user_key_note(project)}\n"
         )
-        return _write_config(name, host, _installed_launch(project, uvx), windows=windows)
+        launch = _installed_launch(project, uvx)
+        return _write_config(name, host, launch, windows=windows, platform=platform)
     key_file = _key_file_for_config(project)
     extra_env = {
         name: os.environ[name] for name in project.pass_through_env if os.environ.get(name)
@@ -568,11 +572,11 @@ def print_config(
             extras=project.uv_extras,
             extra_env={**extra_env, **_uv_tls_env()},
         )
-        return _write_config(name, host, launch, windows=windows)
+        return _write_config(name, host, launch, windows=windows, platform=platform)
     launch = hosts.venv_launch(
-        _interpreter(), project.package, key_file_path=key_file, extra_env=extra_env
+        _interpreter(windows=windows), project.package, key_file_path=key_file, extra_env=extra_env
     )
-    status = _write_config(name, host, launch, windows=windows)
+    status = _write_config(name, host, launch, windows=windows, platform=platform)
     uvx = _uvx()
     if host != "all":
         if uvx is not None:
@@ -608,23 +612,33 @@ def _over_http_note(project: Project) -> str:
     )
 
 
-def _write_config(name: str, host: str, launch: hosts.Launch, *, windows: bool) -> int:
+def _write_config(
+    name: str, host: str, launch: hosts.Launch, *, windows: bool, platform: str
+) -> int:
     if host == "all":
-        sys.stdout.write(hosts.render_all(name, launch, windows=windows))
+        sys.stdout.write(hosts.render_all(name, launch, windows=windows, platform=platform))
         return 0
-    sys.stderr.write(hosts.where(host) + "\n")
+    sys.stderr.write(hosts.where(host, platform=platform) + "\n")
     sys.stdout.write(hosts.snippet(host, name, launch, windows=windows) + "\n")
     return 0
 
 
-def print_http_config(project: Project, host: str, url: str, *, name: str | None = None) -> int:
-    """The host config that reaches a server serving Streamable HTTP at ``url``.
+def print_http_config(
+    project: Project,
+    host: str,
+    url: str,
+    *,
+    name: str | None = None,
+    platform: str = sys.platform,
+) -> int:
+    """The host config that reaches a server serving Streamable HTTP at ``url`` (`platform` as
+    for ``print_config``).
 
     The header is printed when this shell names a token (``MRTR_HTTP_TOKEN``, or the server's
     ``MRTR_HTTP_TOKENS_FILE``): as a placeholder the host fills in, never the token, which would
     land in shell history and in files the host syncs or a team commits.
     """
-    windows = os.name == "nt"
+    windows = platform == "win32"
     name = name or project.name
     settings = Settings.from_environment(os.environ)
     remote = hosts.Remote(url, token=bool(settings.http_token or settings.http_tokens_file))
@@ -673,7 +687,17 @@ def _key_path_problem(target: Path) -> str | None:
     return None
 
 
-def keygen(project: Project, *, force: bool, rotate: bool, path: Path | None) -> int:
+def keygen(
+    project: Project,
+    *,
+    force: bool,
+    rotate: bool,
+    path: Path | None,
+    platform: str = sys.platform,
+) -> int:
+    """``keygen``; `platform` (a ``sys.platform``) says how the file is kept private there."""
+    # POSIX: the file's mode. Windows: the mode means nothing, the folder's ACLs decide.
+    private = "kept private by its folder's ACLs" if platform == "win32" else "mode 0600"
     target = path or _default_key_path(project)
     if target is None:
         sys.stderr.write(
@@ -711,12 +735,12 @@ def keygen(project: Project, *, force: bool, rotate: bool, path: Path | None) ->
         sys.stderr.write(f"{project.name}: cannot write {target}: {error.strerror or error}\n")
         return 1
     sys.stdout.write(f"{target}\n")
-    sys.stderr.write(f"Wrote a new signing key (id {key.key_id}, mode 0600) to {target}.\n")
+    sys.stderr.write(f"Wrote a new signing key (id {key.key_id}, {private}) to {target}.\n")
     if rotation is not None and rotation.retired is not None:
         ids = ", ".join(previous.key_id for previous in rotation.previous)
         sys.stderr.write(
             f"The old key (id {rotation.retired.key_id}) now only verifies: it is in "
-            f"{rotation.previous_file}\n(mode 0600; previous key ids, newest first: {ids}). "
+            f"{rotation.previous_file}\n({private}; previous key ids, newest first: {ids}). "
             "The server reads that file by itself.\n"
             "Rounds waiting for input can finish within one token lifetime "
             f"(MRTR_STATE_TTL_SECONDS, default {DEFAULT_TTL_SECONDS} s, at most "

@@ -28,6 +28,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from urllib.parse import urlsplit
 
 __all__ = (
+    "CLAUDE_DESKTOP_FILES",
     "HOSTS",
     "KEY_FILE_ENV",
     "KEY_FILE_NAME",
@@ -251,8 +252,24 @@ def snippet(host: str, name: str, launch: Launch, *, windows: bool = False) -> s
     return json.dumps(document, indent=2)
 
 
-def where(host: str) -> str:
-    """Where the snippet goes, in a sentence or two."""
+#: Claude Desktop's config file and logs by ``sys.platform`` (Claude Desktop's MCP guide;
+#: it ships for macOS and Windows, and Linux builds read the XDG config directory).
+CLAUDE_DESKTOP_FILES = {
+    "darwin": (
+        "~/Library/Application Support/Claude/claude_desktop_config.json",
+        "~/Library/Logs/Claude/mcp*.log",
+    ),
+    "win32": ("%APPDATA%\\Claude\\claude_desktop_config.json", "%APPDATA%\\Claude\\logs"),
+    "linux": ("~/.config/Claude/claude_desktop_config.json", "~/.config/Claude/logs"),
+}
+
+
+def where(host: str, *, platform: str | None = None) -> str:
+    """Where the snippet goes, in a sentence or two: on ``platform`` (a ``sys.platform``), or on
+    every system Claude Desktop runs on when None."""
+    if host == "claude-desktop" and platform is not None:
+        config, logs = CLAUDE_DESKTOP_FILES.get(platform, CLAUDE_DESKTOP_FILES["linux"])
+        return f"Merge into {config}, then restart Claude Desktop. Its logs: {logs}."
     if host == "claude-desktop":
         return (
             "Merge into claude_desktop_config.json (macOS: ~/Library/Application Support/Claude/, "
@@ -273,9 +290,15 @@ def where(host: str) -> str:
     raise ValueError(f"unknown host {host!r}; choose from {', '.join(HOSTS)}")
 
 
-def render_host(host: str, name: str, launch: Launch, *, windows: bool = False) -> str:
+def render_host(
+    host: str, name: str, launch: Launch, *, windows: bool = False, platform: str | None = None
+) -> str:
     """A heading, where the snippet goes, and the snippet (plus ``.mcp.json`` for Claude Code)."""
-    parts = [f"== {_TITLES[host]} ==", where(host), snippet(host, name, launch, windows=windows)]
+    parts = [
+        f"== {_TITLES[host]} ==",
+        where(host, platform=platform),
+        snippet(host, name, launch, windows=windows),
+    ]
     if host == "claude-code":
         parts += [
             "Or, for one project, this .mcp.json at its root:",
@@ -284,9 +307,13 @@ def render_host(host: str, name: str, launch: Launch, *, windows: bool = False) 
     return "\n".join(parts) + "\n"
 
 
-def render_all(name: str, launch: Launch, *, windows: bool = False) -> str:
-    """Every host's section, in ``HOSTS`` order."""
-    return "\n".join(render_host(host, name, launch, windows=windows) for host in HOSTS)
+def render_all(
+    name: str, launch: Launch, *, windows: bool = False, platform: str | None = None
+) -> str:
+    """Every host's section, in ``HOSTS`` order (``where`` for ``platform``)."""
+    return "\n".join(
+        render_host(host, name, launch, windows=windows, platform=platform) for host in HOSTS
+    )
 
 
 # -- a server over Streamable HTTP ---------------------------------------------------------------

@@ -38,6 +38,7 @@ from .._jsonrpc import (
     parse_json,
     parse_message,
 )
+from .._permissions import open_to_others
 from .._router import Server, Session
 from ._rules import (
     HEADER_MISMATCH,
@@ -307,12 +308,16 @@ class ConnectionRefusal:
             await _respond(send, 503, self.body, headers)
 
 
-def _read_tokens_file(path: str | None) -> tuple[tuple[str, str], ...]:
+def _read_tokens_file(path: str | None, *, platform: str = os.name) -> tuple[tuple[str, str], ...]:
+    """The named tokens of MRTR_HTTP_TOKENS_FILE. `platform` (an ``os.name``): on Windows its
+    mode is not checked, the profile's ACLs protect it (``_permissions``); Python reports
+    every file there as 0o666, which the rule below would always refuse."""
     if path is None:
         return ()
     try:
         with open(path, encoding="utf-8") as file:
-            if stat.S_IMODE(os.fstat(file.fileno()).st_mode) & 0o077:
+            bits = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+            if open_to_others(bits, 0o077, platform=platform):
                 # The same rule as for signing-key files: a secret others can read is shared.
                 raise ValueError(f"{ENV_TOKENS_FILE} {path} is readable by others; chmod 600 it")
             text = file.read()

@@ -64,9 +64,11 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 def _other_login_accounts() -> int:
     """The accounts others could log in to here, from the passwd database (none known where
     there is none)."""
+    if sys.platform == "win32":  # no passwd database (and mypy --platform win32 knows it)
+        return 0
     try:
         import pwd
-    except ImportError:  # Windows
+    except ImportError:  # a POSIX Python built without it
         return 0
     accounts = ((entry.pw_uid, entry.pw_shell) for entry in pwd.getpwall())
     return login_accounts(accounts, os.getuid())

@@ -1,4 +1,4 @@
-"""Clients that drive a server in tests and scripts: in process, or a real one over stdio.
+"""Clients that drive a server in tests and scripts: in process, or a real one over stdio or HTTP.
 
 A tool test needs a server, a client and the answers a person would give::
 
@@ -10,17 +10,20 @@ A tool test needs a server, a client and the answers a person would give::
         result = await client.call_tool("my_tool", {"item": "x"})
         assert result.structured == {"status": "declined"}
 
-`MemoryClient(server, ...)` and `ClientSession.spawn(command, ...)` take the same callbacks
-(``elicitation=``, ``sampling=``, ``roots=``) and offer the same ``call_tool`` /
-``get_prompt`` / ``read_resource``, which drive every input round. ``call_tool`` returns a
-`ToolCallResult` (``.text``, ``.structured``, ``.is_error``, ``.content``, ``.progress``,
-``.rounds``, ``.asked``); ``get_prompt`` / ``read_resource`` return the wire's result dict;
-``request`` sends one raw request and returns its result dict. `answers` turns a mapping of
-input keys to answers into a callback; it must answer every question a round asks, and fails
-loudly on a key it does not know. A JSON-RPC error raises `RpcError`; a server that keeps
-asking raises `TooManyRounds`, quoting what the server said when it asked again.
+`MemoryClient(server, ...)`, `ClientSession.spawn(command, ...)` (stdio) and
+`ClientSession.connect(url, ...)` (Streamable HTTP, 2026-07-28; ``token=`` for a bearer token)
+take the same callbacks (``elicitation=``, ``sampling=``, ``roots=``) and offer the same
+``call_tool`` / ``get_prompt`` / ``read_resource``, which drive every input round.
+``call_tool`` returns a `ToolCallResult` (``.text``, ``.structured``, ``.is_error``,
+``.content``, ``.progress``, ``.rounds``, ``.asked``); ``get_prompt`` / ``read_resource``
+return the wire's result dict; ``request`` sends one raw request and returns its result dict.
+`answers` turns a mapping of input keys to answers into a callback; it must answer every
+question a round asks, and fails loudly on a key it does not know. A JSON-RPC error raises
+`RpcError`; a server that keeps asking raises `TooManyRounds`, quoting what the server said
+when it asked again. A `ClientSession` answered -32022 sends the request once more in the
+newest version both sides speak (``protocol_versions=`` sets its own, newest first).
 
-Both keep every notification the server sent, in order, in ``notifications`` (log messages,
+All keep every notification the server sent, in order, in ``notifications`` (log messages,
 progress, list changes; `ClientSession` can also hand each to ``notification_handler``).
 ``MemoryClient.listen(filter)`` opens a 2026-07-28 ``subscriptions/listen`` stream for the
 length of an ``async with`` block.

@@ -23,7 +23,13 @@ from typing import Any, Protocol, cast
 import anyio
 
 from .._context import RequestCancelled
-from .._jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError, clip
+from .._jsonrpc import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    RpcError,
+    clip,
+)
 from .._wire import ELICIT, LIST_ROOTS, SAMPLE, TASKS_EXTENSION
 from ._result import Progress, ToolCallResult
 
@@ -46,6 +52,7 @@ __all__ = (
     "derive_capabilities",
     "follow_task",
     "request_with_inputs",
+    "retry_version",
     "run_rounds",
     "with_tasks",
 )
@@ -141,6 +148,47 @@ def derive_capabilities(*, elicitation: bool, sampling: bool, roots: bool) -> di
     if roots:
         capabilities["roots"] = {}
     return capabilities
+
+
+# -- which version to retry with -----------------------------------------------------------------
+
+_MAX_LISTED_VERSIONS = 16  # a hostile server's `supported` list is quoted this far, no further
+
+
+def retry_version(
+    error: RpcError, offered: Sequence[str], tried: str, *, retried: bool = False
+) -> str:
+    """The version to send again after `error`, an UnsupportedProtocolVersionError (-32022).
+
+    2026-07-28 basic/versioning "Protocol Version Negotiation": the client SHOULD select a
+    mutually supported version from ``data.supported`` and retry, or surface an error when
+    none exists. The newest of `offered` (this client's versions, newest first) that the server
+    lists; RpcError -32022 naming both lists when there is none, when the only one in common
+    is `tried` itself, or when `error` answered the retry already (`retried`): the server
+    refused what it says it supports, and a client that tried again would loop.
+    """
+    data = error.data if isinstance(error.data, Mapping) else {}
+    raw = cast("Mapping[str, Any]", data).get("supported")
+    supported = [v for v in raw if isinstance(v, str)] if isinstance(raw, list) else []
+    common = [version for version in offered if version in supported]
+    if common and common[0] != tried and not retried:
+        return common[0]
+    listed = ", ".join(repr(clip(v)) for v in supported[:_MAX_LISTED_VERSIONS]) or "none"
+    if len(supported) > _MAX_LISTED_VERSIONS:
+        listed += f" and {len(supported) - _MAX_LISTED_VERSIONS} more"
+    ours = ", ".join(repr(v) for v in offered)
+    if tried in common:
+        why = f"it refused {tried!r} although it lists it"
+    elif retried:
+        why = f"it refused {tried!r} too, the version it listed before"
+    else:
+        why = "no version in common"
+    raise RpcError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        f"Unsupported protocol version: the server supports {listed}; this client speaks "
+        f"{ours}: {why} (the server said: {clip(error.message)})",
+        error.data,
+    )
 
 
 # -- which question a callback is answering ------------------------------------------------------
