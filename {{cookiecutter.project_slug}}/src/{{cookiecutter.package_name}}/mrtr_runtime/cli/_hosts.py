@@ -10,29 +10,44 @@ guide); the official SDK client passes HOME, LOGNAME, PATH, SHELL, TERM and USER
 here is absolute, the interpreter (or ``uv``) is named by its absolute path rather than found on
 PATH ("spawn uv ENOENT" is the most reported setup failure), and the signing key file travels in
 the config's ``env``.
+
+A server already running over Streamable HTTP (``<slug> http``) is reached by URL instead: each
+host's documented shape for a remote server, its bearer token named by a placeholder the host
+fills in (never the token itself), and for Claude Desktop, which adds remote servers as
+connectors in its settings rather than in a file, the URL and the steps.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
+from urllib.parse import urlsplit
 
 __all__ = (
     "CLAUDE_DESKTOP_FILES",
     "HOSTS",
     "KEY_FILE_ENV",
     "KEY_FILE_NAME",
+    "TOKEN_ENV",
     "Launch",
+    "Remote",
     "claude_code_command",
+    "claude_code_http_command",
+    "http_snippet",
+    "http_where",
     "key_file",
     "render_all",
     "render_host",
+    "render_http_all",
+    "render_http_host",
     "snippet",
     "uv_launch",
     "uv_sync_first",
+    "uv_sync_words",
     "uvx_launch",
     "venv_interpreter",
     "venv_launch",
@@ -46,6 +61,9 @@ HOSTS = ("claude-desktop", "claude-code", "vscode", "cursor")
 KEY_FILE_ENV = "MRTR_SIGNING_KEY_FILE"
 #: The key file the post-gen hook writes at the project root.
 KEY_FILE_NAME = ".mrtr-signing-key"
+#: Where a host finds the bearer token of an HTTP server: the variable the server reads its
+#: token from and ``<slug> health`` sends, set in the host's environment (or asked for).
+TOKEN_ENV = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 
 _TITLES = {
     "claude-desktop": "Claude Desktop",
@@ -65,6 +83,27 @@ class Launch:
 
     def argv(self) -> list[str]:
         return [self.command, *self.args]
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A server a host reaches over Streamable HTTP: its MCP endpoint, and whether every
+    request must carry ``Authorization: Bearer <token>`` (the server has ``MRTR_HTTP_TOKEN``
+    or ``MRTR_HTTP_TOKENS_FILE``)."""
+
+    url: str
+    token: bool = False
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the URL names this machine (``localhost``, 127.0.0.0/8, ``[::1]``)."""
+        host = urlsplit(self.url).hostname or ""
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
 
 
 def _path(windows: bool, *parts: str) -> str:
@@ -117,15 +156,27 @@ def uv_launch(
     return Launch(uv, tuple(args), _env(key_file_path, extra_env))
 
 
-def uv_sync_first(uv: str, project_dir: str, *, extras: Sequence[str] = ()) -> str:
-    """What to run once before a host starts the ``uv_launch`` form, and why."""
-    words = [uv, "sync", "--directory", project_dir]
+def uv_sync_words(uv: str, project_dir: str, *, extras: Sequence[str] = ()) -> list[str]:
+    """``uv sync --inexact``: installs what ``uv run`` needs into the project's ``.venv``.
+
+    ``--inexact`` because a plain ``uv sync`` is exact: it removes every package the project's
+    lock does not list for these extras, the dev tools ``pip install -e .[dev]`` put into the
+    same ``.venv`` (pytest, ruff, mypy) among them. ``uv run`` itself syncs inexactly.
+    """
+    words = [uv, "sync", "--inexact", "--directory", project_dir]
     for extra in extras:
         words += ["--extra", extra]
+    return words
+
+
+def uv_sync_first(uv: str, project_dir: str, *, extras: Sequence[str] = ()) -> str:
+    """What to run once before a host starts the ``uv_launch`` form, and why."""
+    words = uv_sync_words(uv, project_dir, extras=extras)
     return (
         f"Run '{' '.join(words)}' once before the host starts it: on a first start 'uv run' "
         "resolves and installs the dependencies, which needs the network (with your shell's proxy "
-        "and certificate settings, which hosts do not pass on) and can outlast the host's wait."
+        "and certificate settings, which hosts do not pass on) and can outlast the host's wait. "
+        "'--inexact' keeps the dev tools already in .venv."
     )
 
 
@@ -163,6 +214,9 @@ def _server_entry(launch: Launch, *, with_type: bool) -> dict[str, object]:
 def _quote(arg: str, *, windows: bool) -> str:
     if not windows:
         return shlex.quote(arg)
+    if "$" in arg:
+        # PowerShell expands $NAME and ${NAME} inside double quotes; single quotes keep them.
+        return f"'{arg}'"
     # cmd.exe / PowerShell: our paths and names never contain quotes (the template refuses them).
     return f'"{arg}"' if not arg or any(c in arg for c in " \t&()^%!;,'") else arg
 
@@ -260,3 +314,134 @@ def render_all(
     return "\n".join(
         render_host(host, name, launch, windows=windows, platform=platform) for host in HOSTS
     )
+
+
+# -- a server over Streamable HTTP ---------------------------------------------------------------
+
+
+def _bearer(placeholder: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {placeholder}"}
+
+
+def _token_input(name: str) -> str:
+    return f"{name}-token"
+
+
+def claude_code_http_command(name: str, remote: Remote, *, windows: bool = False) -> str:
+    """``claude mcp add --transport http <name> <url>``, then the token's header, if any.
+
+    ``--header`` takes any number of values, like ``--env``: it comes after the name and the
+    URL. Its value names ``${MRTR_HTTP_TOKEN}``, quoted so no shell expands it: Claude Code
+    keeps it as written and fills it in from its own environment each time it connects (its MCP
+    docs, "Environment variable expansion"), so neither the command nor its config holds the
+    token.
+    """
+    words = ["claude", "mcp", "add", "--transport", "http", name, remote.url]
+    if remote.token:
+        words += ["--header", f"Authorization: Bearer ${{{TOKEN_ENV}}}"]
+    return " ".join(_quote(word, windows=windows) for word in words)
+
+
+def http_snippet(host: str, name: str, remote: Remote, *, windows: bool = False) -> str:
+    """What to paste for ``host`` to reach ``remote``: each host's documented remote shape.
+
+    ``host`` is one of ``HOSTS`` or ``"mcp-json"``; for Claude Desktop it is the URL, which goes
+    into its connector settings (``http_where`` says where).
+    """
+    entry: dict[str, object]
+    if host == "claude-code":
+        return claude_code_http_command(name, remote, windows=windows)
+    if host == "claude-desktop":
+        return remote.url
+    if host == "mcp-json":
+        # Claude Code's .mcp.json: "type": "http"; ${VAR} is expanded in url and headers.
+        entry = {"type": "http", "url": remote.url}
+        if remote.token:
+            entry["headers"] = _bearer(f"${{{TOKEN_ENV}}}")
+        return json.dumps({"mcpServers": {name: entry}}, indent=2)
+    if host == "vscode":
+        # code.visualstudio.com, MCP configuration reference: "servers", "type": "http", and an
+        # "inputs" entry VS Code asks for once and keeps in its secret storage.
+        entry = {"type": "http", "url": remote.url}
+        document: dict[str, object] = {"servers": {name: entry}}
+        if remote.token:
+            entry["headers"] = _bearer(f"${{input:{_token_input(name)}}}")
+            document["inputs"] = [
+                {
+                    "type": "promptString",
+                    "id": _token_input(name),
+                    "description": f"Bearer token for {name} ({TOKEN_ENV} of the server)",
+                    "password": True,
+                }
+            ]
+        return json.dumps(document, indent=2)
+    if host == "cursor":
+        # Cursor's mcp.json: a remote server is "url" (and "headers"), no "type"; ${env:NAME}
+        # is filled in from Cursor's environment.
+        entry = {"url": remote.url}
+        if remote.token:
+            entry["headers"] = _bearer(f"${{env:{TOKEN_ENV}}}")
+        return json.dumps({"mcpServers": {name: entry}}, indent=2)
+    raise ValueError(f"unknown host {host!r}; choose from {', '.join(HOSTS)}")
+
+
+def http_where(host: str, name: str, remote: Remote, *, windows: bool = False) -> str:
+    """Where the HTTP form goes, and where the host gets the token from."""
+    if host == "claude-desktop":
+        text = (
+            "Claude Desktop adds a remote server as a custom connector in its settings, not in "
+            "claude_desktop_config.json: Settings > Connectors > Add custom connector, the name "
+            f"{name!r} and the URL below. Claude reaches a connector from Anthropic's cloud, not "
+            "from this machine, so the URL must be reachable from the internet (HTTPS), and a "
+            "connector signs in with OAuth or not at all: it sends no bearer token."
+        )
+        if remote.loopback:
+            text += " This URL is loopback, which only this machine reaches: use the stdio config."
+        elif remote.token:
+            text += (
+                f" This server wants a bearer token ({TOKEN_ENV}): use the stdio config, or put "
+                "an OAuth gateway in front of it."
+            )
+        return text
+    location = where(host)  # a host we do not know: the one ValueError
+    if not remote.token:
+        return location
+    if host in ("claude-code", "mcp-json"):
+        token = (
+            f"Claude Code fills in ${{{TOKEN_ENV}}} from its own environment each time it "
+            f"connects: start claude where {TOKEN_ENV} holds your token. The text holds no "
+            "secret."
+        )
+        if windows and host == "claude-code":
+            token += " The quotes are PowerShell's."
+    elif host == "vscode":
+        token = (
+            f"VS Code asks for the token (the input {_token_input(name)!r}, a password field) "
+            "when it first starts the server and keeps it in its secret storage."
+        )
+    else:
+        token = (
+            f"Cursor fills in ${{env:{TOKEN_ENV}}} from its own environment: start Cursor where "
+            f"{TOKEN_ENV} holds your token."
+        )
+    return f"{location} {token}"
+
+
+def render_http_host(host: str, name: str, remote: Remote, *, windows: bool = False) -> str:
+    """A heading, where the HTTP form goes, and the form (plus ``.mcp.json`` for Claude Code)."""
+    parts = [
+        f"== {_TITLES[host]} (Streamable HTTP) ==",
+        http_where(host, name, remote, windows=windows),
+        http_snippet(host, name, remote, windows=windows),
+    ]
+    if host == "claude-code":
+        parts += [
+            "Or, for one project, this .mcp.json at its root:",
+            http_snippet("mcp-json", name, remote, windows=windows),
+        ]
+    return "\n".join(parts) + "\n"
+
+
+def render_http_all(name: str, remote: Remote, *, windows: bool = False) -> str:
+    """Every host's HTTP form, in ``HOSTS`` order."""
+    return "\n".join(render_http_host(host, name, remote, windows=windows) for host in HOSTS)
