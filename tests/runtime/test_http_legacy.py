@@ -512,6 +512,36 @@ async def test_a_last_event_id_of_no_stream_is_400(client: LegacyClient) -> None
         assert (await client.get(**{"last-event-id": value}).finished()).status == 400
 
 
+async def test_requests_answered_as_json_keep_no_stream_for_the_sessions_life(
+    client: LegacyClient,
+) -> None:
+    # 2025-11-25 basic/transports "Resumability and Redelivery": what a resuming GET can get
+    # is a stream's events; a request whose client takes no stream (Accept without
+    # text/event-stream) has none, so nothing of it may stay: ten times the detached bound
+    # of such requests leave the session's logs as they were, and a Last-Event-ID naming one
+    # is a stream the session does not hold (400), not an error inside the app.
+    assert client.session is not None
+    session = client.app.sessions.find(client.session, None)
+    assert session is not None
+    before = set(session.logs)
+    for _ in range(MAX_DETACHED_STREAMS * 10):
+        reply = await client.call("ping", accept="application/json")
+        assert reply.json()["result"] == {}
+
+    assert set(session.logs) == before
+    assert (await client.get(**{"last-event-id": "1.0"}).finished()).status == 400
+
+
+def test_forgetting_a_stream_that_never_detached_is_harmless() -> None:
+    session = LegacySession("id", None, _sessions.Session(), 0.0)
+    log = session.open_stream()
+    log.ended = True
+
+    session.forget_stream(log.key)
+
+    assert set(session.logs) == {"0"}
+
+
 # -- the GET stream -----------------------------------------------------------------------------
 
 

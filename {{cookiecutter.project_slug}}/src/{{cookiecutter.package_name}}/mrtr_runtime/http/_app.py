@@ -1346,6 +1346,9 @@ class _LegacyExchange:
         data = encode(message)
         self.log.ended = True
         if not self.sse:
+            # No stream, so nothing to resume: its log goes now (kept, one per request, it
+            # would grow with every JSON-only request for the session's life).
+            self.session.close_stream(self.log, delivered=True)
             if self.send is not None:
                 await _respond(self.send, status, data)
             return
@@ -1369,6 +1372,7 @@ class _LegacyExchange:
             return
         self.log.ended = True
         if not self.sse:
+            self.session.close_stream(self.log, delivered=True)
             if self.send is not None:
                 await _respond(self.send, 202, headers=[])
             return

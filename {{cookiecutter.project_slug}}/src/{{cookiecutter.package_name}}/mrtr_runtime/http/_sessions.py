@@ -164,7 +164,7 @@ class LegacySession:
 
     def forget_stream(self, key: str) -> None:
         """A detached stream's end reached a resuming GET: nothing more to replay."""
-        if key != STANDALONE and self.logs.pop(key, None) is not None:
+        if key != STANDALONE and self.logs.pop(key, None) is not None and key in self.detached:
             self.detached.remove(key)
 
     def client_request_id(self) -> str:
