@@ -425,6 +425,104 @@ async def test_answers_never_wait_behind_the_request_bounds(requests: int) -> No
     assert app._running == app._waiting == 0
 
 
+@pytest.mark.parametrize("waiting_users", [8, 80])
+async def test_calls_waiting_for_their_user_lend_their_place_to_everyone_else(
+    waiting_users: int,
+) -> None:
+    # A legacy call whose user looks at a confirmation gives its place back while it waits
+    # (2026-07-28 MRTR holds nothing between rounds either): with every place's call waiting,
+    # a modern request and a legacy one are still served. At most `max_parked` calls wait
+    # that way (a bound on memory); past it a waiting call keeps its place, as before.
+    parked_bound, in_flight, waiting = 8, 4, 4
+    app = app_over(
+        make_server(registry=build_registry()),
+        max_parked=parked_bound,
+        max_in_flight=in_flight,
+        max_waiting=waiting,
+    )
+    client = LegacyClient(app)
+    await client.initialize()
+    conns = [client.request("tools/call", DEPLOY) for _ in range(waiting_users)]
+    parked = min(waiting_users, parked_bound)
+    holding = min(waiting_users - parked, in_flight)
+    queued = min(waiting_users - parked - holding, waiting)
+    with anyio.fail_after(30):
+        while sum(conn.started.is_set() for conn in conns) < waiting_users - queued:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    asking = [conn for conn in conns if conn.status == 200]
+    refused = [conn for conn in conns if conn.status == 503]
+    confirms = [await conn.message(0) for conn in asking]
+    assert app.parked == parked
+    assert app._running == holding
+    assert len(asking) == parked + holding
+    if waiting_users <= parked_bound:
+        # Nobody holds a place: the rest of the world is served at once.
+        modern = await client.call(
+            "tools/list",
+            {"_meta": meta()},
+            **{"mcp-protocol-version": MODERN, "mcp-method": "tools/list"},
+        )
+        assert modern.status == 200, modern.body
+        assert (await client.call("ping")).status == 200
+        assert refused == []
+    else:
+        # Every place is held by a waiting call past the bound, every waiting place taken:
+        # the excess is told to retry (503), never queued without end.
+        assert len(refused) == waiting_users - parked - holding - queued
+        assert app._waiting == queued
+
+    # The users answer, each in their own time: a call answered takes a place again, which
+    # may mean waiting for another user's answer, never for ever.
+    async def answered(conn: Conn) -> Json:
+        if conn in asking:
+            assert (
+                await client.answer(confirms[asking.index(conn)], accepted(confirmed=True))
+            ).status == 202
+            role = await conn.message(1)
+            assert (await client.answer(role, accepted(arn=ARN))).status == 202
+            final = await conn.message(2)
+            await conn.finished()
+            return final
+        return await deploy_through(client, conn)
+
+    with anyio.fail_after(60):
+        finals = await asyncio.gather(*(answered(conn) for conn in conns if conn not in refused))
+
+    assert len(finals) == waiting_users - len(refused)
+    assert all(
+        final["result"]["content"][0]["text"] == "Deployed prod-api successfully"
+        for final in finals
+    )
+    assert app.parked == app._running == app._waiting == 0
+
+
+@pytest.mark.parametrize("opened", [5, 50])
+def test_at_the_count_bound_a_principal_makes_room_from_its_own_sessions(opened: int) -> None:
+    # 2025-11-25 security_best_practices "Session Hijacking" / denial of service: bob opening
+    # sessions at and far past the bound never ends alice's while he holds an idle one.
+    table = SessionTable(max_sessions=5, clock=Clock())
+    alice, _ = table.open("token:alice")
+    assert alice is not None
+    ended: list[LegacySession] = []
+    for _ in range(opened):
+        session, gone = table.open("token:bob")
+        assert session is not None
+        ended += gone
+
+    assert table.find(alice.id, "token:alice") is alice
+    assert len(table) == 5
+    assert all(session.principal == "token:bob" for session in ended)
+    assert len(ended) == opened - 4
+    # Only once every one of bob's sessions is busy (a connection held open on each) does
+    # his next one take the longest-idle session of anyone: alice's.
+    for session in list(table):
+        if session.principal == "token:bob":
+            table.acquire(session)
+    session, gone = table.open("token:bob")
+    assert session is not None
+    assert gone == [alice]
+
+
 async def test_notifications_cancelled_cancels_the_sessions_request(
     client: LegacyClient, calls: Counter[str]
 ) -> None:

@@ -29,7 +29,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -79,6 +79,7 @@ __all__ = (
     "MAX_BODY_BYTES",
     "MAX_CONNECTIONS",
     "MAX_IN_FLIGHT",
+    "MAX_PARKED",
     "MAX_WAITING",
     "ConnectionRefusal",
     "HttpApp",
@@ -92,6 +93,10 @@ MAX_BODY_BYTES: Final = MAX_LINE_BYTES
 MAX_IN_FLIGHT: Final = 64
 #: ... and past these the answer is 503 with Retry-After, which load balancers understand.
 MAX_WAITING: Final = 4 * MAX_IN_FLIGHT
+#: 2025-11-25 calls waiting for their client's answer (an elicitation open on a user's screen)
+#: give their place back meanwhile, so that they never keep everyone else waiting; at most this
+#: many at once (each a task and its stream's log), past which a waiting call keeps its place.
+MAX_PARKED: Final = 1024
 #: Connections held open at once: enough for every request running or waiting plus idle
 #: keep-alive ones, and a bound on the bodies read at once. The first this many are served; a
 #: connection opened while they are all open gets one 503 (`ConnectionRefusal`) and is closed.
@@ -291,6 +296,8 @@ class HttpSettings:
     session_idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS
     #: How long a legacy server-to-client request waits for the client's answer.
     client_request_timeout: float = CLIENT_REQUEST_TIMEOUT_SECONDS
+    #: Legacy calls waiting for their client's answer without holding a place (MAX_PARKED).
+    max_parked: int = MAX_PARKED
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], *, host: str, port: int) -> HttpSettings:
@@ -415,6 +422,8 @@ class HttpApp:
         self._running = 0
         self._waiting = 0
         self._places: asyncio.Semaphore | None = None
+        #: Legacy calls that gave their place back while their client answers (`_Place.lend`).
+        self.parked = 0
         self._mirrored: dict[str, tuple[object, tuple[MirroredParam, ...]]] = {}
         #: Set once the server is stopping: nothing more starts, and no one waits for a place.
         self._stopping = False
@@ -862,13 +871,13 @@ class HttpApp:
         places = await self._take_place(send)
         if places is None:
             return
+        place = _Place(self, places)
         self.sessions.acquire(session)
         try:
-            await self._legacy_request(session, message, accept, principal, receive, send)
+            await self._legacy_request(session, message, accept, principal, receive, send, place)
         finally:
             self.sessions.release(session)
-            self._running -= 1
-            places.release()
+            place.give_back()
 
     async def _open_session(self, request: Request, principal: str | None, send: Send) -> None:
         session, ended = self.sessions.open(principal)
@@ -908,6 +917,7 @@ class HttpApp:
         principal: str | None,
         receive: Receive,
         send: Send,
+        place: _Place,
     ) -> None:
         """One request of a 2025-11-25 session, on an SSE stream of its own when the client
         takes one ("Sending Messages" 5.): the priming event first, then what the request
@@ -919,7 +929,7 @@ class HttpApp:
             raise RuntimeError("HttpApp must run inside an asyncio task")
         log = session.open_stream()
         sse = _accepts(accept, "text/event-stream")
-        exchange = _LegacyExchange(self, session, log, sse=sse, send=send)
+        exchange = _LegacyExchange(self, session, log, sse=sse, send=send, place=place)
         cancellation = Cancellation()
         session.running[request.id] = _Running(cancellation, serving)
         watch: asyncio.Task[None] | None = None
@@ -1254,12 +1264,36 @@ class _Running:
         self.task.cancel()
 
 
+class _Place:
+    """A request's place among `max_in_flight` (`HttpApp._take_place`), which a 2025-11-25
+    call lends back while its client answers. Given back once: a call cancelled while it
+    waits to take its place again holds none, and gives none back."""
+
+    __slots__ = ("app", "held", "places")
+
+    def __init__(self, app: HttpApp, places: asyncio.Semaphore) -> None:
+        self.app = app
+        self.places = places
+        self.held = True
+
+    def give_back(self) -> None:
+        if self.held:
+            self.held = False
+            self.app._running -= 1
+            self.places.release()
+
+    async def take_again(self) -> None:
+        await self.places.acquire()
+        self.held = True
+        self.app._running += 1
+
+
 class _LegacyExchange:
     """The `Peer` of one 2025-11-25 request (or, for the standalone stream, of the session's
     listener): its messages are events of its stream, logged for replay and written to the
     connection attached to the stream, if any."""
 
-    __slots__ = ("app", "log", "send", "session", "sse")
+    __slots__ = ("app", "log", "place", "send", "session", "sse")
 
     def __init__(
         self,
@@ -1269,12 +1303,15 @@ class _LegacyExchange:
         *,
         sse: bool,
         send: Send | None = None,
+        place: _Place | None = None,
     ) -> None:
         self.app = app
         self.session = session
         self.log = log
         self.sse = sse
         self.send = send
+        #: The request's place among the `max_in_flight` (None: the standalone stream's).
+        self.place = place
 
     async def _emit(self, data: bytes) -> None:
         stream = self.session.attached.get(self.log.key)
@@ -1307,7 +1344,7 @@ class _LegacyExchange:
                 encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             )
             try:
-                async with asyncio.timeout(timeout):
+                async with self._lent_place(), asyncio.timeout(timeout):
                     response = await answer
             except TimeoutError:
                 reason = f"no answer within {timeout:g} s"
@@ -1330,6 +1367,27 @@ class _LegacyExchange:
                 str(error.get("message", "no result")),
             )
         return response.result
+
+    @contextlib.asynccontextmanager
+    async def _lent_place(self) -> AsyncIterator[None]:
+        """While the client answers (a person, for an elicitation), the request's place goes
+        to whoever waits for one: 64 users each looking at a confirmation must not keep every
+        other request, of either era, waiting for as long as they look."""
+        place, app = self.place, self.app
+        if place is None or not place.held or app.parked >= app.settings.max_parked:
+            yield
+            return
+        place.give_back()
+        app.parked += 1
+        try:
+            yield
+        except BaseException:
+            # Cancelled, or no answer in time: what is left (unwinding, a refusal) needs no
+            # place, and waiting for one would only delay the end.
+            app.parked -= 1
+            raise
+        app.parked -= 1
+        await place.take_again()
 
     async def _withdraw(self, request_id: str, reason: str) -> None:
         if not self.log.ended and not self.session.ended:

@@ -178,6 +178,10 @@ class SessionTable:
 
     Sessions not busy are kept in last-use order, so both bounds cost O(1): the idle bound
     ends them from the front, the count bound takes the front one when it must make room.
+    Room is made from the opener's own idle sessions first: one principal opening sessions
+    by the thousand ends its own, and another's only while it holds no idle one itself (so
+    it must keep a connection open on every session it holds to push others out, and
+    connections are bounded).
     """
 
     def __init__(
@@ -195,6 +199,8 @@ class SessionTable:
         self._sessions: dict[str, LegacySession] = {}
         #: Sessions with nothing running and no connection open, least recently used first.
         self._idle: OrderedDict[str, LegacySession] = OrderedDict()
+        #: The same, by the principal that opened them.
+        self._idle_of: dict[str | None, OrderedDict[str, LegacySession]] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -208,17 +214,21 @@ class SessionTable:
         the table is full of busy sessions: the caller refuses with 503."""
         ended = self.expire()
         if len(self._sessions) >= self.max_sessions:
-            if not self._idle:
+            own = self._idle_of.get(principal)
+            if own:
+                oldest = next(iter(own.values()))
+            elif self._idle:
+                oldest = next(iter(self._idle.values()))
+            else:
                 return None, ended
-            _, oldest = self._idle.popitem(last=False)
-            self._drop(oldest)
+            self.end(oldest)
             ended.append(oldest)
         session_id = secrets.token_urlsafe(_ID_BYTES)
         while session_id in self._sessions:  # pragma: no cover -- 2**-256
             session_id = secrets.token_urlsafe(_ID_BYTES)
         session = LegacySession(session_id, principal, Session(), self.clock())
         self._sessions[session_id] = session
-        self._idle[session_id] = session
+        self._set_idle(session)
         return session, ended
 
     def find(self, session_id: str, principal: str | None) -> LegacySession | None:
@@ -235,19 +245,20 @@ class SessionTable:
         session.last_used = self.clock()
         if session.busy == 0:
             self._idle.move_to_end(session_id)
+            self._idle_of[principal].move_to_end(session_id)
         return session
 
     def acquire(self, session: LegacySession) -> None:
         """A request starts or a connection opens in `session`: not idle until `release`."""
         session.busy += 1
         if session.busy == 1:
-            self._idle.pop(session.id, None)
+            self._unset_idle(session)
 
     def release(self, session: LegacySession) -> None:
         session.busy -= 1
         session.last_used = self.clock()
         if session.busy == 0 and not session.ended:
-            self._idle[session.id] = session
+            self._set_idle(session)
 
     def expire(self) -> list[LegacySession]:
         """End the sessions unused for the idle bound; those ended."""
@@ -257,15 +268,26 @@ class SessionTable:
             session = next(iter(self._idle.values()))
             if session.last_used > deadline:
                 break
-            self._idle.popitem(last=False)
-            self._drop(session)
+            self.end(session)
             ended.append(session)
         return ended
 
     def end(self, session: LegacySession) -> None:
         """Forget `session` (DELETE, the idle bound, a stopping server)."""
-        self._idle.pop(session.id, None)
+        self._unset_idle(session)
         self._drop(session)
+
+    def _set_idle(self, session: LegacySession) -> None:
+        self._idle[session.id] = session
+        self._idle_of.setdefault(session.principal, OrderedDict())[session.id] = session
+
+    def _unset_idle(self, session: LegacySession) -> None:
+        self._idle.pop(session.id, None)
+        own = self._idle_of.get(session.principal)
+        if own is not None:
+            own.pop(session.id, None)
+            if not own:
+                del self._idle_of[session.principal]
 
     def _drop(self, session: LegacySession) -> None:
         session.ended = True
