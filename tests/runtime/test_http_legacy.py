@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mrtr_runtime.http import _sessions
 from mrtr_runtime import Context, Registry
+from mrtr_runtime.http import _sessions
 from mrtr_runtime.http._app import (
     MAX_IN_FLIGHT,
     MAX_WAITING,
