@@ -932,15 +932,19 @@ class HttpApp:
         cancellation = Cancellation()
         session.running[request.id] = _Running(cancellation, serving)
         watch: asyncio.Task[None] | None = None
+        stream = _SseStream(send)
         if sse:
-            stream = _SseStream(send)
             session.attached[log.key] = stream
             holding = _hold_post(receive, session, log, stream, self.settings.sse_poll_seconds)
             watch = asyncio.get_running_loop().create_task(holding)
         try:
             await self._legacy_reply(session, request, exchange, cancellation, principal, serving)
         finally:
-            if watch is not None:
+            if watch is not None and stream.polling and not watch.done():
+                # A poll is writing its last bytes (`_poll`): they end the response, so they
+                # are let through rather than cut off.
+                await asyncio.wait({watch})
+            elif watch is not None:
                 watch.cancel()
 
     async def _legacy_reply(
@@ -1152,7 +1156,7 @@ class _SseStream:
     (the client "MUST support both these cases"), so quick requests cost no stream.
     """
 
-    __slots__ = ("_keepalive", "closed", "ending", "retry", "send", "started")
+    __slots__ = ("_keepalive", "closed", "ending", "polling", "retry", "send", "started")
 
     def __init__(self, send: Send) -> None:
         self.send = send
@@ -1162,6 +1166,8 @@ class _SseStream:
         #: Set when the server wants it ended (`end_soon`) or it ended.
         self.ending = asyncio.Event()
         self.retry = False
+        #: The server is closing it for SSE polling (`_poll`).
+        self.polling = False
         self._keepalive: asyncio.Task[None] | None = None
 
     async def start(self, first: bytes, *, more: bool = True) -> None:
@@ -1259,6 +1265,7 @@ async def _poll(stream: _SseStream, session: LegacySession, log: EventLog) -> No
         return  # its request's response took it meanwhile
     if session.attached.get(log.key) is stream:
         del session.attached[log.key]
+    stream.polling = True
     if stream.started:
         stream.retry = True
         await stream.close()
