@@ -14,7 +14,9 @@ endpoint, as 2026-07-28 basic/versioning "Backward Compatibility" allows a dual-
 requests in it get the legacy era, and the legacy bridge asks the client with real
 server-to-client requests on the request's SSE stream, whose answers the client POSTs back. GET
 opens the session's own stream, DELETE ends it, and each stream can be resumed with
-`Last-Event-ID`. A request carrying modern `_meta` is modern whatever headers it has.
+`Last-Event-ID`; with `MRTR_HTTP_SSE_POLL_SECONDS` the server closes a stream's connection after
+that long, with `retry`, and the client resumes it so (SSE polling). A request carrying modern
+`_meta` is modern whatever headers it has.
 
 The HTTP server itself is uvicorn: `_uvicorn.serve_http` runs this app on it (the optional `http`
 extra). Nothing here is imported when serving stdio.
