@@ -423,6 +423,23 @@ async def test_tool_with_logging(*, ctx: Context) -> str:
     return "Tool with logging executed: 3 log messages sent."
 
 
+# -- 2025-11-25 SSE polling: server-sse-polling ------------------------------------------------
+#: The server under the suite closes a 2025-11-25 stream's connection after
+#: MRTR_HTTP_SSE_POLL_SECONDS (tests/test_conformance_http.py sets 1), so a call that outlasts
+#: it has its POST connection closed mid-call, with `retry`, and its result goes to the GET that
+#: resumes the stream with Last-Event-ID. Outlasting it by half leaves half of it to the
+#: resuming GET, which is itself held that long, to take the result.
+RECONNECTION_SECONDS = 1.5
+
+
+@registry.tool()
+async def test_reconnection() -> str:
+    """Conformance: outlasts the server's SSE poll bound, so that its stream is closed mid-call
+    and its result is delivered on the resumed stream (SEP-1699)."""
+    await asyncio.sleep(RECONNECTION_SECONDS)
+    return "Reconnection test completed successfully"
+
+
 # -- 2025-11-25 server-to-client requests: tools-call-sampling, tools-call-elicitation --------
 # The same request_input as in 2026-07-28: the legacy era asks with a real request.
 @registry.tool()

@@ -19,8 +19,15 @@ from typing import Any
 import anyio
 import pytest
 
+from mrtr_runtime import Context, Registry
 from mrtr_runtime.http import _sessions
-from mrtr_runtime.http._app import MAX_IN_FLIGHT, MAX_WAITING, HttpApp, HttpSettings
+from mrtr_runtime.http._app import (
+    MAX_IN_FLIGHT,
+    MAX_WAITING,
+    RETRY_MILLISECONDS,
+    HttpApp,
+    HttpSettings,
+)
 from mrtr_runtime.http._sessions import (
     MAX_DETACHED_STREAMS,
     MAX_LOG_BYTES,
@@ -640,6 +647,160 @@ def test_forgetting_a_stream_that_never_detached_is_harmless() -> None:
     assert set(session.logs) == {"0"}
 
 
+# -- SSE polling ----------------------------------------------------------------------------------
+# 2025-11-25 basic/transports "Sending Messages" 6.: "After the server has sent an SSE event with
+# an event ID to the client, the server MAY close the connection (without terminating the SSE
+# stream) at any time ... it SHOULD send an SSE event with a standard retry field before
+# closing"; the client resumes by GET with Last-Event-ID ("Resumability and Redelivery" 2.).
+# With MRTR_HTTP_SSE_POLL_SECONDS each connection is held that long at most. The tools here wait
+# for the test (an answer, a gate), never for a clock, so each poll happens where it is expected.
+POLL = 0.05
+RETRY = {"retry": str(RETRY_MILLISECONDS)}
+
+
+async def poll_client(server: Server | None = None) -> LegacyClient:
+    client = LegacyClient(app_over(server, sse_poll_seconds=POLL))
+    await client.initialize()
+    return client
+
+
+def last_id(conn: Conn, before: str) -> str:
+    ids = [frame["id"] for frame in conn.frames if "id" in frame]
+    return ids[-1] if ids else before
+
+
+async def resume_until_done(
+    client: LegacyClient, last_seen: str, on_message: Any = None
+) -> tuple[list[Json], list[Conn]]:
+    """Resume the stream by GET with Last-Event-ID, as a polling client does, connection after
+    connection, until its response came; every message and every connection."""
+    messages: list[Json] = []
+    conns: list[Conn] = []
+    with anyio.fail_after(30):
+        while not messages or "method" in messages[-1]:
+            conn = await client.get(**{"last-event-id": last_seen}).finished()
+            assert conn.status == 200, conn.body
+            conns.append(conn)
+            last_seen = last_id(conn, last_seen)
+            for message in conn.messages():
+                messages.append(message)
+                if on_message is not None:
+                    await on_message(message)
+    return messages, conns
+
+
+async def test_polling_closes_a_posts_connection_with_retry_and_the_get_resumes_it() -> None:
+    client = await poll_client()
+    quick = await client.call("tools/list")  # nothing sent before its response: still JSON
+    assert quick.headers["content-type"] == "application/json"
+
+    conn = client.request("tools/call", DEPLOY)
+    confirm = await conn.message(0)
+    await conn.finished()  # held POLL seconds, the question unanswered: the server closed it
+
+    assert not conn.gone.is_set()  # closed by the server, not by the client
+    assert conn.frames[-1] == RETRY  # the retry field last, after an event with an id
+    assert [m.get("method") for m in conn.messages()] == ["elicitation/create"]
+    assert (await client.answer(confirm, accepted(confirmed=True))).status == 202  # detached
+
+    async def answer(message: Json) -> None:
+        if message.get("method") == "elicitation/create":
+            await client.answer(message, accepted(arn=ARN))
+
+    messages, conns = await resume_until_done(client, last_id(conn, ""), answer)
+
+    # Nothing lost, nothing twice: the second question, then the deploy's own response.
+    assert [m.get("method") for m in messages] == ["elicitation/create", None]
+    assert messages[0]["params"]["message"].startswith("Provide the IAM role ARN")
+    assert messages[-1]["id"] == client.next_id - 1
+    assert messages[-1]["result"]["content"][0]["text"] == "Deployed prod-api successfully"
+    assert all(polled.frames[-1] == RETRY for polled in conns[:-1])
+    assert conns[-1].frames[-1] != RETRY  # the stream ended with its response: no retry
+    assert all(
+        frame["id"].split(".")[0] == conn.frames[0]["id"].split(".")[0]
+        for polled in conns
+        for frame in polled.frames
+        if "id" in frame
+    )
+
+
+async def test_a_polled_stream_that_sent_nothing_gets_its_priming_event_first() -> None:
+    # "Sending Messages" 6.: the event with an id comes before the close, so that the client
+    # has an id to resume from; here the call had sent nothing when its connection was closed.
+    client = await poll_client()
+    conn = await client.request(
+        "tools/call", {"name": "gate", "arguments": {"name": "p"}}
+    ).finished()
+
+    assert conn.headers["content-type"] == "text/event-stream"
+    assert [set(frame) for frame in conn.frames] == [{"id", "data"}, {"retry"}]
+    assert conn.frames[0]["data"] == ""
+    assert conn.frames[1] == RETRY
+    opened = await client.call("tools/call", {"name": "release", "arguments": {"name": "p"}})
+    assert opened.status == 200
+
+    messages, _ = await resume_until_done(client, conn.frames[0]["id"])
+
+    assert [m["result"]["content"][0]["text"] for m in messages] == ["gate p opened"]
+    assert messages[0]["id"] == client.next_id - 2
+    gone = await client.get(**{"last-event-id": conn.frames[0]["id"]}).finished()
+    assert gone.status == 400  # delivered: forgotten
+
+
+async def test_the_get_stream_is_polled_too_and_resumes_where_it_was() -> None:
+    client = await poll_client()
+    first = await client.get().finished()
+    assert [set(frame) for frame in first.frames] == [{"id", "data"}, {"retry"}]
+
+    again = await client.get(**{"last-event-id": first.frames[0]["id"]}).finished()
+
+    assert again.status == 200
+    assert again.frames[-1] == RETRY
+    assert again.frames[0]["id"].split(".")[0] == first.frames[0]["id"].split(".")[0]
+
+
+STEPS = 10  # ten polls over one call: the bound's tenfold
+
+
+def stepping_server(gates: list[asyncio.Event]) -> Server:
+    registry = Registry()
+
+    @registry.tool()
+    async def steps(*, ctx: Context) -> str:
+        """Reports progress i, then waits for gate i, STEPS times."""
+        for step, gate in enumerate(gates):
+            await ctx.report_progress(step, STEPS)
+            await gate.wait()
+        return "stepped"
+
+    return make_server(registry=registry)
+
+
+async def test_ten_polls_over_one_call_lose_nothing_and_repeat_nothing() -> None:
+    gates = [asyncio.Event() for _ in range(STEPS)]
+    client = await poll_client(stepping_server(gates))
+    conn = await client.request(
+        "tools/call", {"name": "steps", "arguments": {}, "_meta": {"progressToken": 7}}
+    ).finished()
+    assert conn.frames[-1] == RETRY
+
+    async def next_step(message: Json) -> None:
+        if message.get("method") == "notifications/progress":
+            gates[int(message["params"]["progress"])].set()
+
+    for message in conn.messages():
+        await next_step(message)
+    messages, conns = await resume_until_done(client, last_id(conn, ""), next_step)
+
+    every = [*conn.messages(), *messages]
+    assert [m["params"]["progress"] for m in every[:-1]] == list(range(STEPS))
+    assert every[-1]["result"]["content"][0]["text"] == "stepped"
+    polled = [conn, *conns[:-1]]
+    assert len(polled) >= STEPS  # each step came after the last connection closed
+    assert all(c.frames[-1] == RETRY for c in polled)
+    assert all(not c.gone.is_set() for c in polled)
+
+
 # -- the GET stream -----------------------------------------------------------------------------
 
 
@@ -889,7 +1050,16 @@ def test_the_session_bounds_come_from_the_environment() -> None:
     assert (table.max_sessions, table.idle_seconds) == (5, 60)
 
 
-@pytest.mark.parametrize("variable", ["MRTR_HTTP_MAX_SESSIONS", "MRTR_HTTP_SESSION_IDLE_SECONDS"])
+def test_the_poll_bound_comes_from_the_environment_and_is_off_by_default() -> None:
+    environ = {"MRTR_HTTP_SSE_POLL_SECONDS": "30"}
+    assert HttpSettings.from_environment(environ, host="127.0.0.1", port=0).sse_poll_seconds == 30
+    assert HttpSettings.from_environment({}, host="127.0.0.1", port=0).sse_poll_seconds is None
+
+
+@pytest.mark.parametrize(
+    "variable",
+    ["MRTR_HTTP_MAX_SESSIONS", "MRTR_HTTP_SESSION_IDLE_SECONDS", "MRTR_HTTP_SSE_POLL_SECONDS"],
+)
 @pytest.mark.parametrize("value", ["0", "-1", "1.5", "many", "1" * 11])
 def test_a_bad_session_bound_stops_the_http_server(variable: str, value: str) -> None:
     with pytest.raises(ValueError, match=variable):

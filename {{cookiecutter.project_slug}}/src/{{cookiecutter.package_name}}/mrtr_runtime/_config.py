@@ -123,6 +123,7 @@ _TIMEOUT_VARIABLE: Final = "MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS"
 _MAX_CONNECTIONS_VARIABLE: Final = "MRTR_HTTP_MAX_CONNECTIONS"
 _MAX_SESSIONS_VARIABLE: Final = "MRTR_HTTP_MAX_SESSIONS"
 _SESSION_IDLE_VARIABLE: Final = "MRTR_HTTP_SESSION_IDLE_SECONDS"
+_SSE_POLL_VARIABLE: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
 _HTTP_TOKEN_VARIABLE: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 TASK_STORE_VARIABLE: Final = "MRTR_TASK_STORE"
 TASK_MAX_STORED_VARIABLE: Final = "MRTR_TASK_MAX_STORED"
@@ -178,6 +179,12 @@ class Settings:
     #: ``MRTR_HTTP_SESSION_IDLE_SECONDS``: a 2025-11-25 session unused this long is ended, a
     #: whole number of seconds from 1; None for the transport's default.
     http_session_idle_seconds: int | None = None
+    #: ``MRTR_HTTP_SSE_POLL_SECONDS``: a 2025-11-25 stream's connection (a request's POST, a
+    #: GET) is closed after this many seconds, with a ``retry`` field, and the client resumes
+    #: the stream with ``Last-Event-ID`` (2025-11-25 basic/transports "Sending Messages" 6.:
+    #: SSE polling). For a proxy that ends connections older than some age: set it below that
+    #: age. A whole number of seconds from 1; None (the default) holds connections open.
+    http_sse_poll_seconds: int | None = None
     #: ``MRTR_TASK_STORE``: where tasks are kept (``sqlite:///abs/path.db``, ``redis://...``,
     #: ``rediss://...``, ``memory:``), as set; "" for the default (SQLite in the per-user state
     #: directory). Checked here; opened by ``_task_backends`` on the first task. Out of the repr:
@@ -239,6 +246,7 @@ class Settings:
             http_max_connections=_whole_of(_MAX_CONNECTIONS_VARIABLE, environ, problems),
             http_max_sessions=_whole_of(_MAX_SESSIONS_VARIABLE, environ, problems),
             http_session_idle_seconds=_whole_of(_SESSION_IDLE_VARIABLE, environ, problems),
+            http_sse_poll_seconds=_whole_of(_SSE_POLL_VARIABLE, environ, problems),
             task_store=_task_store_of(text(TASK_STORE_VARIABLE), problems),
             task_max_stored=_task_bound_of(
                 TASK_MAX_STORED_VARIABLE, DEFAULT_TASK_MAX_STORED, environ, problems

@@ -14,7 +14,9 @@ endpoint, as 2026-07-28 basic/versioning "Backward Compatibility" allows a dual-
 requests in it get the legacy era, and the legacy bridge asks the client with real
 server-to-client requests on the request's SSE stream, whose answers the client POSTs back. GET
 opens the session's own stream, DELETE ends it, and each stream can be resumed with
-`Last-Event-ID`. A request carrying modern `_meta` is modern whatever headers it has.
+`Last-Event-ID`; with `MRTR_HTTP_SSE_POLL_SECONDS` the server closes a stream's connection after
+that long, with `retry`, and the client resumes it so (SSE polling). A request carrying modern
+`_meta` is modern whatever headers it has.
 
 The HTTP server itself is uvicorn: `_uvicorn.serve_http` runs this app on it (the optional `http`
 extra). Nothing here is imported when serving stdio.
@@ -117,9 +119,10 @@ ENV_ALLOWED_HOSTS: Final = "MRTR_HTTP_ALLOWED_HOSTS"
 ENV_MAX_CONNECTIONS: Final = "MRTR_HTTP_MAX_CONNECTIONS"
 ENV_MAX_SESSIONS: Final = "MRTR_HTTP_MAX_SESSIONS"
 ENV_SESSION_IDLE: Final = "MRTR_HTTP_SESSION_IDLE_SECONDS"
+ENV_SSE_POLL: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
 #: 2025-11-25 "Sending Messages" 6.: the `retry` (milliseconds) sent before the server closes a
-#: stream's connection early (a newer connection took the stream over); the client waits this
-#: long, then resumes with `Last-Event-ID`.
+#: stream's connection early (a newer connection took the stream over, or it was held for
+#: `MRTR_HTTP_SSE_POLL_SECONDS`); the client waits this long, then resumes with `Last-Event-ID`.
 RETRY_MILLISECONDS: Final = 1000
 
 Scope = MutableMapping[str, Any]
@@ -294,6 +297,9 @@ class HttpSettings:
     #: 2025-11-25 sessions: how many at once, and how long one may go unused.
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS
+    #: 2025-11-25 SSE polling: a stream's connection is closed (with `retry`) after this many
+    #: seconds and the client resumes it by GET with `Last-Event-ID`; None holds it open.
+    sse_poll_seconds: float | None = None
     #: How long a legacy server-to-client request waits for the client's answer.
     client_request_timeout: float = CLIENT_REQUEST_TIMEOUT_SECONDS
     #: Legacy calls waiting for their client's answer without holding a place (MAX_PARKED).
@@ -311,10 +317,14 @@ class HttpSettings:
         `MRTR_HTTP_ALLOWED_HOSTS` (comma-separated lists); the connection bound from
         `MRTR_HTTP_MAX_CONNECTIONS` (a whole number from 1, default MAX_CONNECTIONS); the
         2025-11-25 session bounds from `MRTR_HTTP_MAX_SESSIONS` and
-        `MRTR_HTTP_SESSION_IDLE_SECONDS` (whole numbers from 1); the wait for a legacy client's
-        answer from `MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS`, as `settings` read them. A value they
+        `MRTR_HTTP_SESSION_IDLE_SECONDS` (whole numbers from 1); how long a 2025-11-25 stream's
+        connection is held before the client is told to poll, from `MRTR_HTTP_SSE_POLL_SECONDS`
+        (a whole number from 1; unset holds it open); the wait for a legacy client's answer
+        from `MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS`, as `settings` read them. A value they
         refused raises ValueError (the CLI exits 2)."""
-        settings.refuse(ENV_TOKEN, ENV_MAX_CONNECTIONS, ENV_MAX_SESSIONS, ENV_SESSION_IDLE)
+        settings.refuse(
+            ENV_TOKEN, ENV_MAX_CONNECTIONS, ENV_MAX_SESSIONS, ENV_SESSION_IDLE, ENV_SSE_POLL
+        )
         return cls(
             host=host,
             port=port,
@@ -325,6 +335,7 @@ class HttpSettings:
             max_connections=settings.http_max_connections or MAX_CONNECTIONS,
             max_sessions=settings.http_max_sessions or DEFAULT_MAX_SESSIONS,
             session_idle_seconds=settings.http_session_idle_seconds or DEFAULT_SESSION_IDLE_SECONDS,
+            sse_poll_seconds=settings.http_sse_poll_seconds,
             client_request_timeout=settings.client_request_timeout,
         )
 
@@ -933,15 +944,19 @@ class HttpApp:
         cancellation = Cancellation()
         session.running[request.id] = _Running(cancellation, serving)
         watch: asyncio.Task[None] | None = None
+        stream = _SseStream(send)
         if sse:
-            stream = _SseStream(send)
             session.attached[log.key] = stream
-            holding = _hold_post(receive, session, log, stream)
+            holding = _hold_post(receive, session, log, stream, self.settings.sse_poll_seconds)
             watch = asyncio.get_running_loop().create_task(holding)
         try:
             await self._legacy_reply(session, request, exchange, cancellation, principal, serving)
         finally:
-            if watch is not None:
+            if watch is not None and stream.polling and not watch.done():
+                # A poll is writing its last bytes (`_poll`): they end the response, so they
+                # are let through rather than cut off.
+                await asyncio.wait({watch})
+            elif watch is not None:
                 watch.cancel()
 
     async def _legacy_reply(
@@ -1057,7 +1072,7 @@ class HttpApp:
                 return
             session.attached[log.key] = stream
             await stream.start(b"".join(replay))
-            await _hold(receive, stream)
+            await _hold(receive, stream, self.settings.sse_poll_seconds, session, log)
         finally:
             if session.attached.get(log.key) is stream:
                 del session.attached[log.key]
@@ -1153,7 +1168,7 @@ class _SseStream:
     (the client "MUST support both these cases"), so quick requests cost no stream.
     """
 
-    __slots__ = ("_keepalive", "closed", "ending", "retry", "send", "started")
+    __slots__ = ("_keepalive", "closed", "ending", "polling", "retry", "send", "started")
 
     def __init__(self, send: Send) -> None:
         self.send = send
@@ -1163,6 +1178,8 @@ class _SseStream:
         #: Set when the server wants it ended (`end_soon`) or it ended.
         self.ending = asyncio.Event()
         self.retry = False
+        #: The server is closing it for SSE polling (`_poll`).
+        self.polling = False
         self._keepalive: asyncio.Task[None] | None = None
 
     async def start(self, first: bytes, *, more: bool = True) -> None:
@@ -1220,29 +1237,70 @@ async def _disconnected(receive: Receive) -> None:
         pass
 
 
-async def _hold(receive: Receive, stream: _SseStream) -> None:
-    """Keep `stream`'s connection until the client closes it or the server ends the stream."""
+async def _hold(
+    receive: Receive,
+    stream: _SseStream,
+    poll: float | None = None,
+    session: LegacySession | None = None,
+    log: EventLog | None = None,
+) -> None:
+    """Keep `stream`'s connection until the client closes it or the server ends the stream;
+    with `poll`, at most that many seconds (`_poll`)."""
     watching = asyncio.get_running_loop().create_task(_disconnected(receive))
     ending = asyncio.get_running_loop().create_task(stream.ending.wait())
     try:
-        await asyncio.wait({watching, ending}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {watching, ending}, timeout=poll, return_when=asyncio.FIRST_COMPLETED
+        )
     finally:
         watching.cancel()
         ending.cancel()
-    if watching.done() and not watching.cancelled():
+    if watching in done and not watching.cancelled():
         stream.gone()
+    elif not done and session is not None and log is not None:
+        await _poll(stream, session, log)
     else:
         await stream.close()
 
 
+async def _poll(stream: _SseStream, session: LegacySession, log: EventLog) -> None:
+    """2025-11-25 "Sending Messages" 6.: "After the server has sent an SSE event with an event
+    ID to the client, the server MAY close the connection (without terminating the SSE stream)
+    at any time ... it SHOULD send an SSE event with a standard retry field before closing".
+
+    The stream is detached first, so that what its request sends from now on waits in the log
+    for the client's GET with `Last-Event-ID` (a request that finishes while detached keeps its
+    response there, `LegacySession.close_stream`). A stream that has sent nothing yet gets its
+    priming event first: the client needs an event id to resume from.
+    """
+    if stream.closed:
+        return  # its request's response took it meanwhile
+    if session.attached.get(log.key) is stream:
+        del session.attached[log.key]
+    stream.polling = True
+    if stream.started:
+        stream.retry = True
+        await stream.close()
+        return
+    # The priming event, then `retry`, and the response ends.
+    stream.closed = True
+    stream.ending.set()
+    await stream.start(_priming(log) + b"retry: %d\n\n" % RETRY_MILLISECONDS, more=False)
+
+
 async def _hold_post(
-    receive: Receive, session: LegacySession, log: EventLog, stream: _SseStream
+    receive: Receive,
+    session: LegacySession,
+    log: EventLog,
+    stream: _SseStream,
+    poll: float | None = None,
 ) -> None:
     """A legacy POST's stream: when its connection goes, the stream is detached and its
     request keeps running ("Sending Messages" 6.: disconnection SHOULD NOT be interpreted as
-    the client cancelling its request); what it sends waits in the log."""
+    the client cancelling its request); what it sends waits in the log. With `poll`, the
+    server closes the connection itself after that many seconds (`_poll`)."""
     try:
-        await _hold(receive, stream)
+        await _hold(receive, stream, poll, session, log)
     finally:
         if session.attached.get(log.key) is stream:
             del session.attached[log.key]
