@@ -14,18 +14,32 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ._context import RequestScope
 from ._dispatch import BadAnswer, Call, RoundInput, check_answer, merge_missing
-from ._jsonrpc import JSONObject, RpcError, clip
+from ._jsonrpc import INVALID_REQUEST, JSONObject, Response, RpcError, clip
 from ._results import InputRequired
 from ._wire import ELICIT
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ("MAX_LEGACY_ROUNDS", "run_legacy")
+__all__ = ("MAX_LEGACY_ROUNDS", "client_result", "run_legacy")
 
 #: The same bound the client-side loop uses by default: a handler that keeps asking after 16
 #: rounds is looping, and the host's user should not answer forever.
 MAX_LEGACY_ROUNDS: Final = 16
+
+
+def client_result(response: Response) -> JSONObject:
+    """The result of the client's response to one of the bridge's requests; its error (or a
+    response with neither) raised as an RpcError, which the bridge turns into the refusal.
+    The same on every transport that carries such requests."""
+    if response.error is not None or response.result is None:
+        error = response.error or {}
+        code = error.get("code")
+        raise RpcError(
+            code if isinstance(code, int) else INVALID_REQUEST,
+            str(error.get("message", "no result")),
+        )
+    return response.result
 
 
 def _capability_names(missing: Mapping[str, Any]) -> str:

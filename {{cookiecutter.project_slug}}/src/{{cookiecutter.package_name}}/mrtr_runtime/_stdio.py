@@ -54,6 +54,7 @@ from ._jsonrpc import (
     error_response,
     parse_line,
 )
+from ._legacy import client_result
 from ._redact import redact_secrets
 from ._router import Server, Session
 
@@ -221,14 +222,7 @@ class Connection:
                 raise
         finally:
             del self.awaiting_client[request_id]
-        if response.error is not None or response.result is None:
-            error = response.error or {}
-            code = error.get("code")
-            raise RpcError(
-                code if isinstance(code, int) else INVALID_REQUEST,
-                str(error.get("message", "no result")),
-            )
-        return response.result
+        return client_result(response)
 
     def _cancel_client_request(self, request_id: str, reason: str) -> None:
         # basic/utilities/cancellation: either side may cancel a request it sent; a response

@@ -52,6 +52,7 @@ from .._jsonrpc import (
     parse_json,
     parse_message,
 )
+from .._legacy import client_result
 from .._permissions import open_to_others
 from .._router import Server, Session
 from .._wire import META_PROTOCOL_VERSION
@@ -1417,14 +1418,7 @@ class _LegacyExchange:
                 raise
         finally:
             del session.pending[request_id]
-        if response.error is not None or response.result is None:
-            error = response.error or {}
-            code = error.get("code")
-            raise RpcError(
-                code if isinstance(code, int) else INVALID_REQUEST,
-                str(error.get("message", "no result")),
-            )
-        return response.result
+        return client_result(response)
 
     @contextlib.asynccontextmanager
     async def _lent_place(self) -> AsyncIterator[None]:
