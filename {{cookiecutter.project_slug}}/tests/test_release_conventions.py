@@ -14,8 +14,14 @@ from typing import Any, get_args
 import pytest
 
 from {{ cookiecutter.package_name }}.app import build_server
-from {{ cookiecutter.package_name }}.mrtr_runtime.testing import MemoryClient, RpcError
-from {{ cookiecutter.package_name }}.tools.release_conventions import COMMIT_TYPES, CommitType
+from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
+    MemoryClient,
+    RpcError,
+)
+from {{ cookiecutter.package_name }}.tools.release_conventions import (
+    COMMIT_TYPES,
+    CommitType,
+)
 
 Json = dict[str, Any]
 
