@@ -1,9 +1,10 @@
-"""Identical confirming rounds that arrive together run the handler once (single-flight).
+"""Sendings of one confirming round that arrive together run the handler once (single-flight).
 
 A client, a retrying proxy or a double click can send the same round-2 request (the same
-`requestState`, the same `inputResponses`) twice before the first is answered. Each would pass
-verification, so each would run the handler: a double deploy. Within one server process the
-second waits for the first and gets its result; different answers are different runs.
+`requestState`) twice before the first is answered. Each would pass verification, so each
+would run the handler: a double deploy. Within one server process the second waits for the
+first and gets its result, whatever answers it carries (the token is the round); later
+sendings are answered from the round's record (`test_single_use.py`).
 """
 
 from __future__ import annotations
@@ -111,18 +112,16 @@ async def test_identical_concurrent_confirming_rounds_run_the_handler_once(count
     assert len(server._flights) == 0  # nothing is kept once the run ends
 
 
-async def test_different_answers_to_the_same_round_are_different_runs() -> None:
+async def test_different_answers_to_one_token_running_together_are_one_run() -> None:
+    # The round is the token, not what comes with it: the first sending's answers decide.
     runs: list[str] = []
     gate = anyio.Event()
     client = MemoryClient(confirming_server(runs, gate), capabilities=ALL_CAPABILITIES)
     token = await first_round(client)
     declined = confirming(token, accept(confirmed=False))
     results = await run_together(client, gate, [confirming(token), declined])
-    assert runs == ["web", "web"]
-    assert {result["content"][0]["text"] for result in results} == {
-        "deployed web, run 1",
-        "deployed web, run 2",
-    }
+    assert runs == ["web"]
+    assert {result["content"][0]["text"] for result in results} == {"deployed web, run 1"}
 
 
 async def test_the_same_answers_in_another_member_order_are_the_same_run() -> None:
@@ -137,16 +136,16 @@ async def test_the_same_answers_in_another_member_order_are_the_same_run() -> No
     assert {result["content"][0]["text"] for result in results} == {"deployed web, run 1"}
 
 
-async def test_the_same_round_again_after_the_first_finished_runs_again() -> None:
-    # Single-flight, not a cache: the rule is about rounds running at the same time.
+async def test_the_same_round_again_after_the_first_finished_gets_its_result() -> None:
     runs: list[str] = []
     gate = anyio.Event()
     gate.set()
     client = MemoryClient(confirming_server(runs, gate), capabilities=ALL_CAPABILITIES)
     token = await first_round(client)
-    await client.request("tools/call", confirming(token))
-    await client.request("tools/call", confirming(token))
-    assert runs == ["web", "web"]
+    first = await client.request("tools/call", confirming(token))
+    again = await client.request("tools/call", confirming(token))
+    assert runs == ["web"]
+    assert again == first
 
 
 async def test_a_round_waiting_on_a_cancelled_one_is_told_to_send_it_again() -> None:

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mrtr_runtime._tokens import new_signing_key_hex
 from support import PACKAGE
 
@@ -93,6 +95,30 @@ def test_discover_is_answered_before_a_broken_tools_package_stops_the_server(
     assert status == 1
     assert "this tool module is broken" in stderr
     assert "the tools could not be loaded" in stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("raise RuntimeError('the config file has no [deploy] section')\n", "RuntimeError"),
+        ("def broken(:\n", "SyntaxError"),
+        ("import no_such_module_anywhere\n", "ModuleNotFoundError"),
+    ],
+)
+def test_a_broken_tool_module_is_named_to_the_host_with_its_reason(
+    tmp_path: Path, source: str, reason: str
+) -> None:
+    # tools/list as the first request: its answer says which module broke and why, where the
+    # host shows it, instead of a bare "Internal error"; the server still stops after it.
+    responses, stderr, status = run_server(tmp_path, source, request(1, "tools/list"))
+
+    assert status == 1
+    (response,) = responses
+    message = response["error"]["message"]
+    assert response["error"]["code"] == -32603
+    assert "the tool module late_tools.probe raised " + reason in message, message
+    assert "server log" in message
+    assert "while loading the tool module late_tools.probe" in stderr
 
 
 def test_tools_list_as_the_first_request_loads_the_tools_first(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from mrtr_runtime._sqlite_store import SqliteTaskStore, open_sqlite_store
 from mrtr_runtime._task_backends import TASKS_FILE_NAME, task_backend
 from mrtr_runtime._task_store import (
     MemoryTaskStore,
+    RoundRecord,
     TaskRecord,
     TaskStore,
     TaskStoreFull,
@@ -273,6 +274,121 @@ async def test_two_replicas_claiming_one_task_at_once_make_one_claim_and_one_tas
         seen = await store.load(task.task_id)
         assert seen is not None
         assert seen.lease_owner == wins[0]
+
+
+# -- round records (single use: `_once`) --------------------------------------------------------
+
+
+def round_claim(holder: str, *, key: str = "round-key", lease: float = 15.0) -> RoundRecord:
+    now = time.time()
+    return RoundRecord(key=key, expires_at=now + 600, holder=holder, lease_expires=now + lease)
+
+
+async def test_a_round_is_claimed_by_exactly_one_of_fifty_concurrent_claims(
+    open_store: Opener,
+) -> None:
+    store = await open_store()
+    returned: list[RoundRecord] = []
+
+    async def claim(number: int) -> None:
+        returned.append(await store.claim_round(round_claim(f"run-{number}"), time.time()))
+
+    async with anyio.create_task_group() as group:
+        for number in range(50):
+            group.start_soon(claim, number)
+    holders = {record.holder for record in returned}
+    assert len(holders) == 1  # every claim got the one stored record back
+    (holder,) = holders
+    assert await store.load_round("round-key") == returned[0]
+    assert holder is not None and holder.startswith("run-")
+
+
+async def test_a_settled_round_is_never_claimed_again(open_store: Opener) -> None:
+    store = await open_store()
+    mine = await store.claim_round(round_claim("run-a"), time.time())
+    outcome = {"result": {"content": [{"type": "text", "text": "done ✓"}]}}
+    settled = mine.evolve(holder=None, outcome=outcome)
+    assert await store.swap_round(settled)
+    assert not await store.swap_round(settled)  # its predecessor is gone
+    later = time.time() + 100  # long after any lease
+    again = await store.claim_round(round_claim("run-b"), later)
+    assert again == settled
+
+
+async def test_a_released_or_lapsed_round_is_taken_by_the_next_claim(open_store: Opener) -> None:
+    store = await open_store()
+    mine = await store.claim_round(round_claim("run-a"), time.time())
+    released = mine.evolve(holder=None, lease_expires=0.0)
+    assert await store.swap_round(released)
+    taken = await store.claim_round(round_claim("run-b"), time.time())
+    assert taken.holder == "run-b" and taken.version == released.version + 1
+    # A claim whose lease lapsed (its process died) before its point of no return: taken.
+    lapsed = await store.claim_round(round_claim("run-c", key="other", lease=-1), time.time())
+    assert lapsed.holder == "run-c"
+    assert (await store.claim_round(round_claim("run-d", key="other"), time.time())).holder == (
+        "run-d"
+    )
+
+
+async def test_a_lapsed_round_past_its_point_of_no_return_is_kept(open_store: Opener) -> None:
+    store = await open_store()
+    mine = await store.claim_round(round_claim("run-a", lease=-1), time.time())
+    committed = mine.evolve(committed=True)
+    assert await store.swap_round(committed)
+    held = await store.claim_round(round_claim("run-b"), time.time())
+    assert held == committed  # nobody knows whether it acted: never run again
+
+
+async def test_an_expired_round_is_gone(open_store: Opener) -> None:
+    store = await open_store()
+    now = time.time()
+    old = RoundRecord(key="old", expires_at=now + 0.05, outcome={"result": {}})
+    await store.claim_round(old, now)
+    await anyio.sleep(0.1)
+    assert await store.load_round("old") is None
+    fresh = await store.claim_round(round_claim("run-b", key="old"), time.time())
+    assert fresh.holder == "run-b"  # an expired record holds nothing: its key is free
+    brief = RoundRecord(key="brief", expires_at=time.time() + 0.05, outcome={"result": {}})
+    await store.claim_round(brief, time.time())
+    await anyio.sleep(0.1)
+    await store.purge(time.time())
+    assert await store.load_round("brief") is None
+    assert await store.load_round("old") == fresh  # purge forgets only what expired
+
+
+async def test_two_replicas_claiming_one_round_make_one_claim(
+    two_replicas: tuple[TaskStore, TaskStore],
+) -> None:
+    stores = two_replicas
+    returned: list[RoundRecord] = []
+
+    async def claim(number: int) -> None:
+        store = stores[number % 2]
+        returned.append(await store.claim_round(round_claim(f"replica-{number}"), time.time()))
+
+    async with anyio.create_task_group() as group:
+        for number in range(20):
+            group.start_soon(claim, number)
+    assert len({record.holder for record in returned}) == 1
+    assert await stores[0].load_round("round-key") == await stores[1].load_round("round-key")
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    committed=st.booleans(),
+    outcome=st.one_of(
+        st.none(),
+        st.fixed_dictionaries({"task": st.text(min_size=1)}),
+        st.fixed_dictionaries({"result": st.dictionaries(st.text(), st.integers())}),
+    ),
+    lease=st.floats(-1e9, 1e9),
+    holder=st.one_of(st.none(), st.text()),
+)
+def test_a_round_record_survives_its_json_exactly(
+    committed: bool, outcome: Any, lease: float, holder: str | None
+) -> None:
+    record = RoundRecord("k", 1e9, holder, lease, committed, outcome, 7)
+    assert RoundRecord.from_json(record.to_json(), 7) == record
 
 
 # -- runnable, leases, expiry, purge -----------------------------------------------------------
@@ -741,6 +857,27 @@ async def test_a_store_file_of_another_schema_is_refused(tmp_path: Path) -> None
         await open_sqlite_store(path, max_tasks=10)
 
 
+async def test_a_schema_2_file_gains_the_round_records_and_keeps_its_tasks(
+    tmp_path: Path,
+) -> None:
+    # What runtime 0.7.0 wrote: no `rounds` table, user_version 2. A project updated to this
+    # runtime keeps its tasks (a host may be polling one) and gets single use.
+    path = tmp_path / "tasks.db"
+    store = await open_sqlite_store(path, max_tasks=10)
+    record = await store.create(make_record())
+    store._eager.execute("DROP TABLE rounds")
+    store._eager.execute("PRAGMA user_version = 2")
+    await store.close()
+    store = await open_sqlite_store(path, max_tasks=10)
+    try:
+        assert await store.load(record.task_id) == record
+        claimed = await store.claim_round(round_claim("run-a"), time.time())
+        assert claimed.holder == "run-a"
+        assert store._eager.execute("PRAGMA user_version").fetchone()[0] == 3
+    finally:
+        await store.close()
+
+
 async def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "tasks.db"
     path.write_bytes(b"not a database at all, just some bytes" * 100)
@@ -834,6 +971,42 @@ def test_a_redis_password_never_appears_in_messages_or_reprs() -> None:
     assert "s3cret" not in repr(backend)
     bad = settings_for("redis://:s3cret-pass@host:bad/0")
     assert "s3cret" not in bad.problems["MRTR_TASK_STORE"]
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://cache:6379/0?password=s3cret-pass", "redis://cache:6379/0?password=***"),
+        ("redis://cache?password=s3cret-pass", "redis://cache?password=***"),
+        (
+            "rediss://cache/1?username=s3cret-user&password=s3cret-pass&ssl_cert_reqs=none",
+            "rediss://cache/1?username=***&password=***&ssl_cert_reqs=none",
+        ),
+        ("redis://cache/0?Password=s3cret-pass#x", "redis://cache/0?Password=***#x"),
+        (
+            "redis://u:s3cret-pass@cache/0?password=s3cret-pass",
+            "redis://u:***@cache/0?password=***",
+        ),
+    ],
+)
+def test_credentials_in_a_store_url_s_query_are_masked_like_its_userinfo(
+    url: str, shown: str
+) -> None:
+    # redis-py reads ?password= and ?username= as it reads the userinfo.
+    backend = task_backend(settings_for(url), None, namespace="x")
+    assert backend.location == shown
+    assert "s3cret" not in repr(backend)
+    bad = settings_for(url.replace("cache", "cache:bad", 1))
+    assert "s3cret" not in bad.problems["MRTR_TASK_STORE"]
+
+
+async def test_an_unreachable_redis_named_by_a_query_password_hides_it() -> None:
+    backend = task_backend(
+        settings_for("redis://127.0.0.1:1/0?password=pw-123"), None, namespace="x"
+    )
+    with pytest.raises(TaskStoreUnavailable, match="cannot be reached") as failed:
+        await backend.open()
+    assert "pw-123" not in str(failed.value)
 
 
 @pytest.mark.parametrize("variable", ["MRTR_TASK_MAX_STORED", "MRTR_TASK_MAX_PER_OWNER"])

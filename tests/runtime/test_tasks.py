@@ -1015,14 +1015,20 @@ async def test_a_stdio_server_killed_mid_task_finishes_it_after_a_restart(tmp_pa
         async with ClientSession.spawn(command, env=env, tasks=True) as session:
             # Nobody polls at first: the restarted server's sweeper finds the lapsed lease.
             await session.request("server/discover", {})
+            said: set[str] = set()
             for _ in range(200):
                 task = await session.request("tasks/get", {"taskId": created["taskId"]})
+                said.add(task.get("statusMessage") or "")
                 if task["status"] != "working":
                     break
                 await anyio.sleep(0.05)
     assert task["status"] == "completed"
     assert task["result"]["content"] == [{"type": "text", "text": "slept 1.5"}]
+    assert task["result"]["resultType"] == "complete"
     assert "resumed (start 2 of at most 3)" in session.stderr_text()
+    # What its host showed while it ran again: that it resumed, not "Starting" a second time.
+    resumed = "Resumed after the server stopped (start 2 of at most 3); running it again"
+    assert any(message.startswith(resumed) for message in said), said
 
 
 # -- past the point of no return: a takeover never acts twice, a cancel never lies ----------------
@@ -1274,3 +1280,29 @@ async def test_the_stop_log_says_what_becomes_of_each_task(
     assert "before its point of no return" in before and "resumes" in before
     (after,) = (line for line in lines if past["taskId"] in line)
     assert "may have been carried out" in after and "without running again" in after
+
+
+async def test_an_answer_asked_for_again_in_a_task_says_why_in_its_status(
+    tasks_client: MemoryClient,
+) -> None:
+    # A host shows a task's statusMessage: a question that comes back under a new key after
+    # tasks/update says there why the answer did not do (its message starts with it too).
+    created = await start(tasks_client, "two_questions")
+    asked = await wait_for(tasks_client, created["taskId"], "input_required")
+    keys = {key.partition(".")[0]: key for key in asked["inputRequests"]}
+    answers = {keys["name"]: accept(name="Ada"), keys["confirm"]: accept(confirmed="yes")}
+    await tasks_client.request(
+        "tasks/update", {"taskId": created["taskId"], "inputResponses": answers}
+    )
+    with anyio.fail_after(BOUND):
+        while True:
+            again = await wait_for(tasks_client, created["taskId"], "input_required")
+            if again["inputRequests"].keys() != asked["inputRequests"].keys():
+                break
+            await asyncio.sleep(0.01)
+    (key,) = again["inputRequests"]
+    assert key.startswith("confirm.")
+    reason = "the answer to 'confirm' was not valid (confirmed: Input should be a valid boolean)"
+    assert again["statusMessage"] == f"Asked again: {reason}."
+    message = again["inputRequests"][key]["params"]["message"]
+    assert message.startswith("That answer was not valid (confirmed:")

@@ -299,15 +299,38 @@ async def test_a_replayed_confirmation_on_a_server_without_its_record_deploys_no
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("where", ["same-server", "server-without-its-record"])
-async def test_a_confirmation_replayed_after_a_later_deploy_asks_again(
-    aws: None, where: str
+async def test_a_confirmation_replayed_after_a_later_deploy_gets_its_own_outcome(
+    aws: None,
 ) -> None:
-    # The issue's rollback: confirm staging, then confirm prod; replaying the staging round
-    # must not roll the stack back to staging without a question.
+    # The issue's rollback, where the round's record is shared: confirm staging, then prod;
+    # the staging round sent again is answered from its record (what it did then), and
+    # neither runs nor asks anything (single use, before the handler runs).
     key = secrets.token_hex(32)
     here = MemoryClient(new_server(key), capabilities=FORMS)
-    replayer = here if where == "same-server" else MemoryClient(new_server(key), capabilities=FORMS)
+    staging = await confirmation(here, {"stack": STACK, "parameters": {"Environment": "staging"}})
+    first = await here.request("tools/call", staging)
+    await confirmation(here, {"stack": STACK, "parameters": {"Environment": "prod"}})
+    events = stack_events()
+
+    again = await here.request("tools/call", staging)
+
+    assert again == first
+    assert again["structuredContent"]["action"] == "created"
+    assert stack_events() == events
+    assert executed_change_sets() == 2
+    stack = cfn().describe_stacks(StackName=STACK)["Stacks"][0]
+    assert {"ParameterKey": "Environment", "ParameterValue": "prod"} in stack["Parameters"]
+
+
+@pytest.mark.anyio
+async def test_a_confirmation_replayed_after_a_later_deploy_elsewhere_asks_again(
+    aws: None,
+) -> None:
+    # Where the record is not shared (another server with a store of its own), the rollback
+    # is still never silent: the stack changed since the yes, so the question comes back.
+    key = secrets.token_hex(32)
+    here = MemoryClient(new_server(key), capabilities=FORMS)
+    replayer = MemoryClient(new_server(key), capabilities=FORMS)
     staging = await confirmation(here, {"stack": STACK, "parameters": {"Environment": "staging"}})
     await confirmation(here, {"stack": STACK, "parameters": {"Environment": "prod"}})
     events = stack_events()
@@ -327,7 +350,6 @@ async def test_a_confirmation_replayed_after_a_later_deploy_asks_again(
     assert {"ParameterKey": "Environment", "ParameterValue": "prod"} in stack["Parameters"]
 
 
-@pytest.mark.anyio
 async def test_progress_relays_the_deploy_steps_and_stack_events(client: MemoryClient) -> None:
     call: Json = {
         "name": "deploy_to_aws",
@@ -1175,3 +1197,87 @@ def test_a_point_of_no_return_refused_leaves_the_change_set_unexecuted(aws: None
     assert (
         client.describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"] == "REVIEW_IN_PROGRESS"
     )
+
+
+# -- a deploy resumed after its server stopped past the execution ------------------------------
+
+
+def test_a_resumed_deploy_that_finds_its_own_execution_done_says_it_was_carried_out(
+    aws: None,
+) -> None:
+    # The task's first run executed the change set, then the server died; the run that took
+    # the task over finds the stack already as planned. It must not say "nothing was
+    # deployed": this deploy did it.
+    client = cfn()
+    first = engine.deploy_stack(client, moto_plan())
+    calls = recording(client)
+    resumed = engine.deploy_stack(client, moto_plan(), resumed=True)
+    assert (resumed.action, resumed.by_earlier_run) == ("created", True)
+    assert resumed.change_set == first.change_set
+    assert "ExecuteChangeSet" not in calls and "CreateChangeSet" not in calls
+    text = tool._summarized(
+        tool.DeployResult(
+            action=resumed.action,
+            stack=STACK,
+            region="us-east-1",
+            stack_id=resumed.stack_id,
+            status=resumed.status,
+            change_set=resumed.change_set,
+            by_earlier_run=True,
+        )
+    ).content[0]["text"]
+    assert text.startswith(f"Created stack '{STACK}' in us-east-1: CREATE_COMPLETE. This task's")
+    assert "earlier run did it before the server stopped" in text
+    # A run that is not resumed (a new call with the same arguments) is "already up to date".
+    assert engine.deploy_stack(client, moto_plan()).action == "unchanged"
+
+
+@pytest.mark.anyio
+async def test_a_confirmation_replayed_while_its_change_set_is_under_review_gets_its_task(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The deploy runs as a task; its change set exists and the stack is REVIEW_IN_PROGRESS
+    # (held there before the execution). The same confirmation sent again, with extra
+    # fields, gets the same task and no question: before, the handler ran first, saw a stack
+    # it did not show the user, and asked again.
+    under_review = threading.Event()
+    go_on = threading.Event()
+    execute = engine._execute
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        under_review.set()
+        assert go_on.wait(30)
+        return execute(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_execute", held)
+    client = MemoryClient(new_server(), capabilities=FORMS, tasks=True)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    second = await two_rounds(client, call, YES[:1])
+    confirming = {**call, "inputResponses": YES[1], "requestState": second["requestState"]}
+    made = await client.request("tools/call", confirming)
+    assert made["resultType"] == "task"
+    for _ in range(3000):
+        if under_review.is_set():
+            break
+        await anyio.sleep(0.01)
+    assert moto_stack().status == "REVIEW_IN_PROGRESS"
+    extra = {
+        **confirming,
+        "inputResponses": {"confirm": {"action": "accept", "content": {"confirmed": True, "x": 1}}},
+    }
+    try:
+        for replay in (confirming, extra):
+            again = await client.request("tools/call", replay)
+            assert again["resultType"] == "task", again
+            assert again["taskId"] == made["taskId"]
+            assert "inputRequests" not in again
+    finally:
+        go_on.set()
+    for _ in range(1500):
+        task = await client.request("tasks/get", {"taskId": made["taskId"]})
+        if task["status"] != "working":
+            break
+        await anyio.sleep(0.02)
+    assert task["status"] == "completed"
+    assert task["result"]["structuredContent"]["action"] == "created"
+    assert executed_change_sets() == 1

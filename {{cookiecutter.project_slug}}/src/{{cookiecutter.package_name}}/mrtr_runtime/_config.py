@@ -44,6 +44,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 import secrets
 import stat
 import sys
@@ -307,16 +308,25 @@ def _whole_of(variable: str, environ: Mapping[str, str], problems: dict[str, str
     return None
 
 
+#: Query parameters of a store URL that carry credentials (redis-py reads ``?password=`` and
+#: ``?username=`` as it reads the userinfo): shown as ``***`` too.
+_SECRET_QUERY = re.compile(r"(?i)((?:^|[?&;])(?:password|username)=)[^&;#]*")
+
+
 def shown_store_url(url: str) -> str:
-    """``url`` fit for a message or a log: a password in it replaced by ``***``."""
+    """``url`` fit for a message or a log: a password in its userinfo, and the values of its
+    ``password`` and ``username`` query parameters, replaced by ``***``."""
     scheme, separator, rest = url.partition("://")
     authority, slash, path = rest.partition("/")
+    path = _SECRET_QUERY.sub(r"\1***", path)
+    if "?" not in path and "?" in authority:  # redis://host?password=... (no path)
+        authority = _SECRET_QUERY.sub(r"\1***", authority)
     if separator and "@" in authority:
         userinfo, _, host = authority.rpartition("@")
         user, colon, _password = userinfo.partition(":")
         shown = f"{user}:***" if colon else "***"
         return f"{scheme}://{shown}@{host}{slash}{path}"
-    return url
+    return f"{scheme}{separator}{authority}{slash}{path}"
 
 
 def _task_store_of(value: str, problems: dict[str, str]) -> str:

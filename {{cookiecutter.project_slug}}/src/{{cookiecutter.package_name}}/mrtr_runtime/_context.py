@@ -71,15 +71,25 @@ class StartTask(BaseException):
         self.message = message
 
 
-class TaskLink(Protocol):
+class Fence(Protocol):
+    """A run's claim on what it runs (a task's lease, a confirming round's record): what a
+    handler's point of no return is written under."""
+
+    def commit(self) -> Awaitable[None] | None:
+        """Record the point of no return under the claim. Raises `RequestCancelled` when the
+        claim is no longer this run's (then the action must not happen). From a worker thread
+        it returns once the mark is written; on the event loop, the write to await."""
+        ...
+
+
+class TaskLink(Fence, Protocol):
     """What a handler running as a task reaches of its task (the engine's worker for it)."""
+
+    #: Which start of the task this run is: 1, or more once a server stopped under it.
+    attempt: int
 
     async def status(self, message: str) -> None:
         """Set the task's `statusMessage` (written to the store at a bounded rate)."""
-        ...
-
-    def commit(self) -> None:
-        """Record the task's point of no return in the store (from the loop or any thread)."""
         ...
 
 
@@ -267,6 +277,7 @@ class Context:
     __slots__ = (
         "_answers",
         "_cancellation",
+        "_fence",
         "_last_progress",
         "_log_floor",
         "_logs_sent",
@@ -305,8 +316,10 @@ class Context:
         parsed: Mapping[str, BaseModel] | None = None,
         task_start: TaskStart = "return",
         task: TaskLink | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self._answers = answers
+        self._fence = fence
         self._task_start: TaskStart = "return" if task is not None else task_start
         self._task = task
         #: Answers dispatch already validated into their model (sampling, roots), by key.
@@ -414,14 +427,23 @@ class Context:
                 # ListRootsRequest".
                 raise TypeError(f"input request {key!r} must be built with elicit_form/sample/...")
         asked = dict(requests)
+        rejected: dict[str, str] = {}
         for key, why in self._rejected.items():
             again = asked.get(key)
             if again is not None and again.method == ELICIT and "message" in again.params:
                 message = f"That answer was not valid ({why}). {again.params['message']}"
                 asked[key] = replace(again, params={**again.params, "message": message})
+                rejected[key] = why
         if state is not None:
             _check_state(state)
-        return InputRequired(asked, state)
+        return InputRequired(asked, state, rejected)
+
+    @property
+    def resumed(self) -> bool:
+        """Whether this run continues a task whose earlier run stopped (its server stopped or
+        died mid-run, and this one took it over): what it finds already done may be that
+        earlier run's own work, and a result should say so rather than "nothing to do"."""
+        return self._task is not None and self._task.attempt > 1
 
     @property
     def in_task(self) -> bool:
@@ -483,19 +505,40 @@ class Context:
         cancelled before the mark: then nothing has happened, and nothing must. Safe to call
         from any thread, and more than once.
 
-        In a task (`ctx.in_task`) the mark is written to the task store before this returns
-        (from a worker thread) or at the handler's next await (on the event loop). A task whose
-        server stopped is resumed by running its handler again from the top; one that had
-        passed this mark is run again only if its tool is declared idempotent
+        In a task (`ctx.in_task`) and in a round that closes a confirmation, the run holds a
+        claim (a lease) on what it runs, and the mark is fenced by it: if the claim lapsed
+        (the process was paused or cut off past its lease, and another run may hold it now)
+        this raises `RequestCancelled` and the action must not happen. From a worker thread
+        the mark is written to the store before this returns (raising if it could not be);
+        on the event loop the write is scheduled, so an `async def` handler says
+        `await ctx.pass_point_of_no_return()` instead, which returns once it is written. A
+        task whose server stopped is resumed by running its handler again from the top; one
+        that had passed this mark is run again only if its tool is declared idempotent
         (`ToolAnnotations(idempotent=True)`), and otherwise ends with an isError result saying
         its action may have been carried out.
         """
+        self._mark()
+
+    async def pass_point_of_no_return(self) -> None:
+        """`point_of_no_return()` for an `async def` handler: returns once the mark is durably
+        written under the run's claim (raising `RequestCancelled` if the claim was lost
+        meanwhile), so the action that follows never races a takeover of its run."""
+        write = self._mark()
+        if write is not None:
+            await write
+
+    def _mark(self) -> Awaitable[None] | None:
         cancellation = self._cancellation
         first = not cancellation.committed
+        fence = self._task or self._fence
+        if first and fence is not None and cancellation.cancelled:
+            raise RequestCancelled("the request was cancelled before its point of no return")
+        # The claim first: a run that lost it must stop with nothing marked (the run that
+        # holds it now decides), and one that holds it marks before the action.
+        write = fence.commit() if first and fence is not None else None
         if not cancellation.commit():
             raise RequestCancelled("the request was cancelled before its point of no return")
-        if first and self._task is not None:
-            self._task.commit()
+        return write
 
     @property
     def past_point_of_no_return(self) -> bool:
@@ -618,6 +661,7 @@ class RequestScope:
         parsed: Mapping[str, BaseModel] | None = None,
         task_start: TaskStart = "return",
         task: TaskLink | None = None,
+        fence: Fence | None = None,
     ) -> Context:
         """The Context of one round: the answers so far, the token it came with, the state;
         what `start_task` does in it, and the task it runs as (if it does)."""
@@ -635,4 +679,5 @@ class RequestScope:
             parsed=parsed,
             task_start=task_start,
             task=task,
+            fence=fence,
         )

@@ -4,13 +4,14 @@
 rounds. Everything answered so far travels in the signed `requestState`, so any round can be
 served by any process holding the key, including one started after the previous round.
 
-The one thing a process does remember is what it is running right now (`RoundFlights`): two
-identical confirming rounds arriving together run the handler once.
+What a server does remember is what became of each round that closed a verified token
+(`RoundLedger`, kept in the task store): a confirmation is carried out at most once, and every
+later sending of its token gets the same answer. A process also knows what it is running right
+now (`RoundFlights`): sendings of one token arriving together share one run.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
@@ -21,6 +22,7 @@ from ._capabilities import ClientCapabilities
 from ._context import (
     AnswerMisfit,
     Context,
+    Fence,
     RequestScope,
     StartTask,
     TaskStart,
@@ -44,6 +46,7 @@ from ._tokens import (
     RequestStateCodec,
     digest_arguments,
     digest_principal,
+    round_key,
 )
 from ._wire import ELICIT, MODERN_VERSIONS, TASKS_EXTENSION
 
@@ -55,8 +58,10 @@ __all__ = (
     "MAX_INPUT_RESPONSE_KEYS",
     "BadAnswer",
     "Call",
+    "RoundClaim",
     "RoundFlights",
     "RoundInput",
+    "RoundLedger",
     "TaskOpening",
     "TaskStarter",
     "check_answer",
@@ -82,8 +87,7 @@ class RoundInput:
     `request_state` is the `requestState` exactly as sent, checked only by the codec, and
     `has_state` says whether the key was there at all (a `null` is still a token to refuse).
     `retried`: either key was sent (server/utilities/caching: such results MUST NOT be cached).
-    `canonical` is `responses` as canonical JSON, made once to measure them ("" when absent):
-    it also names them in a confirming round's single-flight key.
+    `canonical` is `responses` as canonical JSON, made once to measure them ("" when absent).
     """
 
     responses: Mapping[str, Any]
@@ -182,24 +186,22 @@ class _Flight:
 
 
 class RoundFlights:
-    """The confirming rounds this process is running, by what they run (single-flight).
+    """The confirming rounds this process is running, by their token (single-flight).
 
-    A round that closes a verified requestState with the same token, the same kept answers and
-    the same binding as one already running gets that run's outcome instead of a second run:
+    A round that closes the same verified requestState as one already running gets that run's
+    outcome instead of a second run or a second look at the ledger, whatever else it carries:
     a client (or a proxy) that sends its confirmation twice must not deploy twice. An entry
     lives only while its run does, so the table never holds more than the requests in flight,
-    which the transports bound. Across replicas this would need a shared store; it is per process.
+    which the transports bound. Across processes and replicas the ledger's claim does the same.
     """
 
     def __init__(self) -> None:
-        self._running: dict[bytes, _Flight] = {}
+        self._running: dict[str, _Flight] = {}
 
     def __len__(self) -> int:
         return len(self._running)
 
-    async def run(
-        self, key: bytes, work: Callable[[], Awaitable[dict[str, Any]]]
-    ) -> dict[str, Any]:
+    async def run(self, key: str, work: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         flight = self._running.get(key)
         if flight is not None:
             # One event loop runs every round, so nothing can finish the flight between the
@@ -238,10 +240,11 @@ class TaskOpening:
     """A round whose handler called `ctx.start_task()` where that makes a task: everything the
     task engine needs to create the task, or to find the one this very round already made.
 
-    `once_key` is the round's single-flight key (hex) when it closed a verified requestState:
+    `once_key` is the round's identity (`round_key` of the verified requestState it closed):
     the confirmation it carries is consumed at most once, by the task made with that key.
     `inline`: the client did not declare the extension; it gets the result in the response,
     which `rerun` computes by running the handler again (where `start_task` returns at once).
+    `claim`: the round's claim on its single-use record, told the task it becomes.
     """
 
     call: Call
@@ -252,6 +255,29 @@ class TaskOpening:
     message: str | None
     inline: bool
     rerun: Callable[[], Awaitable[JSONObject]]
+    claim: RoundClaim | None = None
+
+
+class RoundClaim(Fence, Protocol):
+    """A confirming round's claim on its record (`_once.RoundHold`): the Fence of the round's
+    point of no return, and the task the round became, if it became one (the task engine
+    says so), which is then what the record keeps."""
+
+    task_id: str | None
+
+
+class RoundLedger(Protocol):
+    """Single use (`_once.RoundLedger`), as dispatch sees it: runs a confirming round under a
+    claim on its record (`run` gets the claim), or answers it from the record of an earlier
+    sending."""
+
+    async def once(
+        self,
+        key: str,
+        run: Callable[[RoundClaim], Awaitable[JSONObject]],
+        *,
+        follows_tasks: bool,
+    ) -> JSONObject: ...
 
 
 class TaskStarter(Protocol):
@@ -259,18 +285,6 @@ class TaskStarter(Protocol):
     answers the request (a CreateTaskResult, or the inline result)."""
 
     async def __call__(self, opening: TaskOpening) -> JSONObject: ...
-
-
-def _flight_key(token: str, offered: str, binding: Binding) -> bytes:
-    """What a confirming round runs: the verified token (which holds the answers kept), the
-    answers offered with it (their canonical JSON), and the binding. Identical requests have
-    identical keys however their members are ordered; a request that adds answers nobody
-    asked is another request, as it is on the wire."""
-    digest = hashlib.sha256()
-    for part in (token, binding.method, binding.target, binding.arguments_digest, offered):
-        digest.update(len(part).to_bytes(8, "big") + part.encode("utf-8", "surrogatepass"))
-    digest.update(binding.principal_digest.encode("ascii"))
-    return digest.digest()
 
 
 def read_input_responses(params: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
@@ -355,6 +369,7 @@ async def run_round(
     codec: RequestStateCodec,
     flights: RoundFlights | None = None,
     tasks: TaskStarter | None = None,
+    ledger: RoundLedger | None = None,
 ) -> JSONObject:
     """Serve one 2026-07-28 round of `call`; raises RpcError for a JSON-RPC error.
 
@@ -362,8 +377,11 @@ async def run_round(
     key (with the method it was asked with), or if the handler opted in to it; everything
     else the client sends is ignored, never shown to the handler and never signed. Tokens
     are minted for `scope.principal` (who the transport says is asking) and refused from
-    anyone else. With `flights`, identical confirming rounds running at once share one run.
-    With `tasks`, a handler of a task tool that calls `ctx.start_task()` becomes a task there.
+    anyone else. With `ledger`, a round that closes a verified token is carried out at most
+    once (`_once`): every later sending of the token is answered from its record. With
+    `flights`, sendings of one token running at once in this process share one run (and one
+    look at the ledger). With `tasks`, a handler of a task tool that calls
+    `ctx.start_task()` becomes a task there.
     """
     offered = received.responses
     extension = scope.capabilities.extension(TASKS_EXTENSION)
@@ -396,40 +414,51 @@ async def run_round(
         context = scope.context({}, task_start=first)
         return await _finish_round(call, scope, context, {}, binding, codec, tasks)
     token = presented if isinstance(presented, str) else None  # verify accepts only a str
-    answers = dict(state.answers)
-    parsed: dict[str, BaseModel] = {}
-    for key, answer in offered.items():
-        method = state.asked.get(key)
-        if method is None:
-            continue  # not asked in the round this token closes: ignored
-        try:
-            model = check_answer(method, answer)
-        except BadAnswer as error:
-            raise RpcError(
-                INVALID_PARAMS, f"Invalid inputResponses[{clip(key)!r}]: {error}"
-            ) from None
-        if model is not None:
-            parsed[key] = model
-        answers[key] = answer
-    context = scope.context(answers, token, state.state, parsed, task_start=confirming)
-    if token is None:
-        return await _finish_round(call, scope, context, answers, binding, codec, tasks)
-    flight = _flight_key(token, received.canonical, binding)
-    kept_state = state.state
+    if token is None:  # verify accepts only a str: never reached
+        raise RpcError(INVALID_PARAMS, "Invalid requestState: malformed")
+    once_key = round_key(token)
 
-    async def rerun() -> JSONObject:
-        # The inline run of a task: the same round, in which start_task returns at once.
-        again = scope.context(answers, token, kept_state, parsed)
-        return await _finish_round(call, scope, again, answers, binding, codec, None)
+    async def run(claim: RoundClaim | None) -> JSONObject:
+        # Under the round's claim: a sending answered from the record never gets here, so
+        # nothing it carries (answers, extra keys, extra fields) is read at all.
+        answers = dict(state.answers)
+        parsed: dict[str, BaseModel] = {}
+        for key, answer in offered.items():
+            method = state.asked.get(key)
+            if method is None:
+                continue  # not asked in the round this token closes: ignored
+            try:
+                model = check_answer(method, answer)
+            except BadAnswer as error:
+                raise RpcError(
+                    INVALID_PARAMS, f"Invalid inputResponses[{clip(key)!r}]: {error}"
+                ) from None
+            if model is not None:
+                parsed[key] = model
+            answers[key] = answer
+
+        async def rerun() -> JSONObject:
+            # The inline run of a task: the same round, in which start_task returns at once.
+            again = scope.context(answers, token, state.state, parsed, fence=claim)
+            return await _finish_round(call, scope, again, answers, binding, codec, None)
+
+        context = scope.context(
+            answers, token, state.state, parsed, task_start=confirming, fence=claim
+        )
+        return await _finish_round(
+            call, scope, context, answers, binding, codec, tasks, once_key, rerun, claim
+        )
 
     def work() -> Awaitable[JSONObject]:
-        return _finish_round(
-            call, scope, context, answers, binding, codec, tasks, flight.hex(), rerun
-        )
+        if ledger is None:
+            return run(None)
+        # Single use: the round's record answers every later sending of this token, before
+        # any handler code runs (see _once).
+        return ledger.once(once_key, run, follows_tasks=extension)
 
     if flights is None:
         return await work()
-    return await flights.run(flight, work)
+    return await flights.run(once_key, work)
 
 
 async def _finish_round(
@@ -442,6 +471,7 @@ async def _finish_round(
     tasks: TaskStarter | None = None,
     once_key: str | None = None,
     rerun: Callable[[], Awaitable[JSONObject]] | None = None,
+    claim: RoundClaim | None = None,
 ) -> JSONObject:
     """Run the handler, then finish the call or mint the next round's token.
 
@@ -470,6 +500,7 @@ async def _finish_round(
             start.message,
             not scope.capabilities.extension(TASKS_EXTENSION),
             rerun,
+            claim,
         )
         return await tasks(opening)
     if not isinstance(outcome, InputRequired):

@@ -28,6 +28,8 @@ from typing import (
 import anyio.to_thread
 
 from ._context import Context
+from ._jsonrpc import INTERNAL_ERROR, RpcError
+from ._redact import redact_secrets
 from ._removed import import_hint
 from ._results import InputRequired
 
@@ -48,9 +50,32 @@ __all__ = (
     "TaskSupport",
     "ToolAnnotations",
     "ToolDef",
+    "ToolModuleError",
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: How much of a failing tool module's exception the client is shown (the log has it whole).
+_MAX_LOAD_DETAIL = 500
+_LOADING_NOTE = "while loading the tool module "
+
+
+class ToolModuleError(RpcError):
+    """A tool module failed to import: every request that needs the tools is answered with
+    this, naming the module and the reason (redacted, clipped), so the host shows the user what
+    to fix instead of a bare "Internal error"; the server log has the traceback."""
+
+    def __init__(self, error: Exception) -> None:
+        notes = [note for note in getattr(error, "__notes__", ()) if note.startswith(_LOADING_NOTE)]
+        module = notes[-1].removeprefix(_LOADING_NOTE) if notes else "?"
+        detail = redact_secrets(str(error))[:_MAX_LOAD_DETAIL]
+        super().__init__(
+            INTERNAL_ERROR,
+            f"The tools could not be loaded: the tool module {module} raised "
+            f"{type(error).__name__}: {detail} (the server log has the traceback)",
+        )
+
+
 #: What changed: a list ("tools", "prompts", "resources"), or one resource's content ("resource").
 RegistryChange = Literal["tools", "prompts", "resources", "resource"]
 
@@ -782,12 +807,16 @@ class Registry:
         self._deferred.append(package)
 
     def ensure_loaded(self) -> None:
-        """Load every deferred package; raises what a failing tool module raises.
+        """Load every deferred package; raises `ToolModuleError` (an RpcError naming the module
+        and the reason, chained to what the module raised) when a tool module fails.
 
         With a positive `list_cache_ttl_seconds`, the registry is sealed once this returns.
         """
         while self._deferred:
-            self.load_package(self._deferred[0])
+            try:
+                self.load_package(self._deferred[0])
+            except Exception as error:
+                raise ToolModuleError(error) from error
             del self._deferred[0]
         if self.list_cache["ttlMs"] and not self.sealed:
             self.sealed = True
@@ -797,7 +826,11 @@ class Registry:
         self._check_open(f"package {package!r}")
         self._loading += 1
         try:
-            module = importlib.import_module(package)
+            try:
+                module = importlib.import_module(package)
+            except Exception as error:
+                error.add_note(f"{_LOADING_NOTE}{package}")
+                raise
             names = sorted(
                 info.name
                 for info in pkgutil.iter_modules(module.__path__)
@@ -806,15 +839,20 @@ class Registry:
             for name in names:
                 try:
                     importlib.import_module(f"{package}.{name}")
-                except ImportError as error:
+                except Exception as error:
+                    error.add_note(f"{_LOADING_NOTE}{package}.{name}")
+                    if not isinstance(error, ImportError):
+                        raise
                     # `from ..mrtr_runtime import text_block` loses the face's own sentence
                     # (Python says only "cannot import name"): say what replaced the name.
                     hint = import_hint(error, __package__ or "")
                     if hint is None:
                         raise
-                    raise ImportError(
+                    hinted = ImportError(
                         f"{package}.{name}: {error}; {hint}", name=error.name, path=error.path
-                    ) from error
+                    )
+                    hinted.add_note(f"{_LOADING_NOTE}{package}.{name}")
+                    raise hinted from error
         finally:
             self._loading -= 1
 

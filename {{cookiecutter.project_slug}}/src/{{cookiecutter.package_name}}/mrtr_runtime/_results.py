@@ -90,3 +90,6 @@ class InputRequired:
     requests: Mapping[str, InputRequest] = field(default_factory=dict)
     #: The handler's own JSON value, signed into requestState and given back next round.
     state: object = None
+    #: Keys asked again because their answer did not fit the form, with why (the runtime's:
+    #: a task says so in its statusMessage; the questions' messages already start with it).
+    rejected: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
@@ -61,6 +62,7 @@ from ._wire import (
 
 if TYPE_CHECKING:
     from ._methods import ResourceCall
+    from ._once import RoundLedger
     from ._tasks import StoreOpener, TaskEngine
 
 __all__ = (
@@ -199,6 +201,7 @@ class Server:
         self._task_store = task_store
         self._task_store_exists = task_store_exists
         self._tasks: TaskEngine | None = None
+        self._ledger: RoundLedger | None = None
 
     @property
     def tasks(self) -> TaskEngine:
@@ -218,6 +221,23 @@ class Server:
                 token_ttl_seconds=self.signing.ttl_seconds,
             )
         return engine
+
+    @property
+    def ledger(self) -> RoundLedger:
+        """Single use (see `_once`): the record of every round that closed a verified
+        requestState, kept in the task store beside the tasks. Made on first use."""
+        ledger = self._ledger
+        if ledger is None:
+            from ._once import RoundLedger
+
+            engine = self.tasks
+            ledger = self._ledger = RoundLedger(
+                open_store=engine.store,
+                answer_task=engine.replayed,
+                worker_id=engine.worker_id,
+                ttl_seconds=self.signing.ttl_seconds,
+            )
+        return ledger
 
     # -- entry points -------------------------------------------------------------------
 
@@ -252,7 +272,13 @@ class Server:
         except RpcError as error:
             response = error_response(request.id, error.code, error.message, error.data)
             return Reply(response, isinstance(error, MalformedRequest))
-        except Exception:
+        except Exception as error:
+            if _store_failure(error):
+                # The store failed after it opened (a full disk, Redis gone or frozen, a
+                # corrupt page): the client and the log are told which store and what failed.
+                _logger.error("the task store failed serving %s: %s", request.method, error)
+                message = f"The task store failed: {error}"
+                return Reply(error_response(request.id, INTERNAL_ERROR, message), False)
             _logger.exception("internal error serving %s", request.method)
             return Reply(error_response(request.id, INTERNAL_ERROR, "Internal error"), False)
         return Reply(success_response(request.id, result), False)
@@ -483,7 +509,13 @@ class Server:
         # Only a task tool's call can become a task: the others never reach the engine.
         tasks = self.tasks if call.task is not None else None
         result = await run_round(
-            call, received, scope, codec=self.signing, flights=self._flights, tasks=tasks
+            call,
+            received,
+            scope,
+            codec=self.signing,
+            flights=self._flights,
+            tasks=tasks,
+            ledger=self.ledger if received.has_state else None,
         )
         if method == "resources/read" and "contents" in result:
             # server/utilities/caching: results of retries carrying inputResponses or
@@ -656,6 +688,13 @@ class Server:
         if method == "resources/list":
             return {"resources": [dict(resource.wire) for resource in registry.resources.values()]}
         return {"resourceTemplates": [dict(t.resource.wire) for t in registry.resource_templates]}
+
+
+def _store_failure(error: Exception) -> bool:
+    """Whether `error` is the task store's own (`TaskStoreUnavailable`). Read from the loaded
+    module, never imported for it: start-up loads nothing of the tasks (test_startup)."""
+    store = sys.modules.get(f"{__package__}._task_store")
+    return store is not None and isinstance(error, store.TaskStoreUnavailable)
 
 
 def _log_level(value: object, where: str) -> LoggingLevel:

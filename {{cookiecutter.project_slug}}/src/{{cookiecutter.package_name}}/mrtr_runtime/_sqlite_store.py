@@ -52,20 +52,32 @@ import anyio
 import anyio.to_thread
 
 from ._permissions import open_to_others
-from ._task_store import TaskRecord, TaskStoreFull, TaskStoreUnavailable
+from ._task_store import RoundRecord, TaskRecord, TaskStoreFull, TaskStoreUnavailable
 
 __all__ = ("SqliteTaskStore", "open_sqlite_store")
 
 _T = TypeVar("_T")
 
 #: The schema's version, in ``PRAGMA user_version``: a file written by another schema is refused.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 #: How long a write waits for another process's write lock before it fails. Writers hold it for
 #: well under a millisecond; seconds mean a stuck process, which an error should name.
 BUSY_TIMEOUT_MS: Final = 5000
 #: SQLite stores IEEE doubles; "never expires" is +inf in the indexed column (None in the record),
 #: so every expiry comparison is one indexed range.
 _NEVER: Final = math.inf
+
+#: Schema 3: the round records of single use (`_task_store.RoundRecord`); a schema-2 file
+#: (runtime 0.7.0) gets them as it is opened, its tasks kept.
+_ROUNDS_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS rounds (
+        key TEXT PRIMARY KEY NOT NULL,
+        version INTEGER NOT NULL,
+        expires_at REAL NOT NULL,
+        record TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS rounds_by_expiry ON rounds (expires_at)",
+)
 
 #: The schema, statement by statement. ``task_count`` is the table's row count, kept by triggers
 #: in the transaction of every insert and delete: the bound is checked in O(1) while the store
@@ -109,8 +121,11 @@ _SCHEMA: Final = (
             UPDATE owner_count SET stored = stored - 1 WHERE owner = OLD.owner;
             DELETE FROM owner_count WHERE owner = OLD.owner AND stored <= 0;
         END""",
+    *_ROUNDS_SCHEMA,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+#: What a schema-2 file (runtime 0.7.0) needs to become schema 3.
+_FROM_2: Final = (*_ROUNDS_SCHEMA, f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _expiry(record: TaskRecord) -> float:
@@ -152,7 +167,9 @@ class SqliteTaskStore:
                     raise
             # Nothing was changed (the lock was not had): the same work, allowed to wait.
             return await anyio.to_thread.run_sync(work, self._patient, limiter=self._patient_slot)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
+            # A full disk ("database or disk is full"), a corrupt page ("database disk image
+            # is malformed"), a file gone read-only: said with the file it happened to.
             raise TaskStoreUnavailable(f"the task store {self.path}: {exc}") from exc
 
     async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
@@ -260,9 +277,59 @@ class SqliteTaskStore:
 
     async def purge(self, now: float) -> int:
         def purge(db: sqlite3.Connection) -> int:
+            db.execute("DELETE FROM rounds WHERE expires_at <= ?", (now,))
             return db.execute("DELETE FROM tasks WHERE expires_at <= ?", (now,)).rowcount
 
         return await self._run(purge)
+
+    async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
+        def claim_round(db: sqlite3.Connection) -> tuple[str, int]:
+            with _transaction(db):
+                row = db.execute(
+                    "SELECT record, version FROM rounds WHERE key = ? AND expires_at > ?",
+                    (claim.key, now),
+                ).fetchone()
+                if row is not None:
+                    held = RoundRecord.from_json(row[0], int(row[1]))
+                    if not held.free(now):
+                        return str(row[0]), int(row[1])
+                    version = held.version + 1
+                else:
+                    version = 1
+                text = claim.to_json()
+                db.execute(
+                    "INSERT OR REPLACE INTO rounds (key, version, expires_at, record) "
+                    "VALUES (?, ?, ?, ?)",
+                    (claim.key, version, claim.expires_at, text),
+                )
+                return text, version
+
+        text, version = await self._run(claim_round)
+        return RoundRecord.from_json(text, version)
+
+    async def load_round(self, key: str) -> RoundRecord | None:
+        def load_round(db: sqlite3.Connection) -> tuple[str, int] | None:
+            row = db.execute(
+                "SELECT record, version FROM rounds WHERE key = ? AND expires_at > ?",
+                (key, time.time()),
+            ).fetchone()
+            return None if row is None else (str(row[0]), int(row[1]))
+
+        found = await self._run(load_round)
+        return None if found is None else RoundRecord.from_json(*found)
+
+    async def swap_round(self, record: RoundRecord) -> bool:
+        values = (record.version, record.expires_at, record.to_json(), record.key)
+
+        def swap_round(db: sqlite3.Connection) -> bool:
+            cursor = db.execute(
+                "UPDATE rounds SET version = ?, expires_at = ?, record = ? "
+                "WHERE key = ? AND version = ? AND expires_at > ?",
+                (*values, record.version - 1, time.time()),
+            )
+            return cursor.rowcount == 1
+
+        return await self._run(swap_round)
 
     async def close(self) -> None:
         if self._closed:
@@ -289,7 +356,10 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
     try:
         yield None
     except BaseException:
-        db.execute("ROLLBACK")
+        # SQLite rolls some failures back by itself (a full disk: SQLITE_FULL): a ROLLBACK
+        # then would fail too, and its error would hide the one that says what happened.
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
 
@@ -319,15 +389,14 @@ def _open(path: Path, max_tasks: int, max_per_owner: int, make_parents: bool) ->
         try:
             with _transaction(patient):
                 found = patient.execute("PRAGMA user_version").fetchone()[0]
-                if found not in (0, SCHEMA_VERSION):
+                if found not in (0, 2, SCHEMA_VERSION):
                     raise TaskStoreUnavailable(
                         f"the task store {path} has schema version {found}, not "
                         f"{SCHEMA_VERSION}: it was written by another version of the runtime; "
                         "point MRTR_TASK_STORE at another file"
                     )
-                if found == 0:
-                    for statement in _SCHEMA:
-                        patient.execute(statement)
+                for statement in _SCHEMA if found == 0 else _FROM_2 if found == 2 else ():
+                    patient.execute(statement)
             eager = _connect(path, 0)
         except BaseException:
             patient.close()
@@ -345,12 +414,32 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
     )
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    if db.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+    if _journal_mode(db).lower() != "wal":
         db.close()
         raise TaskStoreUnavailable(f"the task store {path} cannot use SQLite's WAL mode")
     db.execute("PRAGMA synchronous = NORMAL")
     db.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
     return db
+
+
+def _journal_mode(db: sqlite3.Connection) -> str:
+    """Put the file in WAL mode (once set, it stays with the file) and say the mode it is in.
+
+    Switching a new file to WAL needs it alone for a moment, and SQLite answers "database is
+    locked" at once, without its busy wait, while another process opening the same new file
+    holds it: two servers of one user starting together. That wait is made here (bounded like
+    any other), in the thread that opens the store."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            mode: str = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            return mode
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _effective_uid() -> int | None:

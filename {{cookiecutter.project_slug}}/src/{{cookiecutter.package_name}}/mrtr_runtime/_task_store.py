@@ -26,6 +26,7 @@ __all__ = (
     "ACTIVE_STATUSES",
     "TERMINAL_STATUSES",
     "MemoryTaskStore",
+    "RoundRecord",
     "TaskRecord",
     "TaskStatus",
     "TaskStore",
@@ -146,6 +147,54 @@ class TaskRecord:
 _FIELD_NAMES: Final = tuple(item.name for item in fields(TaskRecord))
 
 
+@dataclass(frozen=True, slots=True)
+class RoundRecord:
+    """What became of one confirming round: the record that makes a `requestState` single use.
+
+    `key` is the token's identity (`_once.round_key`), never the answers sent with it. While
+    the round runs, `holder` names the run and `lease_expires` says until when its claim
+    holds (renewed while it runs); `committed` says the handler passed its point of no
+    return. Once it ends, `outcome` says what became of it: ``{"result": ...}`` (the complete
+    result the client got) or ``{"task": id}`` (the task it became). A released claim (the
+    round asked again, or stopped before its point of no return) has no holder and a lapsed
+    lease: the next claim takes it. `version` is the store's, not part of the JSON.
+    """
+
+    key: str
+    expires_at: float
+    holder: str | None = None
+    lease_expires: float = 0.0
+    committed: bool = False
+    outcome: Mapping[str, Any] | None = None
+    version: int = 1
+
+    def free(self, now: float) -> bool:
+        """Whether a claim may take this record: nothing came of its round, and nothing is
+        running it (no lease) or what ran it died before its point of no return."""
+        return self.outcome is None and not self.committed and self.lease_expires <= now
+
+    def evolve(self, **changes: Any) -> RoundRecord:
+        """This record with `changes` and the next version: what `swap_round` stores."""
+        return replace(self, version=self.version + 1, **changes)
+
+    def to_json(self) -> str:
+        data = {
+            "key": self.key,
+            "expires_at": self.expires_at,
+            "holder": self.holder,
+            "lease_expires": self.lease_expires,
+            "committed": self.committed,
+            "outcome": self.outcome,
+        }
+        return json.dumps(
+            data, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_plain
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes, version: int) -> RoundRecord:
+        return cls(**json.loads(text), version=version)
+
+
 def _plain(value: object) -> object:
     """What `json.dumps` cannot write itself: a read-only mapping (a `Mapping` that is no dict)."""
     if isinstance(value, Mapping):
@@ -182,7 +231,22 @@ class TaskStore(Protocol):
         ...
 
     async def purge(self, now: float) -> int:
-        """Forget the tasks (and once-keys) that expired before `now`; how many tasks."""
+        """Forget the tasks (and once-keys, and round records) that expired before `now`;
+        how many tasks."""
+        ...
+
+    async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
+        """In one atomic step: store `claim` (version 1, or the next of a free record it
+        replaces, `RoundRecord.free`) and return it as stored, or return the live record that
+        holds the key. The caller's claim is its own when the holder returned is its own."""
+        ...
+
+    async def load_round(self, key: str) -> RoundRecord | None:
+        """The round record of `key`, or None when there is none (or it expired)."""
+        ...
+
+    async def swap_round(self, record: RoundRecord) -> bool:
+        """Store `record` if the stored one has version `record.version - 1`; whether it did."""
         ...
 
     async def close(self) -> None: ...
@@ -205,6 +269,7 @@ class MemoryTaskStore:
         self.max_per_owner = max_per_owner
         self._tasks: dict[str, _MemoryEntry] = {}
         self._once: dict[str, str] = {}
+        self._rounds: dict[str, RoundRecord] = {}
         #: Stored tasks (expired ones included until purged) by owner.
         self._owned: dict[str, int] = {}
 
@@ -282,7 +347,28 @@ class MemoryTaskStore:
             # Only if the key still names this task: an expired holder's key may name a newer one.
             if entry.once_key is not None and self._once.get(entry.once_key) == task_id:
                 del self._once[entry.once_key]
+        for key in [key for key, held in self._rounds.items() if held.expires_at <= now]:
+            del self._rounds[key]
         return len(gone)
+
+    async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
+        held = self._rounds.get(claim.key)
+        if held is not None and held.expires_at > now and not held.free(now):
+            return held
+        stored = replace(claim, version=1 if held is None else held.version + 1)
+        self._rounds[claim.key] = stored
+        return stored
+
+    async def load_round(self, key: str) -> RoundRecord | None:
+        held = self._rounds.get(key)
+        return None if held is None or held.expires_at <= time.time() else held
+
+    async def swap_round(self, record: RoundRecord) -> bool:
+        held = self._rounds.get(record.key)
+        if held is None or held.version != record.version - 1 or held.expires_at <= time.time():
+            return False
+        self._rounds[record.key] = record
+        return True
 
     async def close(self) -> None:
         return None

@@ -36,7 +36,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from ._capabilities import ClientCapabilities
-from ._context import Cancellation, Context
+from ._context import Cancellation, Context, RequestCancelled
 from ._dispatch import (
     BadAnswer,
     Call,
@@ -145,7 +145,9 @@ def task_wire(record: TaskRecord, *, detailed: bool) -> JSONObject:
     wire["pollIntervalMs"] = record.poll_interval_ms
     if detailed:
         if record.status == "completed" and record.result is not None:
-            wire["result"] = dict(record.result)
+            # basic/index: every result carries resultType, an inlined one too (the tasks
+            # extension's requester libraries check it).
+            wire["result"] = {"resultType": "complete", **record.result}
         elif record.status == "failed" and record.error is not None:
             wire["error"] = dict(record.error)
         elif record.status == "input_required":
@@ -178,6 +180,18 @@ class _LeaseLost(Exception):
     """The task's lease is held by another worker now: this one must stop writing."""
 
 
+def _fenced(why: str) -> RequestCancelled:
+    return RequestCancelled(
+        f"this task's point of no return was not recorded ({why}); the action must not "
+        "happen here, and the task's record decides what comes of it"
+    )
+
+
+def _observed(write: asyncio.Task[None]) -> None:
+    if not write.cancelled():
+        write.exception()  # seen (the run is marked lost): no "never retrieved" warning
+
+
 class _Run:
     """One local run of a task: its cancellation, its lease renewal, its status messages."""
 
@@ -185,6 +199,8 @@ class _Run:
         self.engine = engine
         self.task_id = record.task_id
         self.target = record.target
+        #: TaskLink: which start of the task this run is (`Context.resumed`).
+        self.attempt = record.attempts
         self.cancellation = Cancellation()
         self.task: asyncio.Task[None] | None = None
         self.renewal: asyncio.Task[None] | None = None
@@ -192,27 +208,33 @@ class _Run:
         self._pending_message: str | None = None
         self._last_status = 0.0
         self._loop = asyncio.get_running_loop()
-        self._commit_write: asyncio.Task[None] | None = None
+        #: Until when this worker may act: its lease as last written (a paused process finds
+        #: it lapsed when it wakes, before its point of no return).
+        self.valid_until = record.lease_expires
 
-    def commit(self) -> None:
-        """TaskLink: the handler passed its point of no return; make `committed` durable now,
-        before its action proceeds, so that a server taking the task over after this process
-        died knows the action may have happened. From a worker thread (a `def` tool, or work
-        handed to a thread) the thread waits for the write; on the event loop the write is
-        scheduled at once (the handler's next await lets it go out)."""
+    def commit(self) -> Awaitable[None] | None:
+        """TaskLink (a Fence): the handler passed its point of no return; make `committed`
+        durable before its action proceeds, under this worker's lease, so that a server taking
+        the task over after this process died knows the action may have happened, and a
+        worker that lost the task (paused past its lease while another took it over) stops
+        instead of acting too. Raises RequestCancelled at once when the lease has lapsed here;
+        from a worker thread (a `def` tool, or work handed to a thread) it returns once the
+        mark is written, raising if it could not be; on the event loop it returns the write,
+        for `await ctx.point_of_no_return()`."""
+        if self.lost or self.engine.clock() >= self.valid_until:
+            self.lost = True
+            raise _fenced("its lease lapsed")
         try:
             on_loop = asyncio.get_running_loop() is self._loop
         except RuntimeError:
             on_loop = False
         if on_loop:
-            self._commit_write = self._loop.create_task(self._write_commit())
-            return
-        try:
-            future = asyncio.run_coroutine_threadsafe(self._write_commit(), self._loop)
-            future.result(timeout=self.engine.lease_seconds)
-        except Exception:
-            # The renewal writes it too; the action is the tool's to carry out either way.
-            _logger.exception("task %s: recording its point of no return failed", self.task_id)
+            write = self._loop.create_task(self._write_commit())
+            write.add_done_callback(_observed)  # a handler need not await it
+            return write
+        future = asyncio.run_coroutine_threadsafe(self._write_commit(), self._loop)
+        future.result(timeout=self.engine.lease_seconds)
+        return None
 
     async def _write_commit(self) -> None:
         def change(record: TaskRecord) -> TaskRecord | None:
@@ -221,9 +243,12 @@ class _Run:
         try:
             await self.engine._as_holder(self, change)
         except _LeaseLost:
-            pass
-        except Exception:
+            raise _fenced("another worker took the task over") from None
+        except RpcError as error:
+            raise _fenced(f"the task store failed: {error.message}") from None
+        except Exception as error:
             _logger.exception("task %s: recording its point of no return failed", self.task_id)
+            raise _fenced(f"the task store failed: {type(error).__name__}") from None
 
     def cancel(self) -> None:
         """tasks/cancel: the handler's flag, then its task (unless past its point of no return)."""
@@ -267,6 +292,8 @@ class _Run:
 
             try:
                 record = await engine._as_holder(self, change)
+                if record is not None:
+                    self.valid_until = record.lease_expires
                 await self.flush()
             except _LeaseLost:
                 _logger.warning("task %s: another worker took it over; this stops", self.task_id)
@@ -462,21 +489,16 @@ class TaskEngine:
             if claim and not opening.inline:
                 self._workers -= 1
             raise
-        fresh = stored.task_id == record.task_id
-        if not fresh:
+        if opening.claim is not None:
+            opening.claim.task_id = stored.task_id  # what the round's record keeps
+        if stored.task_id != record.task_id:
             if claim and not opening.inline:
                 self._workers -= 1
             _logger.info(
                 "task %s: the confirmation that made it came again; nothing runs twice",
                 stored.task_id,
             )
-            if _a_round(stored):
-                # The first sending ran inline and its handler asked again: the replay gets
-                # that very round back (the same bytes), whoever sends it.
-                return dict(stored.result or {})
-            if opening.inline:
-                return await self._outcome_of(stored)
-            return task_wire(await self._revive(stored), detailed=False) | {"resultType": "task"}
+            return await self._replayed(stored, opening.inline)
         if opening.inline:
             return await self._run_inline(stored, opening)
         if claim:
@@ -484,6 +506,24 @@ class TaskEngine:
         else:
             self._pump_soon()
         return task_wire(stored, detailed=False) | {"resultType": "task"}
+
+    async def replayed(self, task_id: str, inline: bool) -> JSONObject:
+        """The answer to a confirmation sent again whose first sending became task `task_id`
+        (`_once`'s record says so): the task (its CreateTaskResult), or for a client that does
+        not follow tasks (`inline`) its outcome. Never a second run."""
+        stored = await (await self.store()).load(task_id)
+        if stored is None:
+            raise RpcError(INTERNAL_ERROR, "The task this confirmation started is gone")
+        return await self._replayed(stored, inline)
+
+    async def _replayed(self, stored: TaskRecord, inline: bool) -> JSONObject:
+        if _a_round(stored):
+            # The first sending ran inline and its handler asked again: the replay gets
+            # that very round back (the same bytes), whoever sends it.
+            return dict(stored.result or {})
+        if inline:
+            return await self._outcome_of(stored)
+        return task_wire(await self._revive(stored), detailed=False) | {"resultType": "task"}
 
     async def _run_inline(self, record: TaskRecord, opening: TaskOpening) -> JSONObject:
         """A confirming round of a client that does not follow tasks: the handler runs in the
@@ -568,7 +608,13 @@ class TaskEngine:
     async def get(self, task_id: object, principal: str | None) -> JSONObject:
         """tasks/get: the DetailedTask. A task whose worker died is taken over here, so a
         restarted server resumes the task its host polls."""
-        record = await self._revive(await self._owned(task_id, principal))
+        record = await self._owned(task_id, principal)
+        try:
+            record = await self._revive(record)
+        except TaskStoreUnavailable as error:
+            # A store that reads but cannot be written (a full disk, a read-only replica):
+            # the task is still shown as stored; taking it over waits for a later tasks/get.
+            _logger.error("task %s: shown as stored; taking it over failed: %s", task_id, error)
         return task_wire(record, detailed=True)
 
     async def update(
@@ -747,6 +793,7 @@ class TaskEngine:
             return None
         self._workers += 1
         spawned = False
+        produced: list[TaskRecord] = []
         try:
 
             def change(record: TaskRecord) -> TaskRecord | None:
@@ -758,7 +805,8 @@ class TaskEngine:
                     # have happened, and running a handler that is not idempotent again
                     # would do it twice. Nor is it `cancelled` (tasks "Cancellation": a
                     # cancelled task may end in another terminal status): it says "maybe".
-                    return self._maybe_done(record, now)
+                    produced.append(self._maybe_done(record, now))
+                    return produced[-1]
                 if record.cancel_requested and not record.committed:
                     return record.evolve(
                         status="cancelled",
@@ -781,13 +829,31 @@ class TaskEngine:
                         lease_expires=0.0,
                         updated_at=now,
                     )
+                resumed: dict[str, Any] = {}
+                if record.attempts:
+                    # Its status says so until the handler's own next message: a host showing
+                    # "step 1" again after a restart would look like a second deploy.
+                    start = record.attempts + 1
+                    resumed = {
+                        "status_message": f"Resumed after the server stopped (start {start} "
+                        f"of at most {MAX_ATTEMPTS}); running it again from the top.",
+                        "updated_at": now,
+                    }
                 return record.evolve(
                     lease_owner=self.worker_id,
                     lease_expires=now + self.lease_seconds,
                     attempts=record.attempts + 1,
+                    **resumed,
                 )
 
             stored = await self._mutate(task_id, change)
+            if produced and stored is produced[-1]:
+                _logger.warning(
+                    "task %s: its run stopped past its point of no return and tool %r is not "
+                    "idempotent; not run again (the task says its action may have happened)",
+                    task_id,
+                    stored.target,
+                )
             if (
                 stored is not None
                 and stored.status == "working"
@@ -945,8 +1011,14 @@ class TaskEngine:
                 asked[wire_key] = (key, request.method)
             # As in rounds: an answer to a question asked again is dropped until it comes back.
             kept = {key: value for key, value in answers.items() if key not in outcome.requests}
+            # A host shows the status first: an answer asked for again says why there too.
+            why = "; ".join(
+                f"the answer to {key!r} was not valid ({reason})"
+                for key, reason in sorted(outcome.rejected.items())
+            )
             return record.evolve(
                 status="input_required",
+                status_message=f"Asked again: {why}." if why else record.status_message,
                 input_requests=requests,
                 asked=asked,
                 keys_issued=issued,

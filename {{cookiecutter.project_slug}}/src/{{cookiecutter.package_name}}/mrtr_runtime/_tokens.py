@@ -92,6 +92,7 @@ __all__ = (
     "digest_principal",
     "new_signing_key_hex",
     "parse_signing_key",
+    "round_key",
 )
 
 # HMAC-SHA256 keys shorter than the hash output weaken it; python-sdk's request_state.py and
@@ -260,6 +261,15 @@ def digest_arguments(arguments: Mapping[str, object] | None) -> str:
     canonical = _CANONICAL_ARGUMENTS.encode(dict(arguments) if arguments is not None else {})
     digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
     return _b64encode(digest[:16])  # 22 characters
+
+
+def round_key(token: str) -> str:
+    """The identity of the round a verified ``token`` closes: a digest of its exact text.
+
+    The text holds the round's nonce and its binding under the MAC and has one spelling
+    (canonical base64url), so one token is one key: answers or fields added to a replay of it
+    change nothing. What single use (`_once`) records a round's outcome under."""
+    return hashlib.sha256(token.encode("ascii")).hexdigest()
 
 
 def digest_principal(principal: str | None) -> str:

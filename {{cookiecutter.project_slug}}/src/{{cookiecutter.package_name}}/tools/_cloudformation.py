@@ -163,6 +163,9 @@ class DeployOutcome:
     status: str
     change_set: str
     outputs: Mapping[str, str]
+    #: The action was carried out by an earlier run of this same deploy (a task resumed after
+    #: its server stopped past ExecuteChangeSet), which this run found done.
+    by_earlier_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -483,6 +486,7 @@ def deploy_stack(
     waits: WaitPolicy | None = None,
     checkpoint: Checkpoint = _carry_on,
     commit: PointOfNoReturn = _carry_on,
+    resumed: bool = False,
 ) -> DeployOutcome:
     """Create or update `plan.stack` through a change set so that it matches `plan`, once.
 
@@ -491,7 +495,9 @@ def deploy_stack(
     an AWS-side retry is recognised, and bounded waits. `checkpoint` runs before every AWS
     write: once it raises, no change set is created or executed. `commit` runs right before
     each call that changes the stack itself (DeleteStack, ExecuteChangeSet; a change set is
-    only a proposal): the point past which the deploy may have happened.
+    only a proposal): the point past which the deploy may have happened. `resumed`: this run
+    continues one that stopped (`ctx.resumed`); a stack this plan's own executed change set
+    already made is then reported as that run's work, not as "unchanged".
     """
     deadline = _Deadline(waits or WaitPolicy(), checkpoint, commit)
     parameters, secret_keys = _resolve_parameters(cfn, plan)
@@ -523,6 +529,17 @@ def deploy_stack(
         )
     updating = stack is not None and stack.status != _REVIEW
     if stack is not None and updating and _is_current(cfn, stack, plan.template_body, parameters):
+        if resumed:
+            ours = _our_change_set(cfn, stack, name)
+            if ours is not None and ours.get("ExecutionStatus") == "EXECUTE_COMPLETE":
+                # This deploy's own change set made the stack what it is: the run that
+                # stopped executed it. Saying "nothing was deployed" would hide that.
+                made: Literal["created", "updated"] = (
+                    "created" if stack.status.startswith("CREATE") else "updated"
+                )
+                return DeployOutcome(
+                    made, stack.stack_id, stack.status, name, stack.outputs, by_earlier_run=True
+                )
         return DeployOutcome("unchanged", stack.stack_id, stack.status, name, stack.outputs)
 
     replaced = ""
@@ -591,8 +608,8 @@ def deploy_stack(
             return DeployOutcome("unchanged", stack.stack_id, stack.status, name, stack.outputs)
         raise ToolError(f"Change set {name} could not be created: {reason or error}") from None
 
-    made: Literal["created", "updated"] = "updated" if updating else "created"
-    return _execute(cfn, change_set_id, stack_id, name, made, progress, deadline)
+    kind: Literal["created", "updated"] = "updated" if updating else "created"
+    return _execute(cfn, change_set_id, stack_id, name, kind, progress, deadline)
 
 
 def _ready_for(change_set: Mapping[str, Any], plan: StackPlan) -> bool:
@@ -657,6 +674,7 @@ def run_deploy(
     waits: WaitPolicy | None = None,
     checkpoint: Checkpoint = _carry_on,
     commit: PointOfNoReturn = _carry_on,
+    resumed: bool = False,
 ) -> tuple[str, DeployOutcome]:
     """Assume `role_arn`, then deploy `plan` with its credentials. Blocks: run it in a thread.
 
@@ -667,7 +685,13 @@ def run_deploy(
 
     def deploy(cfn: Any) -> DeployOutcome:
         return deploy_stack(
-            cfn, plan, progress=progress, waits=waits, checkpoint=checkpoint, commit=commit
+            cfn,
+            plan,
+            progress=progress,
+            waits=waits,
+            checkpoint=checkpoint,
+            commit=commit,
+            resumed=resumed,
         )
 
     return _as_role(plan, role_arn, region, deploy, progress=progress, checkpoint=checkpoint)

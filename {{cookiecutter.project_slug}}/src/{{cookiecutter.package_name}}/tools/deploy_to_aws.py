@@ -182,6 +182,9 @@ class DeployResult(BaseModel):
     status: str | None = None
     change_set: str | None = None
     outputs: dict[str, str] = Field(default_factory=dict)
+    #: Carried out by this task's earlier run, which stopped with the server past its change
+    #: set's execution; this run found it done and deployed nothing more.
+    by_earlier_run: bool = False
 
 
 def digest(plan: StackPlan, *, role_arn: str, region: str) -> str:
@@ -208,6 +211,11 @@ def _summarized(outcome: DeployResult) -> ToolResult:
         text += "was deployed."
     else:
         text = f"{outcome.action.capitalize()} stack '{stack}' in {region}: {status}."
+    if outcome.by_earlier_run:
+        text += (
+            " This task's earlier run did it before the server stopped; the resumed run found "
+            "it done and deployed nothing more."
+        )
     text += f"\nStack ID: {outcome.stack_id}\nChange set: {outcome.change_set}"
     if outcome.outputs:
         outputs = sorted(outcome.outputs.items())
@@ -309,6 +317,7 @@ async def deploy_to_aws(args: DeployArgs, *, ctx: Context) -> ToolResult | Input
             # end, so what the client is told matches what the stack did.
             checkpoint=ctx.check_cancelled,
             commit=ctx.point_of_no_return,
+            resumed=ctx.resumed,
         )
     )
     ctx.log.info(
@@ -322,5 +331,6 @@ async def deploy_to_aws(args: DeployArgs, *, ctx: Context) -> ToolResult | Input
         status=outcome.status,
         change_set=outcome.change_set,
         outputs=dict(outcome.outputs),
+        by_earlier_run=outcome.by_earlier_run,
     )
     return _summarized(result)

@@ -11,6 +11,10 @@ across them is one Lua script, which Redis runs alone (no other command runs in 
   of replicas claiming one task with the same version, exactly one wins.
 - **runnable** reads a sorted set scored by lease expiry (only `working` tasks are in it), so
   finding the tasks whose replica died is a range query, never a scan.
+- **claim_round** and **swap_round** keep the round records of single use (`_once`): a claim
+  stores itself only where no live record holds the key (or the one there is free: released,
+  or its run died before its point of no return), so of any number of replicas claiming one
+  round, one runs it and every other gets that record back.
 
 Keys: ``mrtr:{<server name>}:task:<id>`` (a hash: record JSON ``r``, version ``v``, expiry
 ``e``, once-key ``o``, owner ``w``), ``...:once:<key>`` (the task id), ``...:index`` (every task,
@@ -30,9 +34,9 @@ persistence (AOF or RDB) if tasks are to outlive a restart of Redis itself.
 Why redis-py directly, not Docket (``pydocket``, the task engine FastMCP builds on): Docket is a
 job queue (scheduling, retries, a worker protocol), and it would bring about fifteen packages
 (typer, rich, cloudpickle, opentelemetry, prometheus-client, py-key-value-aio, ...) on top of
-redis-py, which it uses itself. What this store needs is four atomic operations on records the
+redis-py, which it uses itself. What this store needs is a few atomic operations on records the
 task engine owns; Docket's queue would hold a second copy of each task, whose state and leases
-it manages its own way. Four short scripts on redis-py (no dependency of its own on Python 3.11.3+)
+it manages its own way. Six short scripts on redis-py (no dependency of its own on Python 3.11.3+)
 give exactly the atomicity the engine needs, testable against a real redis-server.
 """
 
@@ -45,7 +49,7 @@ from typing import Any, Final
 import redis.asyncio
 import redis.exceptions
 
-from .._task_store import TaskRecord, TaskStoreFull, TaskStoreUnavailable
+from .._task_store import RoundRecord, TaskRecord, TaskStoreFull, TaskStoreUnavailable
 
 __all__ = ("RedisTaskStore", "open_redis_store")
 
@@ -215,6 +219,43 @@ return #ids
 """
 
 
+# Round records (`RoundRecord`): ``...:round:<key>``, a hash of the record's JSON ``r``, its
+# version ``v`` and ``f``, from when a claim may take it (its lease's end while nothing came of
+# it and it is not past its point of no return; '+inf' otherwise). Redis forgets it at its
+# expiry (PEXPIREAT).
+# KEYS: round. ARGV: record, now, free-from, expiry ms. Returns {stored record, version}.
+_CLAIM_ROUND: Final = """
+local held = redis.call('HMGET', KEYS[1], 'r', 'v', 'f')
+local version = 1
+if held[1] then
+  if held[3] == '+inf' or tonumber(held[3]) > tonumber(ARGV[2]) then
+    return {held[1], held[2]}
+  end
+  version = tonumber(held[2]) + 1
+end
+redis.call('HSET', KEYS[1], 'r', ARGV[1], 'v', version, 'f', ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+return {ARGV[1], tostring(version)}
+"""
+
+# KEYS: round. ARGV: predecessor version, record, version, free-from, expiry ms. 1 if stored.
+_SWAP_ROUND: Final = """
+if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'r', ARGV[2], 'v', ARGV[3], 'f', ARGV[4])
+redis.call('PEXPIREAT', KEYS[1], ARGV[5])
+return 1
+"""
+
+
+def _free_from(record: RoundRecord) -> str:
+    """When a claim may take `record` (`RoundRecord.free`), as the scripts compare it."""
+    if record.outcome is not None or record.committed:
+        return "+inf"
+    return _number(record.lease_expires)
+
+
 def _number(value: float) -> str:
     # repr: the shortest text that reads back as the same double, in Lua as in Python.
     return "+inf" if math.isinf(value) else repr(float(value))
@@ -252,6 +293,8 @@ class RedisTaskStore:
         self._swap = client.register_script(_SWAP)
         self._runnable = client.register_script(_RUNNABLE)
         self._purge = client.register_script(_PURGE)
+        self._claim_round = client.register_script(_CLAIM_ROUND)
+        self._swap_round = client.register_script(_SWAP_ROUND)
 
     def _task_key(self, task_id: str) -> str:
         return f"{self._prefix}task:{task_id}"
@@ -358,6 +401,47 @@ class RedisTaskStore:
             total += count
             if count < PURGE_BATCH:
                 return total
+
+    async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
+        arguments = [
+            claim.to_json(),
+            _number(now),
+            _free_from(claim),
+            str(math.ceil(claim.expires_at * 1000)),
+        ]
+        try:
+            reply: list[Any] = await self._claim_round(
+                keys=[f"{self._prefix}round:{claim.key}"], args=arguments
+            )
+        except redis.exceptions.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        return RoundRecord.from_json(reply[0], int(reply[1]))
+
+    async def load_round(self, key: str) -> RoundRecord | None:
+        try:
+            held: list[Any] = await self._client.hmget(f"{self._prefix}round:{key}", "r", "v")
+        except redis.exceptions.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        if held[0] is None:
+            return None
+        record = RoundRecord.from_json(held[0], int(held[1]))
+        return None if record.expires_at <= time.time() else record
+
+    async def swap_round(self, record: RoundRecord) -> bool:
+        arguments: list[str | int] = [
+            record.version - 1,
+            record.to_json(),
+            record.version,
+            _free_from(record),
+            str(math.ceil(record.expires_at * 1000)),
+        ]
+        try:
+            stored = await self._swap_round(
+                keys=[f"{self._prefix}round:{record.key}"], args=arguments
+            )
+        except redis.exceptions.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        return int(stored) == 1
 
     async def close(self) -> None:
         await self._client.aclose()
