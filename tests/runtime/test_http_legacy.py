@@ -508,11 +508,11 @@ def test_at_the_count_bound_a_principal_makes_room_from_its_own_sessions(opened:
     # 2025-11-25 security_best_practices "Session Hijacking" / denial of service: bob opening
     # sessions at and far past the bound never ends alice's while he holds an idle one.
     table = SessionTable(max_sessions=5, clock=Clock())
-    alice, _ = table.open("token:alice")
+    alice, _, _ = table.open("token:alice")
     assert alice is not None
     ended: list[LegacySession] = []
     for _ in range(opened):
-        session, gone = table.open("token:bob")
+        session, gone, _ = table.open("token:bob")
         assert session is not None
         ended += gone
 
@@ -525,7 +525,7 @@ def test_at_the_count_bound_a_principal_makes_room_from_its_own_sessions(opened:
     for session in list(table):
         if session.principal == "token:bob":
             table.acquire(session)
-    session, gone = table.open("token:bob")
+    session, gone, _ = table.open("token:bob")
     assert session is not None
     assert gone == [alice]
 
@@ -954,6 +954,116 @@ async def test_when_every_session_is_busy_initialize_is_503_with_retry_after() -
     assert (await LegacyClient(app).initialize())["protocolVersion"] == LEGACY
 
 
+def test_a_principal_parking_calls_in_every_session_fills_its_share_never_the_table() -> None:
+    # The lock-out: one token opened sessions by the thousand, parked a call in each (a call
+    # waiting for its user holds its session, connected or not), and every other principal's
+    # idle session ended and their initialize got 503. With a share, ten times its share
+    # of attempts gets it exactly its share; the others keep theirs and still get new ones.
+    table = SessionTable(max_sessions=1000, max_per_principal=250, clock=Clock())
+    alice, _, _ = table.open("token:alice")
+    assert alice is not None
+    refused = 0
+    for _ in range(2500):
+        session, gone, refused_by = table.open("token:mallory")
+        assert gone == []  # alice's idle session is never made room with
+        if session is None:
+            assert refused_by == "principal"
+            refused += 1
+        else:
+            table.acquire(session)  # its parked call
+    assert table.held_by("token:mallory") == 250
+    assert refused == 2250
+    assert table.find(alice.id, "token:alice") is alice
+    for _ in range(2500):  # so does everyone else, each to its own share
+        for other in ("token:bob", "token:carol"):
+            session, _, _ = table.open(other)
+            assert session is not None
+    assert len(table) <= 1000
+    assert table.find(alice.id, "token:alice") is alice  # alice's share is hers
+    session, _, _ = table.open("token:alice")
+    assert session is not None
+
+
+def test_at_its_share_a_principal_makes_room_from_its_own_idle_sessions() -> None:
+    table = SessionTable(max_sessions=100, max_per_principal=10, clock=Clock())
+    first = [table.open("token:bob").session for _ in range(10)]
+    session, gone, _ = table.open("token:bob")
+    assert session is not None
+    assert gone == [first[0]]
+    assert table.held_by("token:bob") == 10
+
+
+async def test_a_principal_at_its_share_is_refused_503_naming_the_setting() -> None:
+    tokens = (("alice", "alice-token-123456"), ("mallory", "mallory-token-12345"))
+    app = app_over(bearer_tokens=tokens, max_sessions=40)
+    assert app.sessions.max_per_principal == 10  # a quarter: several principals have tokens
+    streams = []
+    for _ in range(10):
+        client = LegacyClient(app, token="mallory-token-12345")
+        await client.initialize()
+        streams.append(client.get())
+    for stream in streams:
+        await stream.started.wait()
+    for _ in range(100):  # ten times its share
+        refused = await LegacyClient(app, token="mallory-token-12345").call(
+            "initialize", {"protocolVersion": LEGACY, "capabilities": {}}
+        )
+        assert refused.status == 503
+        assert refused.headers["retry-after"] == "1"
+        message = refused.json()["error"]["message"]
+        assert "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL=10" in message, message
+    alice = LegacyClient(app, token="alice-token-123456")
+    assert (await alice.initialize())["protocolVersion"] == LEGACY
+    for stream in streams:
+        stream.gone.set()
+        await stream.finished()
+
+
+def test_the_share_is_the_table_for_one_principal_and_can_be_set() -> None:
+    assert HttpSettings(max_sessions=40).session_share() == 40
+    one = (("team", "team-token-1234567"),)
+    assert HttpSettings(max_sessions=40, bearer_tokens=one).session_share() == 40
+    environ = {"MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": "7"}
+    settings = HttpSettings.from_environment(environ, host="127.0.0.1", port=0)
+    assert settings.session_share() == 7
+    assert HttpApp(make_server(), settings).sessions.max_per_principal == 7
+
+
+def test_one_principal_s_undelivered_stream_logs_stay_within_its_budget() -> None:
+    # Before: each session kept up to 9 logs of 256 KiB whatever its principal held, so one
+    # principal's sessions held gigabytes. Now all its logs together stay within its budget
+    # (at ten times over it), the oldest undelivered streams going first, and another
+    # principal's logs are untouched.
+    table = SessionTable(max_sessions=1000, clock=Clock())
+    table.log_bytes_per_principal = budget = 1_000_000
+    alice = table.open("token:alice").session
+    assert alice is not None
+    kept = alice.open_stream()
+    kept.record(b'"' + b"a" * 50_000 + b'"')
+    alice.close_stream(kept, delivered=False)
+    event = b'"' + b"m" * 99_000 + b'"'
+    sessions = [table.open("token:mallory").session for _ in range(10)]
+    for session in sessions:
+        assert session is not None
+        for _ in range(10):  # 10 MB in all: ten times the budget
+            log = session.open_stream()
+            log.record(event)
+            session.close_stream(log, delivered=False)
+        assert session.budget is not None
+        assert session.budget.used <= budget
+    mallory = sessions[0].budget
+    assert mallory is not None
+    assert mallory.used == sum(
+        len(frame) for session in sessions for log in session.logs.values() for frame in log.after(0)
+    )
+    newest = sessions[-1]
+    assert len(newest.detached) >= 8  # the newest streams survive, the oldest went
+    assert alice.logs[kept.key].after(0)  # alice's undelivered response is still there
+    for session in sessions:
+        table.end(session)
+    assert table.held_by("token:mallory") == 0
+
+
 def test_the_table_holds_its_bound_ten_times_over() -> None:
     clock = Clock()
     table = SessionTable(max_sessions=1000, idle_seconds=3600, clock=clock)
@@ -961,7 +1071,7 @@ def test_the_table_holds_its_bound_ten_times_over() -> None:
     ended: list[LegacySession] = []
     for _ in range(10_000):
         clock.now += 0.001
-        session, gone = table.open(None)
+        session, gone, _ = table.open(None)
         assert session is not None
         opened.append(session)
         ended += gone
@@ -976,8 +1086,8 @@ def test_the_table_holds_its_bound_ten_times_over() -> None:
 def test_the_table_ends_idle_sessions_but_never_busy_ones() -> None:
     clock = Clock()
     table = SessionTable(max_sessions=10, idle_seconds=60, clock=clock)
-    quiet, _ = table.open(None)
-    busy, _ = table.open("someone")
+    quiet, _, _ = table.open(None)
+    busy, _, _ = table.open("someone")
     assert quiet is not None and busy is not None
     table.acquire(busy)
     clock.now += 60
@@ -1058,7 +1168,12 @@ def test_the_poll_bound_comes_from_the_environment_and_is_off_by_default() -> No
 
 @pytest.mark.parametrize(
     "variable",
-    ["MRTR_HTTP_MAX_SESSIONS", "MRTR_HTTP_SESSION_IDLE_SECONDS", "MRTR_HTTP_SSE_POLL_SECONDS"],
+    [
+        "MRTR_HTTP_MAX_SESSIONS",
+        "MRTR_HTTP_SESSION_IDLE_SECONDS",
+        "MRTR_HTTP_SSE_POLL_SECONDS",
+        "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
+    ],
 )
 @pytest.mark.parametrize("value", ["0", "-1", "1.5", "many", "1" * 11])
 def test_a_bad_session_bound_stops_the_http_server(variable: str, value: str) -> None:

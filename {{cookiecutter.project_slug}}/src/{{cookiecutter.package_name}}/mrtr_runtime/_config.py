@@ -124,6 +124,7 @@ _TIMEOUT_VARIABLE: Final = "MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS"
 _MAX_CONNECTIONS_VARIABLE: Final = "MRTR_HTTP_MAX_CONNECTIONS"
 _MAX_SESSIONS_VARIABLE: Final = "MRTR_HTTP_MAX_SESSIONS"
 _SESSION_IDLE_VARIABLE: Final = "MRTR_HTTP_SESSION_IDLE_SECONDS"
+_SESSIONS_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL"
 _SSE_POLL_VARIABLE: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
 _HTTP_TOKEN_VARIABLE: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 TASK_STORE_VARIABLE: Final = "MRTR_TASK_STORE"
@@ -177,6 +178,9 @@ class Settings:
     #: ``MRTR_HTTP_MAX_SESSIONS``: 2025-11-25 sessions open at once, a whole number from 1;
     #: None for the transport's default.
     http_max_sessions: int | None = None
+    #: ``MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL``: of those, how many one principal may hold, a
+    #: whole number from 1; None for the transport's default (a fair share).
+    http_max_sessions_per_principal: int | None = None
     #: ``MRTR_HTTP_SESSION_IDLE_SECONDS``: a 2025-11-25 session unused this long is ended, a
     #: whole number of seconds from 1; None for the transport's default.
     http_session_idle_seconds: int | None = None
@@ -246,6 +250,9 @@ class Settings:
             http_allowed_hosts=listed("MRTR_HTTP_ALLOWED_HOSTS"),
             http_max_connections=_whole_of(_MAX_CONNECTIONS_VARIABLE, environ, problems),
             http_max_sessions=_whole_of(_MAX_SESSIONS_VARIABLE, environ, problems),
+            http_max_sessions_per_principal=_whole_of(
+                _SESSIONS_PER_PRINCIPAL_VARIABLE, environ, problems
+            ),
             http_session_idle_seconds=_whole_of(_SESSION_IDLE_VARIABLE, environ, problems),
             http_sse_poll_seconds=_whole_of(_SSE_POLL_VARIABLE, environ, problems),
             task_store=_task_store_of(text(TASK_STORE_VARIABLE), problems),

@@ -28,8 +28,9 @@ overtaken by a second sending stops instead of acting twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -86,41 +87,33 @@ class RoundHold:
         #: The task the round became, if it became one (set by the task engine).
         self.task_id: str | None = None
         self._loop = asyncio.get_running_loop()
-        self._writing = asyncio.Lock()
-        self._timer: asyncio.TimerHandle | None = None
-        self._renewal: asyncio.Task[None] | None = None
+        #: Serialises this claim's writes (renewal, mark, outcome); made by the first of them
+        #: that could meet another (most rounds end before any renewal or mark).
+        self._lock: asyncio.Lock | None = None
 
     @property
     def committed(self) -> bool:
         return self.record.committed
 
-    def start(self) -> None:
-        # A timer, not a task: most rounds end long before their first renewal.
-        self._timer = self._loop.call_later(self.ledger.renew_seconds, self._renew_soon)
+    def lock(self) -> asyncio.Lock:
+        """What serialises this claim's writes, made on first use."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
 
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._renewal is not None:
-            self._renewal.cancel()
-
-    def _renew_soon(self) -> None:
-        self._renewal = self._loop.create_task(self._renew())
-
-    async def _renew(self) -> None:
+    async def renew(self) -> None:
+        """Extend the lease (the ledger's renewer, every `renew_seconds` while it runs)."""
         try:
             await self._write(lambda record: {})
         except RequestCancelled:
             _logger.warning("a confirming round lost its claim to another run; it stops acting")
-            return
         except Exception:
             _logger.exception("renewing a confirming round's claim failed")
-        self._timer = self._loop.call_later(self.ledger.renew_seconds, self._renew_soon)
 
     async def _write(self, change: Callable[[RoundRecord], Mapping[str, Any]]) -> None:
         """Extend the lease (with `change`), fenced: raises RequestCancelled once the claim is
         another run's."""
-        async with self._writing:
+        async with self.lock():
             if self.lost:
                 raise _lost()
             lease = self.ledger.clock() + self.ledger.lease_seconds
@@ -142,6 +135,7 @@ class RoundHold:
         if self.lost or self.ledger.clock() >= self.valid_until:
             self.lost = True
             raise _lost()
+        self.lock()  # made before the write is scheduled: the outcome's write waits for it
         try:
             on_loop = asyncio.get_running_loop() is self._loop
         except RuntimeError:
@@ -197,6 +191,12 @@ class RoundLedger:
         self.renew_seconds = renew_seconds
         self.wait_seconds = wait_seconds
         self.poll_seconds = poll_seconds
+        #: The claims this process holds now, and the one task that renews them all (a task
+        #: or a timer per round would cost every round; most end long before a renewal).
+        self._held: set[RoundHold] = set()
+        #: Numbers this process's claims (a claim's holder: the worker's id and its number).
+        self._claims = itertools.count(1)
+        self._renewer: asyncio.Task[None] | None = None
 
     async def once(
         self,
@@ -217,7 +217,7 @@ class RoundLedger:
             claim = RoundRecord(
                 key=key,
                 expires_at=now + self.ttl_seconds,
-                holder=f"{self.worker_id}:{secrets.token_hex(6)}",
+                holder=f"{self.worker_id}:{next(self._claims)}",
                 lease_expires=now + self.lease_seconds,
             )
             try:
@@ -266,12 +266,14 @@ class RoundLedger:
     async def _run(
         self, hold: RoundHold, run: Callable[[RoundHold], Awaitable[JSONObject]]
     ) -> JSONObject:
-        hold.start()
+        self._held.add(hold)
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(self._renew_held())
         try:
             try:
                 result = await run(hold)
             finally:
-                hold.stop()
+                self._held.discard(hold)
         except BaseException:
             # Cancelled, stopped or failed before an outcome: released if nothing can have
             # happened, else the record says "maybe".
@@ -290,6 +292,16 @@ class RoundLedger:
             )
         await self._settle(hold, self._outcome_of(result, hold.task_id))
         return result
+
+    async def _renew_held(self) -> None:
+        """Renew every claim held longer than `renew_seconds` since its last write; ends once
+        none is held (the next claim starts it again)."""
+        while self._held:
+            await asyncio.sleep(self.renew_seconds)
+            due = self.clock() + self.lease_seconds - self.renew_seconds
+            for hold in list(self._held):
+                if hold.valid_until <= due and not hold.lost:
+                    await hold.renew()
 
     def _outcome_of(self, result: JSONObject, task_id: str | None) -> Mapping[str, Any] | None:
         if result.get("resultType") == "input_required":
@@ -320,11 +332,10 @@ class RoundLedger:
         changes: dict[str, Any] = {"holder": None, "outcome": outcome}
         if outcome is None:
             changes.update(lease_expires=0.0, committed=False)
-        fallbacks: list[dict[str, Any]] = []
-        if outcome is not None:
-            fallbacks = [{"holder": None, "outcome": _unkept()}, {"committed": True}]
         key = hold.record.key[:12]
-        async with hold._writing:
+        # No lock when nothing else ever wrote this claim (no renewal, no mark): the common
+        # round, which then pays for none.
+        async with hold._lock or contextlib.nullcontext():
             if hold.lost:
                 _logger.warning(
                     "confirming round %s: another run holds its record; this run's outcome "
@@ -332,11 +343,16 @@ class RoundLedger:
                     key,
                 )
                 return
-            for attempt in (changes, *fallbacks):
+            attempt: dict[str, Any] | None = changes
+            fallbacks = iter(_FALLBACKS if outcome is not None else ())
+            while attempt is not None:
                 try:
                     stored = await hold.store.swap_round(hold.record.evolve(**attempt))
                 except Exception as error:
                     _logger.error("confirming round %s: recording it failed: %s", key, error)
+                    attempt = next(fallbacks, None)
+                    if attempt is not None and "outcome" in attempt:
+                        attempt = {**attempt, "outcome": _unkept()}
                     continue
                 if not stored:
                     _logger.warning(
@@ -351,6 +367,14 @@ class RoundLedger:
                 key,
                 self.lease_seconds,
             )
+
+
+#: What is written when the outcome could not be: smaller records that still keep a replay
+#: from running the round again (`_settle`).
+_FALLBACKS: Final[tuple[dict[str, Any], ...]] = (
+    {"holder": None, "outcome": None},  # the outcome is `_unkept()`, made only if needed
+    {"committed": True},
+)
 
 
 def _unkept() -> Mapping[str, Any]:

@@ -120,6 +120,7 @@ ENV_ALLOWED_HOSTS: Final = "MRTR_HTTP_ALLOWED_HOSTS"
 ENV_MAX_CONNECTIONS: Final = "MRTR_HTTP_MAX_CONNECTIONS"
 ENV_MAX_SESSIONS: Final = "MRTR_HTTP_MAX_SESSIONS"
 ENV_SESSION_IDLE: Final = "MRTR_HTTP_SESSION_IDLE_SECONDS"
+ENV_SESSIONS_PER_PRINCIPAL: Final = "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL"
 ENV_SSE_POLL: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
 #: 2025-11-25 "Sending Messages" 6.: the `retry` (milliseconds) sent before the server closes a
 #: stream's connection early (a newer connection took the stream over, or it was held for
@@ -298,6 +299,8 @@ class HttpSettings:
     #: 2025-11-25 sessions: how many at once, and how long one may go unused.
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS
+    #: How many of them one principal may hold; None: its fair share (`session_share`).
+    max_sessions_per_principal: int | None = None
     #: 2025-11-25 SSE polling: a stream's connection is closed (with `retry`) after this many
     #: seconds and the client resumes it by GET with `Last-Event-ID`; None holds it open.
     sse_poll_seconds: float | None = None
@@ -324,7 +327,12 @@ class HttpSettings:
         from `MRTR_CLIENT_REQUEST_TIMEOUT_SECONDS`, as `settings` read them. A value they
         refused raises ValueError (the CLI exits 2)."""
         settings.refuse(
-            ENV_TOKEN, ENV_MAX_CONNECTIONS, ENV_MAX_SESSIONS, ENV_SESSION_IDLE, ENV_SSE_POLL
+            ENV_TOKEN,
+            ENV_MAX_CONNECTIONS,
+            ENV_MAX_SESSIONS,
+            ENV_SESSION_IDLE,
+            ENV_SSE_POLL,
+            ENV_SESSIONS_PER_PRINCIPAL,
         )
         return cls(
             host=host,
@@ -336,9 +344,22 @@ class HttpSettings:
             max_connections=settings.http_max_connections or MAX_CONNECTIONS,
             max_sessions=settings.http_max_sessions or DEFAULT_MAX_SESSIONS,
             session_idle_seconds=settings.http_session_idle_seconds or DEFAULT_SESSION_IDLE_SECONDS,
+            max_sessions_per_principal=settings.http_max_sessions_per_principal,
             sse_poll_seconds=settings.http_sse_poll_seconds,
             client_request_timeout=settings.client_request_timeout,
         )
+
+    def session_share(self) -> int:
+        """How many 2025-11-25 sessions one principal may hold: the setting, else a quarter
+        of the table where several principals have tokens (`MRTR_HTTP_TOKENS_FILE`), so that
+        one of them filling its share leaves room for the others, and the whole table where
+        there is one principal at most (a single shared token, or none)."""
+        if self.max_sessions_per_principal is not None:
+            return min(self.max_sessions_per_principal, self.max_sessions)
+        principals = {principal for principal, _ in self.bearer_tokens}
+        if len(principals) > 1:
+            return max(1, self.max_sessions // 4)
+        return self.max_sessions
 
     def policy(self) -> AccessPolicy:
         return AccessPolicy.for_bind_address(
@@ -424,6 +445,7 @@ class HttpApp:
         self.sessions = SessionTable(
             max_sessions=self.settings.max_sessions,
             idle_seconds=self.settings.session_idle_seconds,
+            max_per_principal=self.settings.session_share(),
             clock=clock,
         )
         #: What the router is handed for a 2026-07-28 request: never initialized, never written.
@@ -892,20 +914,27 @@ class HttpApp:
             place.give_back()
 
     async def _open_session(self, request: Request, principal: str | None, send: Send) -> None:
-        session, ended = self.sessions.open(principal)
+        session, ended, refused_by = self.sessions.open(principal)
         for old in ended:
             self._end_session(old)
         if session is None:
-            # At the count bound with every session busy: none can be ended for this one.
+            # At a bound with every session that counts busy: none can be ended for this one.
+            table = self.sessions
+            if refused_by == "principal":
+                why = (
+                    f"you hold {table.held_by(principal)} sessions, your share "
+                    f"({ENV_SESSIONS_PER_PRINCIPAL}={table.max_per_principal}), each with a "
+                    "request running or waiting for its user; end one (DELETE) or retry later"
+                )
+            else:
+                why = (
+                    f"{len(table)} sessions open ({ENV_MAX_SESSIONS}={table.max_sessions}), "
+                    "each with a request running; retry later"
+                )
             await _respond(
                 send,
                 503,
-                _error_body(
-                    INTERNAL_ERROR,
-                    f"Server busy: {self.sessions.max_sessions} sessions open, each with a "
-                    "request running; retry later",
-                    request.id,
-                ),
+                _error_body(INTERNAL_ERROR, f"Server busy: {why}", request.id),
                 [_JSON, _RETRY_SOON],
             )
             return

@@ -249,13 +249,6 @@ return 1
 """
 
 
-def _free_from(record: RoundRecord) -> str:
-    """When a claim may take `record` (`RoundRecord.free`), as the scripts compare it."""
-    if record.outcome is not None or record.committed:
-        return "+inf"
-    return _number(record.lease_expires)
-
-
 def _number(value: float) -> str:
     # repr: the shortest text that reads back as the same double, in Lua as in Python.
     return "+inf" if math.isinf(value) else repr(float(value))
@@ -406,7 +399,7 @@ class RedisTaskStore:
         arguments = [
             claim.to_json(),
             _number(now),
-            _free_from(claim),
+            _number(claim.free_from()),
             str(math.ceil(claim.expires_at * 1000)),
         ]
         try:
@@ -432,7 +425,7 @@ class RedisTaskStore:
             record.version - 1,
             record.to_json(),
             record.version,
-            _free_from(record),
+            _number(record.free_from()),
             str(math.ceil(record.expires_at * 1000)),
         ]
         try:
