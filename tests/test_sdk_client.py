@@ -845,7 +845,7 @@ async def test_sdk_legacy_mode_declining_over_streamable_http_deploys_nothing(
 async def test_sdk_host_follows_the_deploy_task_over_streamable_http(
     http_url: str, aws_env: dict[str, str]
 ) -> None:
-    """tasks/get over HTTP carries `Mcp-Name: <taskId>` (the SDK's name_param), or gets -32020."""
+    """tasks/get over HTTP carries `Mcp-Name: <taskId>` (the SDK's name_param)."""
     user, follower = User(), TaskFollower()
     with anyio.fail_after(CALL_TIMEOUT_SECONDS):
         async with user.client(http_url, extensions=[follower]) as client:

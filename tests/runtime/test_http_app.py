@@ -622,13 +622,19 @@ async def test_a_task_over_http_is_followed_with_mcp_name_the_task_id() -> None:
     ).json()["result"]
     assert created["resultType"] == "task"
     task_id = created["taskId"]
-    # tasks "Streamable HTTP: Routing Headers": Mcp-Name MUST be the task id.
-    for sent in ({}, {"mcp-name": "another-task"}):
-        refused = await http.rpc(
-            "tasks/get", {"taskId": task_id}, headers=sent, capabilities=with_tasks
-        )
-        assert refused.status == 400
-        assert refused.json()["error"]["code"] == -32020
+    # tasks "Streamable HTTP: Routing Headers": Mcp-Name MUST be the task id; one that is
+    # not is refused, and a request without it is served by its body (test_http_rules).
+    refused = await http.rpc(
+        "tasks/get",
+        {"taskId": task_id},
+        headers={"mcp-name": "another-task"},
+        capabilities=with_tasks,
+    )
+    assert refused.status == 400
+    assert refused.json()["error"]["code"] == -32020
+    unnamed = await http.rpc("tasks/get", {"taskId": task_id}, headers={}, capabilities=with_tasks)
+    assert unnamed.status == 200
+    assert unnamed.json()["result"]["taskId"] == task_id
     with anyio.fail_after(10):
         while True:
             got = await http.rpc(

@@ -1306,3 +1306,21 @@ async def test_an_answer_asked_for_again_in_a_task_says_why_in_its_status(
     assert again["statusMessage"] == f"Asked again: {reason}."
     message = again["inputRequests"][key]["params"]["message"]
     assert message.startswith("That answer was not valid (confirmed:")
+
+
+async def test_the_testing_client_records_the_questions_asked_inside_a_task(
+    server: Server,
+) -> None:
+    # Before, `asked` held only the request's rounds: a test of a task tool could not see
+    # the questions its task asked (`asked == ()`).
+    client = MemoryClient(
+        server,
+        capabilities=WITH_TASKS,
+        tasks=True,
+        elicitation=answers({"name": {"name": "Ada"}, "confirm": {"confirmed": True}}),
+    )
+    with anyio.fail_after(BOUND):
+        result = await client.call_tool("two_questions")
+    assert result.task_id is not None
+    assert result.asked == (("confirm", "name"),)
+    assert result.rounds == 1

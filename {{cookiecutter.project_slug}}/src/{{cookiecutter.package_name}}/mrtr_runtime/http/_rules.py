@@ -550,7 +550,14 @@ def check_headers(
     if field is not None:
         body_name = request.params.get(field)
         raw_name = headers.get("mcp-name")
-        if isinstance(body_name, str):
+        # A tasks/* request without the header is served, by the body's taskId: the tasks
+        # extension makes the header the client's duty ("Streamable HTTP: Routing Headers"),
+        # for intermediaries routing a task's requests; the request is here already, and the
+        # owner check decides who sees the task. Refusing it made every task of a client that
+        # leaves it out (FastMCP 4.1.4) look failed while its work went on, which invites the
+        # retry a deploy must not get. A header that disagrees with the body is refused.
+        tolerated = raw_name is None and field == "taskId"
+        if isinstance(body_name, str) and not tolerated:
             if raw_name is None:
                 raise HeaderMismatch(f"Header mismatch: missing Mcp-Name header ({field})")
             name = _decoded(raw_name, "Mcp-Name")

@@ -40,8 +40,9 @@ class ToolCallResult:
     sends it, and a test indexes it without a None check); ``is_error`` whether the tool
     reported an error (an ``isError`` result is returned, never raised); ``content`` the
     content blocks as they came (dicts); ``progress`` the progress notifications this call
-    was sent, in order, as ``(progress, total, message)``; ``rounds`` how many input rounds
-    it took (0: answered at once) and ``asked`` the input keys each round asked, sorted.
+    was sent, in order, as ``(progress, total, message)``; ``rounds`` how many times it was
+    asked for input (0: answered at once) and ``asked`` the input keys each time asked, sorted
+    (rounds of the request first, then questions asked inside its task).
     ``task_id`` is the task the server made of the call (tasks extension), which the client
     followed to its end; None for a call answered in its response.
     """
@@ -96,7 +97,8 @@ class ToolCallResult:
 
     @property
     def rounds(self) -> int:
-        """How many input rounds the call took: the retries after the first request."""
+        """How many times the call was asked for input: its retries after the first request,
+        and the `tasks/update`s of the task it became."""
         return len(self.asked)
 
     # -- the 0.4 face, kept for tests written on it ----------------------------------------------

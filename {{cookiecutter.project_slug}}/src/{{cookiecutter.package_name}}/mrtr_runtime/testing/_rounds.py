@@ -495,7 +495,9 @@ async def run_rounds(
             return Rounds(result, tuple(asked))
         if result_type == "task":
             task_id = result.get("taskId")
-            final = await follow_task(requester, result, input_handler, max_rounds=max_rounds)
+            final = await follow_task(
+                requester, result, input_handler, max_rounds=max_rounds, asked=asked
+            )
             return Rounds(final, tuple(asked), task_id if isinstance(task_id, str) else None)
         if result_type != "input_required":
             # basic/index: "A resultType of any value unrecognized by the client MUST be
@@ -558,6 +560,7 @@ async def follow_task(
     input_handler: InputHandler | None,
     *,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
+    asked: list[tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
     """Follow the task of a CreateTaskResult to its end; the final result of the call.
 
@@ -565,7 +568,8 @@ async def follow_task(
     an `input_required` task's new questions are answered with `input_handler` (each request
     once: keys already answered are not asked again) through `tasks/update`. A `failed` task
     raises its error as RpcError; a `cancelled` one RequestCancelled. At most `max_rounds`
-    updates.
+    updates. Each update's questions (the handler's keys, sorted) are added to `asked`, so a
+    call's `asked` holds the questions asked inside its task as well as those of its rounds.
     """
     task_id = created.get("taskId")
     if not isinstance(task_id, str):
@@ -602,6 +606,8 @@ async def follow_task(
                 )
                 answered.update(pending)
                 updates += 1
+                if asked is not None:
+                    asked.append(tuple(sorted(wire_of)))
         elif status not in ("working", "input_required"):
             raise InvalidServerResponse(f"task {task_id}: unknown status {status!r}")
         interval = task.get("pollIntervalMs")
