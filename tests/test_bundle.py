@@ -168,5 +168,8 @@ def test_the_bundle_passes_the_official_cli_and_serves_a_multi_round_call_as_a_h
     assert (plan["status"], plan["version"]) == ("confirmed", "1.5.0")
     assert "Traceback" not in outcome["stderr"], outcome["stderr"]
     # The bundle holds no key, so the server made this user's own, in the XDG state directory.
-    (key_file,) = (home / ".local" / "state" / DEFAULT_SLUG).iterdir()
+    # Beside it, the task store, where the confirmation just given is recorded (single use).
+    state = home / ".local" / "state" / DEFAULT_SLUG
+    (key_file,) = (path for path in state.iterdir() if not path.name.startswith("tasks.sqlite3"))
     assert key_file.stat().st_mode & 0o777 == 0o600
+    assert (state / "tasks.sqlite3").stat().st_mode & 0o777 == 0o600

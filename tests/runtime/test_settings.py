@@ -39,6 +39,7 @@ VALID = {
     "MRTR_HTTP_MAX_SESSIONS": (" 5 ", "http_max_sessions", 5),
     "MRTR_HTTP_SESSION_IDLE_SECONDS": ("60", "http_session_idle_seconds", 60),
     "MRTR_HTTP_SSE_POLL_SECONDS": (" 30 ", "http_sse_poll_seconds", 30),
+    "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": ("25", "http_max_sessions_per_principal", 25),
     "MRTR_TASK_STORE": ("sqlite:///srv/tasks.db", "task_store", "sqlite:///srv/tasks.db"),
     "MRTR_TASK_MAX_STORED": ("500", "task_max_stored", 500),
     "MRTR_TASK_MAX_PER_OWNER": ("50", "task_max_per_owner", 50),
@@ -103,6 +104,8 @@ def test_only_the_settings_read_the_environment() -> None:
         ("MRTR_HTTP_SESSION_IDLE_SECONDS", "an hour"),
         # 2025-11-25 "Sending Messages" 6.: a poll bound of 0 would close every stream at once.
         ("MRTR_HTTP_SSE_POLL_SECONDS", "0"),
+        ("MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL", "0"),
+        ("MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL", "a quarter"),
         ("MRTR_HTTP_SSE_POLL_SECONDS", "0.5"),
     ],
 )

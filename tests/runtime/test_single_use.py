@@ -611,3 +611,100 @@ async def test_a_store_failing_after_the_run_still_keeps_a_replay_from_running_i
     assert again["isError"] is True
     assert "carried out" in text_of(again) and "could not be kept" in text_of(again)
     assert world.actions == 1
+
+
+async def test_a_round_that_acted_then_asked_again_is_consumed() -> None:
+    # Past its point of no return the handler acted, then asked one more question: a replay
+    # of that round must get the same question back, never run the action again.
+    registry = Registry()
+    actions: list[str] = []
+
+    @registry.tool()
+    async def act_then_ask(*, ctx: Context) -> str | InputRequired:
+        if ctx.form_answer("confirm", Confirm) is None:
+            return ctx.request_input({"confirm": elicit_form("Go?", Confirm)})
+        if ctx.form_answer("note", Confirm) is None:
+            await ctx.pass_point_of_no_return()
+            actions.append("acted")
+            return ctx.request_input({"note": elicit_form("Anything to add?", Confirm)})
+        return "done"
+
+    server = Server(name=SERVER_NAME, version="1", registry=registry, signing=make_codec())
+    client = MemoryClient(server, capabilities=ALL_CAPABILITIES)
+    asked = await client.request("tools/call", {"name": "act_then_ask", "arguments": {}})
+    params = {
+        "name": "act_then_ask",
+        "arguments": {},
+        "requestState": asked["requestState"],
+        "inputResponses": {"confirm": accept(confirmed=True)},
+    }
+    again = await client.request("tools/call", params)
+    assert again["resultType"] == "input_required"
+    replayed = await client.request("tools/call", params)
+    assert replayed == again  # the same round back, its token included
+    assert actions == ["acted"]
+
+
+async def test_a_sending_waits_for_a_run_elsewhere_until_its_deadline_not_a_count() -> None:
+    # A run holds the round in another process (its lease current): the second sending polls
+    # for the outcome until wait_seconds, then says so; it is not "changed too often".
+    from mrtr_runtime._task_store import RoundRecord
+    from mrtr_runtime._tokens import round_key
+
+    store = MemoryTaskStore()
+    world = World()
+
+    async def opener() -> TaskStore:
+        return store
+
+    server = make(world, opener)
+    server.ledger.wait_seconds = 1.0
+    server.ledger.poll_seconds = 0.005  # 200 looks: more than the 64 conflicts allowed
+    client = MemoryClient(server, capabilities=ALL_CAPABILITIES)
+    token = await first(client)
+    now = time.time()
+    elsewhere = RoundRecord(round_key(token), now + 600, "other-process:1", now + 600)
+    await store.claim_round(elsewhere, now)
+    from mrtr_runtime.testing import RpcError
+
+    started = time.monotonic()
+    with pytest.raises(RpcError) as waited:
+        await client.request("tools/call", confirming(token))
+    assert "still being carried out" in waited.value.message
+    assert time.monotonic() - started >= 0.9
+    assert world.actions == 0
+
+
+async def test_a_carried_out_round_is_answered_from_its_record_when_the_store_cannot_write() -> (
+    None
+):
+    from mrtr_runtime._task_store import RoundRecord
+
+    class ReadOnly(MemoryTaskStore):
+        read_only = False
+
+        async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
+            if self.read_only:
+                raise TaskStoreUnavailable(
+                    "the task store /x/tasks.db: attempt to write a readonly database"
+                )
+            return await super().claim_round(claim, now)
+
+    store = ReadOnly()
+    world = World()
+
+    async def opener() -> TaskStore:
+        return store
+
+    client = MemoryClient(make(world, opener), capabilities=ALL_CAPABILITIES)
+    token = await first(client)
+    done = await client.request("tools/call", confirming(token))
+    store.read_only = True
+    again = await client.request("tools/call", confirming(token))
+    assert again == done
+    fresh = await first(client)
+    from mrtr_runtime.testing import RpcError
+
+    with pytest.raises(RpcError, match="readonly database"):
+        await client.request("tools/call", confirming(fresh))
+    assert world.actions == 1

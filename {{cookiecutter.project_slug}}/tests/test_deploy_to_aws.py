@@ -618,6 +618,7 @@ async def test_no_to_the_confirmation_cancels_without_deploying(
         "status": None,
         "change_set": None,
         "outputs": {},
+        "by_earlier_run": False,
     }
     assert no_stacks()
 

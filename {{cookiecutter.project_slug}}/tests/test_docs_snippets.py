@@ -221,10 +221,14 @@ async def test_remove_file_deletes_after_one_yes_and_a_replay_changes_nothing(
     done = await client.request("tools/call", final)
     assert text_of(done) == f"Deleted {target}."
     assert not target.exists()
-    # The same final request again (a lost reply, a restart, a replayed token): same effect.
+    # The same final request again (a lost reply, a restart, a replayed token): the runtime
+    # answers it from the round's record, before the handler runs: the same result.
     again = await client.request("tools/call", final)
-    assert text_of(again) == f"{target} does not exist; nothing to delete."
+    assert text_of(again) == f"Deleted {target}."
     assert "isError" not in again
+    # A new call of the tool, for the file that is gone: the handler finds nothing to do.
+    fresh = await client.request("tools/call", {"name": "remove_file", "arguments": arguments})
+    assert text_of(fresh) == f"{target} does not exist; nothing to delete."
 
 
 @pytest.mark.anyio
@@ -571,8 +575,9 @@ async def test_publish_notes_publishes_what_was_shown_and_a_replay_changes_nothi
         f"Published {source} to {source}.published."
     )
     assert (tmp_path / "notes.md.published").read_text(encoding="utf-8") == "one\ntwo\n"
+    # The confirmation sent again is answered from its record: the same result, no write.
     assert text_of(await client.request("tools/call", final)) == (
-        f"{source}.published is already up to date."
+        f"Published {source} to {source}.published."
     )
 
 
@@ -685,9 +690,11 @@ async def test_compress_logs_confirmed_runs_as_a_task_and_a_replay_does_nothing(
     assert text_of(task["result"]) == f"Compressed 3 files in {tmp_path}."
     assert compressed(tmp_path) == logs
     assert not matching(tmp_path, "*.log")
-    # The confirmation replayed finds nothing left to do, before it reaches start_task.
+    # The confirmation replayed is answered from its record, before the handler runs: the
+    # same task, nothing compressed again.
     replayed = await client.request("tools/call", confirming)
-    assert text_of(replayed) == f"No .log files in {tmp_path}; nothing to compress."
+    assert replayed["resultType"] == "task"
+    assert replayed["taskId"] == created["taskId"]
     assert compressed(tmp_path) == logs
 
 

@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from ._permissions import mode_bits_enforced, open_to_others
 from ._tokens import (
@@ -315,25 +315,36 @@ def _whole_of(variable: str, environ: Mapping[str, str], problems: dict[str, str
     return None
 
 
-#: Query parameters of a store URL that carry credentials (redis-py reads ``?password=`` and
-#: ``?username=`` as it reads the userinfo): shown as ``***`` too.
-_SECRET_QUERY = re.compile(r"(?i)((?:^|[?&;])(?:password|username)=)[^&;#]*")
+#: Query parameters of a store URL whose values are credentials, by their decoded, lower-case
+#: name: redis-py reads ``?password=`` and ``?username=`` as it reads the userinfo, and passes
+#: others through as connection options (``ssl_password``, ``ssl_keyfile_password``).
+def _secret_parameter(name: str) -> bool:
+    decoded = unquote_plus(name).strip().lower()
+    return "password" in decoded or decoded in ("username", "user", "token", "secret")
 
 
 def shown_store_url(url: str) -> str:
     """``url`` fit for a message or a log: a password in its userinfo, and the values of its
-    ``password`` and ``username`` query parameters, replaced by ``***``."""
+    credential query parameters (``password``, ``username``, ``ssl_password``, ... however
+    their names are escaped), replaced by ``***``."""
+    head, question, query = url.partition("?")
+    if question:
+        query, hash_mark, fragment = query.partition("#")
+        pairs = []
+        for pair in re.split(r"([&;])", query):
+            name, equals, _value = pair.partition("=")
+            pairs.append(f"{name}=***" if equals and _secret_parameter(name) else pair)
+        url = f"{head}?{''.join(pairs)}{hash_mark}{fragment}"
     scheme, separator, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    path = _SECRET_QUERY.sub(r"\1***", path)
-    if "?" not in path and "?" in authority:  # redis://host?password=... (no path)
-        authority = _SECRET_QUERY.sub(r"\1***", authority)
+    ends = [found for found in (rest.find(mark) for mark in "/?#") if found >= 0]
+    end = min(ends, default=len(rest))
+    authority, tail = rest[:end], rest[end:]
     if separator and "@" in authority:
         userinfo, _, host = authority.rpartition("@")
         user, colon, _password = userinfo.partition(":")
         shown = f"{user}:***" if colon else "***"
-        return f"{scheme}://{shown}@{host}{slash}{path}"
-    return f"{scheme}{separator}{authority}{slash}{path}"
+        return f"{scheme}://{shown}@{host}{tail}"
+    return url
 
 
 def _task_store_of(value: str, problems: dict[str, str]) -> str:

@@ -57,7 +57,9 @@ WAIT_SECONDS: Final = 60.0
 #: How often a waiting sending looks at the record (a run elsewhere wakes nothing here).
 POLL_SECONDS: Final = 0.2
 #: The largest result kept for replays; a larger one is sent once and replays hear why not.
-MAX_KEPT_RESULT_BYTES: Final = 1024 * 1024
+#: Every confirming round keeps its result for as long as its token verifies (up to an hour),
+#: so this is what one round can make the store hold: a tool's result, not a task's payload.
+MAX_KEPT_RESULT_BYTES: Final = 64 * 1024
 #: A replay of a round whose run died past its point of no return: "maybe", never "no".
 MAYBE_CARRIED_OUT_ROUND: Final = (
     "The server stopped while this confirmation was being carried out, after its action may "
@@ -84,6 +86,8 @@ class RoundHold:
         #: Until when this process may act on the claim: the lease as last written.
         self.valid_until = record.lease_expires
         self.lost = False
+        #: Its point of no return was refused (the claim had lapsed): the handler stopped there.
+        self.refused = False
         #: The task the round became, if it became one (set by the task engine).
         self.task_id: str | None = None
         self._loop = asyncio.get_running_loop()
@@ -115,14 +119,31 @@ class RoundHold:
         another run's."""
         async with self.lock():
             if self.lost:
+                self.refused = self.refused or change is _committed
                 raise _lost()
             lease = self.ledger.clock() + self.ledger.lease_seconds
             record = self.record.evolve(lease_expires=lease, **change(self.record))
             if not await self.store.swap_round(record):
                 self.lost = True
+                # A mark that could not be written stops the handler at its point of no return.
+                self.refused = self.refused or change is _committed
                 raise _lost()
             self.record = record
             self.valid_until = lease
+
+    async def _mark(self) -> None:
+        """The point of no return, written; a store that fails refuses it (the action must not
+        happen on a mark nobody can read)."""
+        try:
+            await self._write(_committed)
+        except RequestCancelled:
+            raise
+        except Exception as error:
+            self.lost = self.refused = True
+            raise RequestCancelled(
+                f"this run's point of no return could not be recorded ({error}); the action "
+                "must not happen"
+            ) from None
 
     def commit(self) -> Awaitable[None] | None:
         """The Fence: the point of no return, written under the claim before the action.
@@ -133,7 +154,7 @@ class RoundHold:
         claim was lost meanwhile); on the event loop it returns the write, for the handler's
         `await ctx.point_of_no_return()` to wait on."""
         if self.lost or self.ledger.clock() >= self.valid_until:
-            self.lost = True
+            self.lost = self.refused = True
             raise _lost()
         self.lock()  # made before the write is scheduled: the outcome's write waits for it
         try:
@@ -141,10 +162,10 @@ class RoundHold:
         except RuntimeError:
             on_loop = False
         if on_loop:
-            write = self._loop.create_task(self._write(_committed))
+            write = self._loop.create_task(self._mark())
             write.add_done_callback(_observed)  # a handler need not await it
             return write
-        future = asyncio.run_coroutine_threadsafe(self._write(_committed), self._loop)
+        future = asyncio.run_coroutine_threadsafe(self._mark(), self._loop)
         future.result(timeout=self.ledger.lease_seconds)
         return None
 
@@ -212,7 +233,8 @@ class RoundLedger:
         except RpcError as error:
             raise _unrecordable(error.message) from None
         deadline: float | None = None
-        for _ in range(_SWAP_TRIES):
+        conflicts = 0
+        while conflicts < _SWAP_TRIES:
             now = self.clock()
             claim = RoundRecord(
                 key=key,
@@ -223,7 +245,7 @@ class RoundLedger:
             try:
                 record = await store.claim_round(claim, now)
             except TaskStoreUnavailable as error:
-                raise _unrecordable(str(error)) from None
+                return await self._answer_unwritable(store, key, error, follows_tasks)
             if record.holder == claim.holder and record.outcome is None:
                 if record.version > 1:
                     _logger.info(
@@ -246,7 +268,10 @@ class RoundLedger:
                         "not run again",
                         key[:12],
                     )
+                conflicts += 1
                 continue
+            # Running elsewhere: wait for its outcome, up to the deadline (not a number of
+            # looks: a poll is no conflict).
             deadline = deadline if deadline is not None else now + self.wait_seconds
             if now >= deadline:
                 raise RpcError(
@@ -256,6 +281,19 @@ class RoundLedger:
                 )
             await asyncio.sleep(min(self.poll_seconds, deadline - now))
         raise RpcError(INTERNAL_ERROR, "This confirmation's record changed too often; try again")
+
+    async def _answer_unwritable(
+        self, store: TaskStore, key: str, error: TaskStoreUnavailable, follows_tasks: bool
+    ) -> JSONObject:
+        """The claim could not be written: a round already carried out is still answered from
+        its record if the store can be read; any other is refused, naming the failure."""
+        try:
+            record = await store.load_round(key)
+        except TaskStoreUnavailable:
+            record = None
+        if record is not None and record.outcome is not None:
+            return await self._answer(record.outcome, follows_tasks)
+        raise _unrecordable(str(error)) from None
 
     async def _answer(self, outcome: Mapping[str, Any], follows_tasks: bool) -> JSONObject:
         task_id = outcome.get("task")
@@ -281,35 +319,37 @@ class RoundLedger:
             await asyncio.shield(self._settle(hold, outcome))
             raise
         if hold.lost:
-            # Fenced: this run stopped at its point of no return (its claim lapsed while the
-            # process was paused, or another sending holds it now); what it returned is not
-            # the round's outcome, and the record says nothing of it.
-            raise RpcError(
-                INTERNAL_ERROR,
-                "This confirmation was not carried out by this request: its claim lapsed "
-                "before the action (the server was paused or cut off). Send it again to get "
-                "its outcome.",
+            if hold.refused:
+                # Fenced: this run stopped at its point of no return (its claim lapsed while
+                # the process was paused, or another sending holds it now), so it did not
+                # act; what it returned is not the round's outcome.
+                raise RpcError(
+                    INTERNAL_ERROR,
+                    "This confirmation was not carried out by this request: its claim lapsed "
+                    "before the action (the server was paused or cut off). Send it again to "
+                    "get its outcome.",
+                )
+            # Its claim lapsed while it ran, yet it ran to its end: whatever it did, it did,
+            # and its own result says so; the record is another run's now.
+            _logger.warning(
+                "confirming round %s: this run lost its claim while it ran (the process was "
+                "paused past its lease); its result is sent, the record is another run's",
+                hold.record.key[:12],
             )
-        await self._settle(hold, self._outcome_of(result, hold.task_id))
+            return result
+        await self._settle(hold, self._outcome_of(result, hold))
         return result
 
-    async def _renew_held(self) -> None:
-        """Renew every claim held longer than `renew_seconds` since its last write; ends once
-        none is held (the next claim starts it again)."""
-        while self._held:
-            await asyncio.sleep(self.renew_seconds)
-            due = self.clock() + self.lease_seconds - self.renew_seconds
-            for hold in list(self._held):
-                if hold.valid_until <= due and not hold.lost:
-                    await hold.renew()
-
-    def _outcome_of(self, result: JSONObject, task_id: str | None) -> Mapping[str, Any] | None:
-        if result.get("resultType") == "input_required":
-            return None  # asked again: not consumed
-        if task_id is not None:
+    def _outcome_of(self, result: JSONObject, hold: RoundHold) -> Mapping[str, Any] | None:
+        if result.get("resultType") == "input_required" and not hold.committed:
+            return None  # asked again before any action: not consumed
+        if hold.task_id is not None:
             # The round became a task (followed, or run inline): a replay gets the task, or
             # for a client that does not follow tasks, the task's outcome.
-            return {"task": task_id}
+            return {"task": hold.task_id}
+        # A complete result; or a round that asked again after its point of no return, which
+        # is consumed like any other (its action may have happened): a replay gets the very
+        # same question back, and the answer goes on under the new round's token.
         size = json_size(result)
         if size > MAX_KEPT_RESULT_BYTES:
             return {
@@ -320,6 +360,16 @@ class RoundLedger:
                 ).to_wire()
             }
         return {"result": result}
+
+    async def _renew_held(self) -> None:
+        """Renew every claim held longer than `renew_seconds` since its last write; ends once
+        none is held (the next claim starts it again)."""
+        while self._held:
+            await asyncio.sleep(self.renew_seconds)
+            due = self.clock() + self.lease_seconds - self.renew_seconds
+            for hold in list(self._held):
+                if hold.valid_until <= due and not hold.lost:
+                    await hold.renew()
 
     async def _settle(self, hold: RoundHold, outcome: Mapping[str, Any] | None) -> None:
         """Write what came of the run (None: release the claim), under the claim.

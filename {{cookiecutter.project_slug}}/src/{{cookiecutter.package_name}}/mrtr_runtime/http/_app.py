@@ -350,15 +350,17 @@ class HttpSettings:
         )
 
     def session_share(self) -> int:
-        """How many 2025-11-25 sessions one principal may hold: the setting, else a quarter
-        of the table where several principals have tokens (`MRTR_HTTP_TOKENS_FILE`), so that
-        one of them filling its share leaves room for the others, and the whole table where
-        there is one principal at most (a single shared token, or none)."""
+        """How many 2025-11-25 sessions one principal may hold: the setting, else an equal
+        split of the table among the principals the server knows (each token of
+        `MRTR_HTTP_TOKENS_FILE`, and everyone holding the shared `MRTR_HTTP_TOKEN`, or no
+        token, as one more), so that all of them at their share still fit; with one principal
+        at most, the whole table."""
         if self.max_sessions_per_principal is not None:
             return min(self.max_sessions_per_principal, self.max_sessions)
         principals = {principal for principal, _ in self.bearer_tokens}
-        if len(principals) > 1:
-            return max(1, self.max_sessions // 4)
+        known = len(principals) + (1 if self.bearer_token is not None else 0)
+        if known > 1:
+            return max(1, self.max_sessions // known)
         return self.max_sessions
 
     def policy(self) -> AccessPolicy:

@@ -300,7 +300,8 @@ class SessionTable:
         the caller refuses with 503, saying which bound (`refused_by`)."""
         ended = self.expire()
         own = self._idle_of.get(principal)
-        if self._held.get(principal, 0) >= self.max_per_principal:
+        shared = self.max_per_principal < self.max_sessions
+        if shared and self._held.get(principal, 0) >= self.max_per_principal:
             if not own:
                 return Opened(None, ended, "principal")
             oldest = next(iter(own.values()))
