@@ -350,6 +350,7 @@ async def test_a_confirmation_replayed_after_a_later_deploy_elsewhere_asks_again
     assert {"ParameterKey": "Environment", "ParameterValue": "prod"} in stack["Parameters"]
 
 
+@pytest.mark.anyio
 async def test_progress_relays_the_deploy_steps_and_stack_events(client: MemoryClient) -> None:
     call: Json = {
         "name": "deploy_to_aws",
