@@ -19,13 +19,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
-from moto.server import ThreadedMotoServer
-from peers.aws_moto import role_in
+from peers.aws_moto import moto_server, role_in
 from peers.aws_moto import stack_status as moto_stack_status
 from peers.node import NodePeers, PeersUnavailableError, ensure_node_peers
 from peers.project import BakedProject, bake, serve_http
 
-REGION = "us-east-1"
 ROLE_ACCOUNT = "123456789012"
 DRIVER_TIMEOUT_SECONDS = 180
 
@@ -47,30 +45,12 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> BakedProject:
 
 @pytest.fixture(scope="module")
 def aws_env() -> Iterator[dict[str, str]]:
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    host, port = moto.get_host_and_port()
-    try:
-        yield {
-            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": REGION,
-        }
-    finally:
-        moto.stop()
-
-
-def server_env(project: BakedProject, aws_env: Mapping[str, str]) -> dict[str, str]:
-    state = {"XDG_STATE_HOME": str(project.root.parent / "state")}
-    return project.server_env({**aws_env, **state})
+    with moto_server() as env:
+        yield env
 
 
 def stdio(project: BakedProject, aws_env: Mapping[str, str]) -> dict[str, Any]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(project.root.parent)}
-    env.update(server_env(project, aws_env))
-    command = project.server_command()
-    return {"command": command[0], "args": command[1:], "env": env, "cwd": str(project.root.parent)}
+    return project.stdio_launch(aws_env)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +58,7 @@ def http_server(
     project: BakedProject, aws_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:
     log = tmp_path_factory.mktemp("ext-tasks-http") / "server.log"
-    with serve_http(project, log, server_env(project, aws_env)) as server:
+    with serve_http(project, log, project.state_env(aws_env)) as server:
         yield {"url": server.url}
 
 

@@ -54,6 +54,21 @@ class BakedProject:
         env.update(extra or {})
         return env
 
+    def state_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """`server_env` with a state directory of the bake's own (the default task store)."""
+        return self.server_env({"XDG_STATE_HOME": str(self.root.parent / "state"), **(extra or {})})
+
+    def stdio_launch(self, extra: Mapping[str, str] | None = None) -> dict[str, object]:
+        """How a host starts the stdio server: command, args, a minimal env, a cwd elsewhere."""
+        command = self.server_command()
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(self.root.parent), **self.state_env(extra)}
+        return {
+            "command": command[0],
+            "args": command[1:],
+            "env": env,
+            "cwd": str(self.root.parent),
+        }
+
     def tool_modules(self) -> list[str]:
         return sorted(
             path.stem for path in self.tools_dir.glob("*.py") if not path.name.startswith("_")

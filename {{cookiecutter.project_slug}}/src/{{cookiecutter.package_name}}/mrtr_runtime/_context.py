@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar
 
@@ -91,6 +92,32 @@ class TaskLink(Fence, Protocol):
     async def status(self, message: str) -> None:
         """Set the task's `statusMessage` (written to the store at a bounded rate)."""
         ...
+
+
+def write_mark(
+    loop: asyncio.AbstractEventLoop,
+    mark: Callable[[], Coroutine[Any, Any, None]],
+    timeout: float,
+) -> Awaitable[None] | None:
+    """Write a point of no return from wherever the handler runs: the one way every Fence
+    writes its mark. On `loop` itself the write is scheduled and returned, for
+    `pass_point_of_no_return` to await (and observed if nobody does); from a worker thread it
+    is waited for, and its failure raised in that thread, before the action."""
+    try:
+        on_loop = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        on_loop = False
+    if on_loop:
+        write = loop.create_task(mark())
+        write.add_done_callback(_observed)  # a handler need not await it
+        return write
+    asyncio.run_coroutine_threadsafe(mark(), loop).result(timeout=timeout)
+    return None
+
+
+def _observed(write: asyncio.Task[None]) -> None:
+    if not write.cancelled():
+        write.exception()  # seen (the claim is marked lost): no "never retrieved" warning
 
 
 #: What `Context.start_task` does in this round: "raise" StartTask (the request becomes a

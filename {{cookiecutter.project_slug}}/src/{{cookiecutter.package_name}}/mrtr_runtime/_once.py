@@ -35,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from ._context import RequestCancelled
+from ._context import RequestCancelled, write_mark
 from ._jsonrpc import INTERNAL_ERROR, JSONObject, RpcError, json_size
 from ._results import ToolResult
 from ._task_store import RoundRecord, TaskStore, TaskStoreUnavailable
@@ -157,22 +157,7 @@ class RoundHold:
             self.lost = self.refused = True
             raise _lost()
         self.lock()  # made before the write is scheduled: the outcome's write waits for it
-        try:
-            on_loop = asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
-            write = self._loop.create_task(self._mark())
-            write.add_done_callback(_observed)  # a handler need not await it
-            return write
-        future = asyncio.run_coroutine_threadsafe(self._mark(), self._loop)
-        future.result(timeout=self.ledger.lease_seconds)
-        return None
-
-
-def _observed(write: asyncio.Task[None]) -> None:
-    if not write.cancelled():
-        write.exception()  # seen (and the claim marked lost): no "never retrieved" warning
+        return write_mark(self._loop, self._mark, self.ledger.lease_seconds)
 
 
 def _committed(record: RoundRecord) -> Mapping[str, Any]:

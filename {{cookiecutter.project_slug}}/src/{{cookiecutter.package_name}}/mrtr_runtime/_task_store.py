@@ -186,7 +186,16 @@ class RoundRecord:
         """This record with `changes` and the next version: what `swap_round` stores."""
         # Built directly, not by dataclasses.replace (a few microseconds per call, and every
         # confirming round makes two of these).
-        fields: dict[str, Any] = {
+        fields = self._fields()
+        fields.update(changes)
+        return RoundRecord(**fields, version=self.version + 1)
+
+    def to_json(self) -> str:
+        return _ROUND_ENCODER.encode(self._fields())
+
+    def _fields(self) -> dict[str, Any]:
+        """The record's fields but its version (the store's own), by name."""
+        return {
             "key": self.key,
             "expires_at": self.expires_at,
             "holder": self.holder,
@@ -194,20 +203,6 @@ class RoundRecord:
             "committed": self.committed,
             "outcome": self.outcome,
         }
-        fields.update(changes)
-        return RoundRecord(**fields, version=self.version + 1)
-
-    def to_json(self) -> str:
-        return _ROUND_ENCODER.encode(
-            {
-                "key": self.key,
-                "expires_at": self.expires_at,
-                "holder": self.holder,
-                "lease_expires": self.lease_expires,
-                "committed": self.committed,
-                "outcome": self.outcome,
-            }
-        )
 
     @classmethod
     def from_json(cls, text: str | bytes, version: int) -> RoundRecord:

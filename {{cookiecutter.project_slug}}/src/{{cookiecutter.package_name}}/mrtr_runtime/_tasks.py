@@ -36,7 +36,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from ._capabilities import ClientCapabilities
-from ._context import Cancellation, Context, RequestCancelled
+from ._context import Cancellation, Context, RequestCancelled, write_mark
 from ._dispatch import (
     BadAnswer,
     Call,
@@ -187,11 +187,6 @@ def _fenced(why: str) -> RequestCancelled:
     )
 
 
-def _observed(write: asyncio.Task[None]) -> None:
-    if not write.cancelled():
-        write.exception()  # seen (the run is marked lost): no "never retrieved" warning
-
-
 class _Run:
     """One local run of a task: its cancellation, its lease renewal, its status messages."""
 
@@ -224,17 +219,7 @@ class _Run:
         if self.lost or self.engine.clock() >= self.valid_until:
             self.lost = True
             raise _fenced("its lease lapsed")
-        try:
-            on_loop = asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
-            write = self._loop.create_task(self._write_commit())
-            write.add_done_callback(_observed)  # a handler need not await it
-            return write
-        future = asyncio.run_coroutine_threadsafe(self._write_commit(), self._loop)
-        future.result(timeout=self.engine.lease_seconds)
-        return None
+        return write_mark(self._loop, self._write_commit, self.engine.lease_seconds)
 
     async def _write_commit(self) -> None:
         def change(record: TaskRecord) -> TaskRecord | None:
