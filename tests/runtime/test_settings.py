@@ -40,6 +40,7 @@ VALID = {
     "MRTR_HTTP_SESSION_IDLE_SECONDS": ("60", "http_session_idle_seconds", 60),
     "MRTR_HTTP_SSE_POLL_SECONDS": (" 30 ", "http_sse_poll_seconds", 30),
     "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": ("25", "http_max_sessions_per_principal", 25),
+    "MRTR_TASK_MAX_BYTES_PER_OWNER": ("1000000", "task_max_bytes_per_owner", 1_000_000),
     "MRTR_TASK_STORE": ("sqlite:///srv/tasks.db", "task_store", "sqlite:///srv/tasks.db"),
     "MRTR_TASK_MAX_STORED": ("500", "task_max_stored", 500),
     "MRTR_TASK_MAX_PER_OWNER": ("50", "task_max_per_owner", 50),

@@ -68,13 +68,18 @@ def redis_url() -> Iterator[str]:
 
 
 def settings_for(
-    url: str, max_tasks: int | None = None, max_per_owner: int | None = None
+    url: str,
+    max_tasks: int | None = None,
+    max_per_owner: int | None = None,
+    max_bytes_per_owner: int | None = None,
 ) -> Settings:
     environ = {"MRTR_TASK_STORE": url}
     if max_tasks is not None:
         environ["MRTR_TASK_MAX_STORED"] = str(max_tasks)
     if max_per_owner is not None:
         environ["MRTR_TASK_MAX_PER_OWNER"] = str(max_per_owner)
+    if max_bytes_per_owner is not None:
+        environ["MRTR_TASK_MAX_BYTES_PER_OWNER"] = str(max_bytes_per_owner)
     return Settings.from_environment(environ)
 
 
@@ -92,8 +97,12 @@ async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     namespace = f"test-{uuid.uuid4().hex}"  # one Redis, a clean namespace per test
     opened: list[TaskStore] = []
 
-    async def open_one(max_tasks: int | None = None, max_per_owner: int | None = None) -> TaskStore:
-        settings = settings_for(url, max_tasks, max_per_owner)
+    async def open_one(
+        max_tasks: int | None = None,
+        max_per_owner: int | None = None,
+        max_bytes_per_owner: int | None = None,
+    ) -> TaskStore:
+        settings = settings_for(url, max_tasks, max_per_owner, max_bytes_per_owner)
         backend = task_backend(settings, None, namespace=namespace)
         assert backend.kind == kind
         store = await backend.open()
@@ -508,6 +517,38 @@ async def test_one_owner_cannot_fill_the_store_at_ten_times_its_own_bound(
     assert await store.load(other.task_id) == other
 
 
+async def test_one_owner_s_bytes_stay_within_its_byte_bound_at_ten_times_it(
+    open_store: Opener,
+) -> None:
+    # A count bound alone let one owner keep a thousand records of a megabyte each. Here each
+    # record weighs about 4 KB: ten times the bound's worth are offered, the owner keeps what
+    # fits, every refusal names the setting, and another owner still starts tasks.
+    bound = 40_000
+    store = await open_store(max_tasks=1000, max_per_owner=1000, max_bytes_per_owner=bound)
+    heavy = {"payload": "x" * 4000}
+    kept: list[TaskRecord] = []
+    refusals: set[str] = set()
+    for _ in range(100):  # 400 KB offered
+        try:
+            kept.append(await store.create(make_record(owner="greedy", arguments=heavy)))
+        except TaskStoreFull as exc:
+            refusals.add(str(exc))
+    weight = sum(len(record.to_json().encode()) for record in kept)
+    assert 0 < weight <= bound
+    assert bound - weight < len(kept[0].to_json().encode())  # it got all that fits
+    assert refusals == {
+        f"your unexpired tasks in the task store would pass {bound} bytes, the bound for each "
+        "user (MRTR_TASK_MAX_BYTES_PER_OWNER), so no new task of yours can start until some "
+        "of them expire"
+    }
+    other = await store.create(make_record(owner="someone-else", arguments=heavy))
+    assert await store.load(other.task_id) == other
+    # A swap that lightens a record gives its owner the room back.
+    light = kept[0].evolve(arguments={})
+    assert await store.swap(light)
+    await store.create(make_record(owner="greedy"))
+
+
 async def test_the_owner_bound_counts_only_that_owner_s_unexpired_tasks(
     open_store: Opener,
 ) -> None:
@@ -857,23 +898,69 @@ async def test_a_store_file_of_another_schema_is_refused(tmp_path: Path) -> None
         await open_sqlite_store(path, max_tasks=10)
 
 
+#: What runtime 0.7.0 wrote (schema 2), statement by statement.
+SCHEMA_2 = (
+    """CREATE TABLE tasks (task_id TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL,
+        status TEXT NOT NULL, lease_expires REAL NOT NULL, expires_at REAL NOT NULL,
+        owner TEXT NOT NULL, once_key TEXT UNIQUE, record TEXT NOT NULL)""",
+    "CREATE INDEX tasks_by_lease ON tasks (status, lease_expires)",
+    "CREATE INDEX tasks_by_expiry ON tasks (expires_at)",
+    "CREATE TABLE task_count (one INTEGER PRIMARY KEY CHECK (one = 1), stored INTEGER NOT NULL)",
+    "INSERT INTO task_count (one, stored) VALUES (1, 0)",
+    "CREATE TABLE owner_count (owner TEXT PRIMARY KEY NOT NULL, stored INTEGER NOT NULL) "
+    "WITHOUT ROWID",
+    """CREATE TRIGGER task_added AFTER INSERT ON tasks BEGIN
+        UPDATE task_count SET stored = stored + 1;
+        INSERT INTO owner_count (owner, stored) VALUES (NEW.owner, 1)
+            ON CONFLICT (owner) DO UPDATE SET stored = stored + 1; END""",
+    """CREATE TRIGGER task_removed AFTER DELETE ON tasks BEGIN
+        UPDATE task_count SET stored = stored - 1;
+        UPDATE owner_count SET stored = stored - 1 WHERE owner = OLD.owner;
+        DELETE FROM owner_count WHERE owner = OLD.owner AND stored <= 0; END""",
+    "PRAGMA user_version = 2",
+)
+
+
 async def test_a_schema_2_file_gains_the_round_records_and_keeps_its_tasks(
     tmp_path: Path,
 ) -> None:
-    # What runtime 0.7.0 wrote: no `rounds` table, user_version 2. A project updated to this
-    # runtime keeps its tasks (a host may be polling one) and gets single use.
+    # A project updated from 0.7.0 keeps its tasks (a host may be polling one), gets single
+    # use (the rounds table) and its owners' bytes counted from the records it has.
     path = tmp_path / "tasks.db"
-    store = await open_sqlite_store(path, max_tasks=10)
-    record = await store.create(make_record())
-    store._eager.execute("DROP TABLE rounds")
-    store._eager.execute("PRAGMA user_version = 2")
-    await store.close()
+    record = make_record()
+    with sqlite3.connect(path, isolation_level=None) as db:
+        for statement in SCHEMA_2:
+            db.execute(statement)
+        db.execute(
+            "INSERT INTO tasks (task_id, version, status, lease_expires, expires_at, owner, "
+            "once_key, record) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
+            (
+                record.task_id,
+                record.version,
+                record.status,
+                record.lease_expires,
+                record.expires_at,
+                record.owner,
+                record.to_json(),
+            ),
+        )
+    path.chmod(0o600)
     store = await open_sqlite_store(path, max_tasks=10)
     try:
         assert await store.load(record.task_id) == record
         claimed = await store.claim_round(round_claim("run-a"), time.time())
         assert claimed.holder == "run-a"
         assert store._eager.execute("PRAGMA user_version").fetchone()[0] == 3
+        (weight,) = store._eager.execute(
+            "SELECT bytes FROM owner_count WHERE owner = ?", (record.owner,)
+        ).fetchone()
+        assert weight == len(record.to_json().encode())
+        grown = record.evolve(result={"content": [{"type": "text", "text": "y" * 100}]})
+        assert await store.swap(grown)
+        (weight,) = store._eager.execute(
+            "SELECT bytes FROM owner_count WHERE owner = ?", (record.owner,)
+        ).fetchone()
+        assert weight == len(grown.to_json().encode())
     finally:
         await store.close()
 

@@ -72,11 +72,13 @@ from ._tokens import (
 
 __all__ = (
     "CLIENT_REQUEST_TIMEOUT_SECONDS",
+    "DEFAULT_TASK_MAX_BYTES_PER_OWNER",
     "DEFAULT_TASK_MAX_PER_OWNER",
     "DEFAULT_TASK_MAX_STORED",
     "MAX_PREVIOUS_KEYS",
     "PREVIOUS_KEYS_FILE_ENV",
     "PREVIOUS_KEYS_FILE_NAME",
+    "TASK_MAX_BYTES_PER_OWNER_VARIABLE",
     "TASK_MAX_PER_OWNER_VARIABLE",
     "TASK_MAX_STORED_VARIABLE",
     "TASK_STORE_VARIABLE",
@@ -136,6 +138,11 @@ TASK_MAX_PER_OWNER_VARIABLE: Final = "MRTR_TASK_MAX_PER_OWNER"
 #: The default bound on one owner's unexpired tasks (owner: the principal and the server): a
 #: tenth of the store's, so one client filling its share leaves room for the others.
 DEFAULT_TASK_MAX_PER_OWNER: Final = 1_000
+TASK_MAX_BYTES_PER_OWNER_VARIABLE: Final = "MRTR_TASK_MAX_BYTES_PER_OWNER"
+#: The default bound on the bytes of one owner's unexpired tasks (their records as stored:
+#: arguments, answers, results): a count bound alone let one owner keep about 1.2 GB (a
+#: thousand tasks of a megabyte each).
+DEFAULT_TASK_MAX_BYTES_PER_OWNER: Final = 64 * 1024 * 1024
 _TASK_STORE_FORMS: Final = (
     "sqlite:///absolute/path.db, redis://host:port/db, rediss://host:port/db or memory:"
 )
@@ -199,6 +206,8 @@ class Settings:
     task_max_stored: int = DEFAULT_TASK_MAX_STORED
     #: ``MRTR_TASK_MAX_PER_OWNER``: how many unexpired tasks one owner (principal) may hold.
     task_max_per_owner: int = DEFAULT_TASK_MAX_PER_OWNER
+    #: ``MRTR_TASK_MAX_BYTES_PER_OWNER``: how many bytes of unexpired tasks one owner may hold.
+    task_max_bytes_per_owner: int = DEFAULT_TASK_MAX_BYTES_PER_OWNER
     #: Variables whose value was refused, and why (in the order read).
     problems: Mapping[str, str] = field(default_factory=dict)
 
@@ -261,6 +270,12 @@ class Settings:
             ),
             task_max_per_owner=_task_bound_of(
                 TASK_MAX_PER_OWNER_VARIABLE, DEFAULT_TASK_MAX_PER_OWNER, environ, problems
+            ),
+            task_max_bytes_per_owner=_task_bound_of(
+                TASK_MAX_BYTES_PER_OWNER_VARIABLE,
+                DEFAULT_TASK_MAX_BYTES_PER_OWNER,
+                environ,
+                problems,
             ),
             problems=problems,
         )

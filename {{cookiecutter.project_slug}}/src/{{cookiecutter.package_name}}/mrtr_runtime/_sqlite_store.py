@@ -57,6 +57,8 @@ from ._task_store import RoundRecord, TaskRecord, TaskStoreFull, TaskStoreUnavai
 __all__ = ("SqliteTaskStore", "open_sqlite_store")
 
 _T = TypeVar("_T")
+#: The per-owner byte bound of a store opened without one (Settings gives the configured one).
+DEFAULT_BYTES_PER_OWNER: Final = 64 * 1024 * 1024
 
 #: The schema's version, in ``PRAGMA user_version``: a file written by another schema is refused.
 SCHEMA_VERSION: Final = 3
@@ -80,6 +82,40 @@ _ROUNDS_SCHEMA: Final = (
         free_from REAL NOT NULL,
         record TEXT NOT NULL
     ) WITHOUT ROWID""",
+)
+
+#: Schema 3: each owner's bytes beside its count (``owner_count.bytes``: the lengths of its
+#: records as stored, kept by the triggers of every insert, update and delete), for the
+#: per-owner byte bound; a schema-2 file gets the column, filled in, and the new triggers.
+_OWNER_BYTES_SCHEMA: Final = (
+    "ALTER TABLE owner_count ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0",
+    """UPDATE owner_count SET bytes = (
+        SELECT coalesce(sum(length(CAST(record AS BLOB))), 0) FROM tasks
+        WHERE tasks.owner = owner_count.owner
+    )""",
+    "DROP TRIGGER IF EXISTS task_added",
+    "DROP TRIGGER IF EXISTS task_removed",
+    """CREATE TRIGGER task_added AFTER INSERT ON tasks
+        BEGIN
+            UPDATE task_count SET stored = stored + 1;
+            INSERT INTO owner_count (owner, stored, bytes)
+                VALUES (NEW.owner, 1, length(CAST(NEW.record AS BLOB)))
+                ON CONFLICT (owner) DO UPDATE SET stored = stored + 1,
+                    bytes = bytes + length(CAST(NEW.record AS BLOB));
+        END""",
+    """CREATE TRIGGER task_removed AFTER DELETE ON tasks
+        BEGIN
+            UPDATE task_count SET stored = stored - 1;
+            UPDATE owner_count SET stored = stored - 1,
+                bytes = bytes - length(CAST(OLD.record AS BLOB)) WHERE owner = OLD.owner;
+            DELETE FROM owner_count WHERE owner = OLD.owner AND stored <= 0;
+        END""",
+    """CREATE TRIGGER task_changed AFTER UPDATE OF record ON tasks
+        BEGIN
+            UPDATE owner_count SET
+                bytes = bytes + length(CAST(NEW.record AS BLOB)) - length(CAST(OLD.record AS BLOB))
+                WHERE owner = OLD.owner;
+        END""",
 )
 
 #: The schema, statement by statement. ``task_count`` is the table's row count, kept by triggers
@@ -112,18 +148,7 @@ _SCHEMA: Final = (
         owner TEXT PRIMARY KEY NOT NULL,
         stored INTEGER NOT NULL
     ) WITHOUT ROWID""",
-    """CREATE TRIGGER IF NOT EXISTS task_added AFTER INSERT ON tasks
-        BEGIN
-            UPDATE task_count SET stored = stored + 1;
-            INSERT INTO owner_count (owner, stored) VALUES (NEW.owner, 1)
-                ON CONFLICT (owner) DO UPDATE SET stored = stored + 1;
-        END""",
-    """CREATE TRIGGER IF NOT EXISTS task_removed AFTER DELETE ON tasks
-        BEGIN
-            UPDATE task_count SET stored = stored - 1;
-            UPDATE owner_count SET stored = stored - 1 WHERE owner = OLD.owner;
-            DELETE FROM owner_count WHERE owner = OLD.owner AND stored <= 0;
-        END""",
+    *_OWNER_BYTES_SCHEMA,
     *_ROUNDS_SCHEMA,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
@@ -143,7 +168,7 @@ _SWAP_TRIES: Final = 8
 #: SQLites older than 3.35 (no RETURNING) claim in a transaction instead.
 _RETURNING: Final = sqlite3.sqlite_version_info >= (3, 35, 0)
 #: What a schema-2 file (runtime 0.7.0) needs to become schema 3.
-_FROM_2: Final = (*_ROUNDS_SCHEMA, f"PRAGMA user_version = {SCHEMA_VERSION}")
+_FROM_2: Final = (*_OWNER_BYTES_SCHEMA, *_ROUNDS_SCHEMA, f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _expiry(record: TaskRecord) -> float:
@@ -161,10 +186,12 @@ class SqliteTaskStore:
         *,
         max_tasks: int,
         max_per_owner: int,
+        max_bytes_per_owner: int = DEFAULT_BYTES_PER_OWNER,
     ) -> None:
         self.path = path
         self.max_tasks = max_tasks
         self.max_per_owner = max_per_owner
+        self.max_bytes_per_owner = max_bytes_per_owner
         #: The loop's connection: no busy timeout (SQLITE_BUSY at once instead of a wait).
         self._eager = eager
         #: The worker thread's: waits up to BUSY_TIMEOUT_MS for the write lock.
@@ -192,6 +219,7 @@ class SqliteTaskStore:
 
     async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
         text = record.to_json()
+        size = len(text.encode("utf-8", "surrogatepass"))
 
         def create(db: sqlite3.Connection) -> str | None:
             now = time.time()
@@ -214,14 +242,18 @@ class SqliteTaskStore:
                     ).fetchone()
                     if unexpired >= self.max_tasks:
                         raise TaskStoreFull.of_store(self.max_tasks)
-                if self._owned(db, record.owner) >= self.max_per_owner:
+                owned, weight = self._owned(db, record.owner)
+                if owned >= self.max_per_owner or weight + size > self.max_bytes_per_owner:
                     # Its expired rows are as good as gone: once they are, the count is exact.
                     db.execute(
                         "DELETE FROM tasks WHERE expires_at <= ? AND owner = ?",
                         (now, record.owner),
                     )
-                    if self._owned(db, record.owner) >= self.max_per_owner:
+                    owned, weight = self._owned(db, record.owner)
+                    if owned >= self.max_per_owner:
                         raise TaskStoreFull.of_owner(self.max_per_owner)
+                    if weight + size > self.max_bytes_per_owner:
+                        raise TaskStoreFull.of_owner_bytes(self.max_bytes_per_owner)
                 try:
                     db.execute(
                         "INSERT INTO tasks (task_id, version, status, lease_expires, expires_at, "
@@ -245,9 +277,12 @@ class SqliteTaskStore:
         return record if held is None else TaskRecord.from_json(held)
 
     @staticmethod
-    def _owned(db: sqlite3.Connection, owner: str) -> int:
-        row = db.execute("SELECT stored FROM owner_count WHERE owner = ?", (owner,)).fetchone()
-        return 0 if row is None else int(row[0])
+    def _owned(db: sqlite3.Connection, owner: str) -> tuple[int, int]:
+        """How many tasks `owner` holds, and their bytes (expired rows included)."""
+        row = db.execute(
+            "SELECT stored, bytes FROM owner_count WHERE owner = ?", (owner,)
+        ).fetchone()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
     async def load(self, task_id: str) -> TaskRecord | None:
         def load(db: sqlite3.Connection) -> str | None:
@@ -419,7 +454,12 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
 
 
 async def open_sqlite_store(
-    path: Path, *, max_tasks: int, max_per_owner: int = 1_000, make_parents: bool = False
+    path: Path,
+    *,
+    max_tasks: int,
+    max_per_owner: int = 1_000,
+    max_bytes_per_owner: int = DEFAULT_BYTES_PER_OWNER,
+    make_parents: bool = False,
 ) -> SqliteTaskStore:
     """The store in ``path`` (absolute), its directory and file created private if new.
 
@@ -432,7 +472,9 @@ async def open_sqlite_store(
     """
     if not path.is_absolute():
         raise TaskStoreUnavailable(f"the task store path {path} must be absolute")
-    return await anyio.to_thread.run_sync(_open, path, max_tasks, max_per_owner, make_parents)
+    store = await anyio.to_thread.run_sync(_open, path, max_tasks, max_per_owner, make_parents)
+    store.max_bytes_per_owner = max_bytes_per_owner
+    return store
 
 
 def _open(path: Path, max_tasks: int, max_per_owner: int, make_parents: bool) -> SqliteTaskStore:

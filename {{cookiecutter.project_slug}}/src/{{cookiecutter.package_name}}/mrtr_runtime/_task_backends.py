@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 from ._config import (
+    DEFAULT_TASK_MAX_BYTES_PER_OWNER,
     DEFAULT_TASK_MAX_PER_OWNER,
+    TASK_MAX_BYTES_PER_OWNER_VARIABLE,
     TASK_MAX_PER_OWNER_VARIABLE,
     TASK_MAX_STORED_VARIABLE,
     TASK_STORE_VARIABLE,
@@ -56,6 +58,8 @@ class TaskBackend:
     max_tasks: int
     #: The bound on one owner's unexpired tasks.
     max_per_owner: int = DEFAULT_TASK_MAX_PER_OWNER
+    #: The bound on the bytes of one owner's unexpired tasks.
+    max_bytes_per_owner: int = DEFAULT_TASK_MAX_BYTES_PER_OWNER
     #: The SQLite file; None for the others.
     path: Path | None = None
     #: Whether opening may create the file's missing parent directories: only for the default
@@ -102,12 +106,17 @@ class TaskBackend:
                     "set %s (e.g. sqlite:///abs/path/tasks.sqlite3) or give the server a home",
                     TASK_STORE_VARIABLE,
                 )
-            return MemoryTaskStore(max_tasks=self.max_tasks, max_per_owner=self.max_per_owner)
+            return MemoryTaskStore(
+                max_tasks=self.max_tasks,
+                max_per_owner=self.max_per_owner,
+                max_bytes_per_owner=self.max_bytes_per_owner,
+            )
         if self.path is not None:  # sqlite
             return await open_sqlite_store(
                 self.path,
                 max_tasks=self.max_tasks,
                 max_per_owner=self.max_per_owner,
+                max_bytes_per_owner=self.max_bytes_per_owner,
                 make_parents=self.make_parents,
             )
         try:
@@ -126,6 +135,7 @@ class TaskBackend:
             namespace=self.namespace,
             max_tasks=self.max_tasks,
             max_per_owner=self.max_per_owner,
+            max_bytes_per_owner=self.max_bytes_per_owner,
             label=self.location,
         )
         return store
@@ -141,7 +151,13 @@ def task_backend(
     distribution = project or namespace
     bound = settings.task_max_stored
     per_owner = settings.task_max_per_owner
-    for variable in (TASK_STORE_VARIABLE, TASK_MAX_STORED_VARIABLE, TASK_MAX_PER_OWNER_VARIABLE):
+    bytes_per_owner = settings.task_max_bytes_per_owner
+    for variable in (
+        TASK_STORE_VARIABLE,
+        TASK_MAX_STORED_VARIABLE,
+        TASK_MAX_PER_OWNER_VARIABLE,
+        TASK_MAX_BYTES_PER_OWNER_VARIABLE,
+    ):
         if problem := settings.problems.get(variable):
             return TaskBackend(
                 "refused", "refused", bound, per_owner, project=distribution, problem=problem
@@ -153,6 +169,7 @@ def task_backend(
             shown_store_url(url),
             bound,
             per_owner,
+            bytes_per_owner,
             url=url,
             namespace=namespace,
             project=distribution,
@@ -163,6 +180,7 @@ def task_backend(
             "memory",
             bound,
             per_owner,
+            bytes_per_owner,
             namespace=namespace,
             project=distribution,
             homeless=url != "memory:",
@@ -173,6 +191,7 @@ def task_backend(
         str(path),
         bound,
         per_owner,
+        bytes_per_owner,
         path=path,
         make_parents=not url,
         namespace=namespace,

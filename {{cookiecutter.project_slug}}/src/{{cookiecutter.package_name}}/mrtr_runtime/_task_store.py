@@ -59,6 +59,14 @@ class TaskStoreFull(Exception):
         )
 
     @classmethod
+    def of_owner_bytes(cls, bound: int) -> TaskStoreFull:
+        return cls(
+            f"your unexpired tasks in the task store would pass {bound} bytes, the bound for "
+            "each user (MRTR_TASK_MAX_BYTES_PER_OWNER), so no new task of yours can start until "
+            "some of them expire"
+        )
+
+    @classmethod
     def of_owner(cls, bound: int) -> TaskStoreFull:
         # Owner: the principal and the server (the record's `owner`), so one client filling
         # its share cannot lock the others out of the whole store.
@@ -226,9 +234,11 @@ class TaskStore(Protocol):
     """The atomic operations a task store offers; every one may be called from any replica.
 
     Implementations: `MemoryTaskStore` (this process), SQLite (the default, one file shared by
-    the processes of one machine), Redis (replicas). All raise `TaskStoreFull` past their bound
-    on unexpired tasks, in all (``max_tasks``) or of one `owner` (``max_per_owner``), and never
-    return a record whose `expires_at` has passed.
+    the processes of one machine), Redis (replicas). All raise `TaskStoreFull` at `create` past
+    their bound on unexpired tasks, in all (``max_tasks``) or of one `owner` (``max_per_owner``
+    tasks, ``max_bytes_per_owner`` bytes of records as stored: a new task that would pass it is
+    refused; one that grows past it by its result, bounded on its own, is not stopped), and
+    never return a record whose `expires_at` has passed.
     """
 
     async def create(self, record: TaskRecord, *, once_key: str | None = None) -> TaskRecord:
@@ -278,20 +288,35 @@ class _MemoryEntry:
     once_key: str | None
     #: The owner it was counted under (a swap cannot move it to another's count).
     owner: str
+    #: Its bytes as stored (the owner's byte bound counts them).
+    size: int = 0
+
+
+def _size(record: TaskRecord) -> int:
+    """What a record weighs against its owner's byte bound: its JSON, as the stores keep it."""
+    return len(record.to_json().encode("utf-8", "surrogatepass"))
 
 
 class MemoryTaskStore:
     """A `TaskStore` in this process's memory: tasks end with the process. For tests, and for a
     server told to keep no state on disk (`MRTR_TASK_STORE=memory:`)."""
 
-    def __init__(self, *, max_tasks: int = 10_000, max_per_owner: int = 1_000) -> None:
+    def __init__(
+        self,
+        *,
+        max_tasks: int = 10_000,
+        max_per_owner: int = 1_000,
+        max_bytes_per_owner: int = 64 * 1024 * 1024,
+    ) -> None:
         self.max_tasks = max_tasks
         self.max_per_owner = max_per_owner
+        self.max_bytes_per_owner = max_bytes_per_owner
         self._tasks: dict[str, _MemoryEntry] = {}
         self._once: dict[str, str] = {}
         self._rounds: dict[str, RoundRecord] = {}
-        #: Stored tasks (expired ones included until purged) by owner.
+        #: Stored tasks (expired ones included until purged) by owner, and their bytes.
         self._owned: dict[str, int] = {}
+        self._bytes: dict[str, int] = {}
 
     def _live(self, task_id: str, now: float | None = None) -> TaskRecord | None:
         entry = self._tasks.get(task_id)
@@ -311,17 +336,25 @@ class MemoryTaskStore:
                 if existing is not None:
                     return existing
         owner = record.owner
-        if len(self._tasks) >= self.max_tasks or self._owned.get(owner, 0) >= self.max_per_owner:
+        size = _size(record)
+        if (
+            len(self._tasks) >= self.max_tasks
+            or self._owned.get(owner, 0) >= self.max_per_owner
+            or self._bytes.get(owner, 0) + size > self.max_bytes_per_owner
+        ):
             # The bounds are on unexpired tasks: forget the expired ones before refusing.
             await self.purge(now)
         if len(self._tasks) >= self.max_tasks:
             raise TaskStoreFull.of_store(self.max_tasks)
         if self._owned.get(owner, 0) >= self.max_per_owner:
             raise TaskStoreFull.of_owner(self.max_per_owner)
+        if self._bytes.get(owner, 0) + size > self.max_bytes_per_owner:
+            raise TaskStoreFull.of_owner_bytes(self.max_bytes_per_owner)
         if record.task_id in self._tasks:
             raise ValueError("task id already stored")
-        self._tasks[record.task_id] = _MemoryEntry(record, once_key, owner)
+        self._tasks[record.task_id] = _MemoryEntry(record, once_key, owner, size)
         self._owned[owner] = self._owned.get(owner, 0) + 1
+        self._bytes[owner] = self._bytes.get(owner, 0) + size
         if once_key is not None:
             self._once[once_key] = record.task_id
         return record
@@ -335,7 +368,9 @@ class MemoryTaskStore:
             return False
         if self._live(record.task_id, time.time()) is None:
             return False  # expired: as gone as in the stores that forget it by themselves
-        entry.record = record
+        size = _size(record)
+        self._bytes[entry.owner] += size - entry.size
+        entry.record, entry.size = record, size
         return True
 
     async def runnable(self, now: float, limit: int) -> list[str]:
@@ -362,8 +397,10 @@ class MemoryTaskStore:
         for task_id in gone:
             entry = self._tasks.pop(task_id)
             left = self._owned.pop(entry.owner) - 1
+            held = self._bytes.pop(entry.owner) - entry.size
             if left:
                 self._owned[entry.owner] = left
+                self._bytes[entry.owner] = held
             # Only if the key still names this task: an expired holder's key may name a newer one.
             if entry.once_key is not None and self._once.get(entry.once_key) == task_id:
                 del self._once[entry.once_key]

@@ -72,9 +72,10 @@ end
 """
 
 # KEYS: task, index, runnable, owner[, once]. ARGV: id, record, version, status, lease, expiry
-# score, expiry ms ('' = never), now, bound, once-key ('' = none), prefix, owner, owner's bound.
-# Returns {1} created, {0, record} the once-key's live holder, {-1} full, {-2} id taken,
-# {-3} the owner's bound reached.
+# score, expiry ms ('' = never), now, bound, once-key ('' = none), prefix, owner, owner's bound,
+# owner's byte bound. Returns {1} created, {0, record} the once-key's live holder, {-1} full,
+# {-2} id taken, {-3} the owner's bound reached, {-4} the owner's byte bound reached (its live
+# tasks' records, summed from its set: at most its count bound of HSTRLEN, in the script).
 _CREATE: Final = (
     """
 local now = tonumber(ARGV[8])
@@ -96,6 +97,13 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[8])
 if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[13]) then
   return {-3}
+end
+local weight = string.len(ARGV[2])
+for _, held in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+  weight = weight + redis.call('HSTRLEN', ARGV[11] .. 'task:' .. held, 'r')
+end
+if weight > tonumber(ARGV[14]) then
+  return {-4}
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {-2}
@@ -271,12 +279,14 @@ class RedisTaskStore:
         namespace: str,
         max_tasks: int,
         max_per_owner: int = 1_000,
+        max_bytes_per_owner: int = 64 * 1024 * 1024,
         label: str,
     ) -> None:
         if not namespace or any(character in namespace for character in "{}"):
             raise ValueError(f"namespace {namespace!r} cannot be a Redis hash tag")
         self.max_tasks = max_tasks
         self.max_per_owner = max_per_owner
+        self.max_bytes_per_owner = max_bytes_per_owner
         self.label = label
         self._client = client
         self._prefix = f"mrtr:{{{namespace}}}:"
@@ -319,6 +329,7 @@ class RedisTaskStore:
             self._prefix,
             record.owner,
             self.max_per_owner,
+            self.max_bytes_per_owner,
         ]
         try:
             reply: list[Any] = await self._create(keys=keys, args=arguments)
@@ -331,6 +342,8 @@ class RedisTaskStore:
             raise TaskStoreFull.of_store(self.max_tasks)
         if outcome == -3:
             raise TaskStoreFull.of_owner(self.max_per_owner)
+        if outcome == -4:
+            raise TaskStoreFull.of_owner_bytes(self.max_bytes_per_owner)
         if outcome == -2:
             raise ValueError("task id already stored")
         return record
@@ -446,6 +459,7 @@ async def open_redis_store(
     namespace: str,
     max_tasks: int,
     max_per_owner: int = 1_000,
+    max_bytes_per_owner: int = 64 * 1024 * 1024,
     label: str | None = None,
 ) -> RedisTaskStore:
     """A store on the Redis at ``url`` (``redis://`` or ``rediss://``), its keys under
@@ -467,7 +481,12 @@ async def open_redis_store(
         raise TaskStoreUnavailable(f"the task store URL {shown} is not valid: {exc}") from None
     client = redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
     store = RedisTaskStore(
-        client, namespace=namespace, max_tasks=max_tasks, max_per_owner=max_per_owner, label=shown
+        client,
+        namespace=namespace,
+        max_tasks=max_tasks,
+        max_per_owner=max_per_owner,
+        max_bytes_per_owner=max_bytes_per_owner,
+        label=shown,
     )
     try:
         await client.ping()
