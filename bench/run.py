@@ -32,6 +32,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -126,7 +127,15 @@ def setup(
     errors: list[str] = []
     if "baked" in wanted:
         try:
-            env = {**_base_env(), "MRTR_SIGNING_KEY": os.urandom(32).hex()}
+            # A state directory of the run's own: the default task store (confirmations'
+            # records, since 0.8.0) starts empty each run, and the user's own stays untouched.
+            state = envs.CACHE / "state"
+            shutil.rmtree(state, ignore_errors=True)
+            env = {
+                **_base_env(),
+                "MRTR_SIGNING_KEY": os.urandom(32).hex(),
+                "XDG_STATE_HOME": str(state),
+            }
             if project is None:
                 log("baking the template and installing the baked project ...")
                 baked, note = envs.bake(BENCH / "bench_tools.py", reuse_on_failure=True)
