@@ -57,6 +57,9 @@ from ._task_store import RoundRecord, TaskRecord, TaskStoreFull, TaskStoreUnavai
 __all__ = ("SqliteTaskStore", "open_sqlite_store")
 
 _T = TypeVar("_T")
+#: WAL pages between automatic checkpoints (SQLite's default: 1000), and the WAL's size limit.
+WAL_CHECKPOINT_PAGES: Final = 10_000
+WAL_SIZE_LIMIT_BYTES: Final = 64 * 1024 * 1024
 #: The per-owner byte bound of a store opened without one (Settings gives the configured one).
 DEFAULT_BYTES_PER_OWNER: Final = 64 * 1024 * 1024
 
@@ -514,6 +517,12 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         db.close()
         raise TaskStoreUnavailable(f"the task store {path} cannot use SQLite's WAL mode")
     db.execute("PRAGMA synchronous = NORMAL")
+    # Checkpoints (the WAL copied into the file, then synced) every 40 MB of WAL, not SQLite's
+    # 4 MB: every confirmation writes twice, mostly the same few pages, which a checkpoint
+    # copies once however often they changed (measured: a claim and its outcome, 65 -> 45 us).
+    # The WAL file is then kept at most 64 MiB between checkpoints.
+    db.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+    db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
     db.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
     return db
 
