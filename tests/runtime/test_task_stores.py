@@ -1136,3 +1136,24 @@ async def test_an_unreachable_redis_fails_at_open_naming_it_without_its_password
         await backend.open()
     assert "pw-123" not in str(failed.value)
     assert "127.0.0.1:1" in str(failed.value)
+
+
+async def test_a_lone_surrogate_in_a_record_is_stored_and_read_back(open_store: Opener) -> None:
+    # A client may send "\ud800" in any JSON string (an argument, an answer, a result echoing
+    # one): SQLite's UTF-8 and Redis refused the record, and the task never ended.
+    store = await open_store()
+    record = make_record(arguments={"s": "\ud800 and \udfff"}, result={"text": "\ud83d"})
+    assert await store.create(record) == record
+    assert await store.load(record.task_id) == record
+    swapped = record.evolve(status_message="\udc00")
+    assert await store.swap(swapped)
+    assert await store.load(record.task_id) == swapped
+
+
+async def test_an_owner_s_bytes_are_read_as_the_bound_counts_them(open_store: Opener) -> None:
+    store = await open_store(max_bytes_per_owner=10_000_000)
+    records = [make_record(owner="counted", arguments={"x": "y" * n}) for n in (10, 1000)]
+    for record in records:
+        await store.create(record)
+    assert await store.owner_bytes("counted") == sum(len(r.to_json()) for r in records)
+    assert await store.owner_bytes("nobody") == 0

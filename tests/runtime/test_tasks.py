@@ -21,7 +21,7 @@ import pytest
 
 import support
 import task_tools
-from mrtr_runtime import Registry
+from mrtr_runtime import Context, Registry
 from mrtr_runtime._context import RequestCancelled
 from mrtr_runtime._jsonrpc import Request, RpcError
 from mrtr_runtime._router import Session
@@ -1324,3 +1324,78 @@ async def test_the_testing_client_records_the_questions_asked_inside_a_task(
     assert result.task_id is not None
     assert result.asked == (("confirm", "name"),)
     assert result.rounds == 1
+
+
+async def test_a_result_past_the_owner_s_byte_bound_is_not_kept_and_says_so() -> None:
+    # The bound holds for what tasks grow into: thirty tasks started at once, each returning
+    # 200 kB, against a 300 kB bound: the owner never holds much past it, and the tasks whose
+    # result did not fit say the work was done and the result not kept.
+    registry = Registry()
+
+    @registry.tool(task="optional")
+    async def big(n: int, *, ctx: Context) -> str:
+        ctx.start_task()
+        return "z" * 200_000
+
+    store = MemoryTaskStore(max_bytes_per_owner=300_000)
+
+    async def opener() -> TaskStore:
+        return store
+
+    server = fast(
+        Server(
+            name="s",
+            version="1",
+            registry=registry,
+            signing=support.make_codec(),
+            task_store=opener,
+        )
+    )
+    client = MemoryClient(server, capabilities=WITH_TASKS)
+    created = [await start(client, "big", {"n": n}) for n in range(30)]
+    ended = [await wait_for(client, task["taskId"], "completed", "failed") for task in created]
+    kept = [task for task in ended if not task["result"].get("isError")]
+    refused = [task for task in ended if task["result"].get("isError")]
+    assert kept and refused
+    assert all(
+        "MRTR_TASK_MAX_BYTES_PER_OWNER" in task["result"]["content"][0]["text"] for task in refused
+    )
+    assert await store.owner_bytes(server.tasks.owner(None)) <= 300_000 + 200_000
+
+
+async def test_a_worker_that_fails_ends_its_task_failed_instead_of_running_it_again() -> None:
+    registry = Registry()
+    runs: list[int] = []
+
+    @registry.tool(task="optional")
+    async def flaky(*, ctx: Context) -> str:
+        ctx.start_task()
+        runs.append(1)
+        return "done"
+
+    class Failing(MemoryTaskStore):
+        async def owner_bytes(self, owner: str) -> int:
+            raise RuntimeError("the store's driver broke")
+
+    store = Failing()
+
+    async def opener() -> TaskStore:
+        return store
+
+    server = fast(
+        Server(
+            name="s",
+            version="1",
+            registry=registry,
+            signing=support.make_codec(),
+            task_store=opener,
+        )
+    )
+    server.tasks.lease_seconds = 0.2
+    client = MemoryClient(server, capabilities=WITH_TASKS)
+    created = await start(client, "flaky")
+    task = await wait_for(client, created["taskId"], "failed", "completed")
+    assert task["status"] == "failed"
+    assert "worker failed (RuntimeError)" in task["error"]["message"]
+    await asyncio.sleep(0.5)  # past its lease: nobody runs it again
+    assert runs == [1]

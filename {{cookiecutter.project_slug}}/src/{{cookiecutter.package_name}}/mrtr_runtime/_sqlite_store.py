@@ -287,6 +287,9 @@ class SqliteTaskStore:
         ).fetchone()
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
+    async def owner_bytes(self, owner: str) -> int:
+        return (await self._run(lambda db: self._owned(db, owner)))[1]
+
     async def load(self, task_id: str) -> TaskRecord | None:
         def load(db: sqlite3.Connection) -> str | None:
             row = db.execute(

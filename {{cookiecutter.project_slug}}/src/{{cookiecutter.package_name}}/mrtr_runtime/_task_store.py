@@ -142,8 +142,10 @@ class TaskRecord:
         # which made this ten times slower, and every store write encodes the whole record.
         data = {name: getattr(self, name) for name in _FIELD_NAMES}
         data["asked"] = {key: list(pair) for key, pair in self.asked.items()}
+        # ASCII: a lone surrogate (a client may send "\ud800" in any string) is an escape, not a
+        # character SQLite's UTF-8 or Redis's cannot hold (it failed the store's write).
         return json.dumps(
-            data, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_plain
+            data, separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=_plain
         )
 
     @classmethod
@@ -226,7 +228,7 @@ def _plain(value: object) -> object:
 
 #: Made once: json.dumps with options builds a new encoder on every call.
 _ROUND_ENCODER: Final = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_plain
+    separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=_plain
 )
 
 
@@ -263,6 +265,13 @@ class TaskStore(Protocol):
     async def purge(self, now: float) -> int:
         """Forget the tasks (and once-keys, and round records) that expired before `now`;
         how many tasks."""
+        ...
+
+    #: The bound on one owner's bytes (its records as stored), and what an owner holds now.
+    max_bytes_per_owner: int
+
+    async def owner_bytes(self, owner: str) -> int:
+        """The bytes of `owner`'s stored tasks (expired ones not yet purged may count)."""
         ...
 
     async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
@@ -407,6 +416,9 @@ class MemoryTaskStore:
         for key in [key for key, held in self._rounds.items() if held.expires_at <= now]:
             del self._rounds[key]
         return len(gone)
+
+    async def owner_bytes(self, owner: str) -> int:
+        return self._bytes.get(owner, 0)
 
     async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
         held = self._rounds.get(claim.key)

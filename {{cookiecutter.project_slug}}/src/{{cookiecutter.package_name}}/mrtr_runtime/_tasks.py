@@ -194,6 +194,7 @@ class _Run:
         self.engine = engine
         self.task_id = record.task_id
         self.target = record.target
+        self.owner = record.owner
         #: TaskLink: which start of the task this run is (`Context.resumed`).
         self.attempt = record.attempts
         self.cancellation = Cancellation()
@@ -902,8 +903,20 @@ class TaskEngine:
             # `working` for a later server to resume), or by losing the lease (not ours).
             if not self._stopping and not run.lost:
                 await self._quietly(self._settle_cancelled(run))
-        except Exception:
+        except Exception as error:
             _logger.exception("task %s: its worker failed", run.task_id)
+            # Ended here, saying so: left `working`, its lease would lapse and another worker
+            # run the handler again "after the server stopped", which it never did.
+            if not run.lost:
+                message = (
+                    f"the task's worker failed ({type(error).__name__}) recording what the tool "
+                    "did; it was not run again. See the server log."
+                )
+                await self._quietly(
+                    self._settle(
+                        run, status="failed", error={"code": INTERNAL_ERROR, "message": message}
+                    )
+                )
         finally:
             if run.renewal is not None:
                 run.renewal.cancel()
@@ -1018,6 +1031,21 @@ class TaskEngine:
 
         await self._as_holder(run, change)
 
+    async def _within_budget(self, run: _Run, result: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`result`, or if keeping it would take its owner past the store's byte bound
+        (MRTR_TASK_MAX_BYTES_PER_OWNER), an isError result saying so: the bound holds for what
+        tasks grow into, not only for what they start as. The tool did run: the text says it."""
+        store = await self.store()
+        size = json_size(result)
+        held = await store.owner_bytes(run.owner)
+        if held + size <= store.max_bytes_per_owner:
+            return result
+        return ToolResult.error(
+            f"The task was carried out, but its result ({size} bytes) would take your tasks past "
+            f"{store.max_bytes_per_owner} bytes in the task store (MRTR_TASK_MAX_BYTES_PER_OWNER), "
+            "so it was not kept; call the tool again to see the state it left."
+        ).to_wire()
+
     def _too_large(self, size: int) -> dict[str, Any]:
         message = (
             f"the result is {size} bytes of JSON; a task keeps at most {MAX_RESULT_BYTES} "
@@ -1039,6 +1067,8 @@ class TaskEngine:
         status_message: str | None = None,
     ) -> None:
         """The task's end, written by the worker holding it (nobody else's end counts)."""
+        if result is not None:
+            result = await self._within_budget(run, result)
 
         def change(record: TaskRecord) -> TaskRecord | None:
             now = self.clock()

@@ -924,9 +924,10 @@ class HttpApp:
             table = self.sessions
             if refused_by == "principal":
                 why = (
-                    f"you hold {table.held_by(principal)} sessions, your share "
-                    f"({ENV_SESSIONS_PER_PRINCIPAL}={table.max_per_principal}), each with a "
-                    "request running or waiting for its user; end one (DELETE) or retry later"
+                    f"you hold {table.held_by(principal)} sessions, your share of "
+                    f"{table.max_per_principal} ({ENV_SESSIONS_PER_PRINCIPAL}; by default an "
+                    "equal split among the principals with tokens), each with a request running "
+                    "or waiting for its user; end one (DELETE) or retry later"
                 )
             else:
                 why = (

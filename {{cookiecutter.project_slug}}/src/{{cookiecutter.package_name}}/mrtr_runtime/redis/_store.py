@@ -227,6 +227,15 @@ return #ids
 """
 
 
+# KEYS: owner. ARGV: now, prefix. The bytes of the owner's live tasks' records.
+_OWNER_BYTES: Final = """
+local weight = 0
+for _, held in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf')) do
+  weight = weight + redis.call('HSTRLEN', ARGV[2] .. 'task:' .. held, 'r')
+end
+return weight
+"""
+
 # Round records (`RoundRecord`): ``...:round:<key>``, a hash of the record's JSON ``r``, its
 # version ``v`` and ``f``, from when a claim may take it (its lease's end while nothing came of
 # it and it is not past its point of no return; '+inf' otherwise). Redis forgets it at its
@@ -297,6 +306,7 @@ class RedisTaskStore:
         self._runnable = client.register_script(_RUNNABLE)
         self._purge = client.register_script(_PURGE)
         self._claim_round = client.register_script(_CLAIM_ROUND)
+        self._owner_bytes = client.register_script(_OWNER_BYTES)
         self._swap_round = client.register_script(_SWAP_ROUND)
 
     def _task_key(self, task_id: str) -> str:
@@ -407,6 +417,15 @@ class RedisTaskStore:
             total += count
             if count < PURGE_BATCH:
                 return total
+
+    async def owner_bytes(self, owner: str) -> int:
+        try:
+            weight = await self._owner_bytes(
+                keys=[f"{self._prefix}owner:{owner}"], args=[_number(time.time()), self._prefix]
+            )
+        except redis.exceptions.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        return int(weight)
 
     async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
         arguments = [
