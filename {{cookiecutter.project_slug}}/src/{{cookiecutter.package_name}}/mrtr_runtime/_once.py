@@ -152,7 +152,7 @@ class RoundHold:
         paused, or its renewals failed, past its lease: another sending may be running the
         round now). From a worker thread it returns once the mark is written (raising if the
         claim was lost meanwhile); on the event loop it returns the write, for the handler's
-        `await ctx.point_of_no_return()` to wait on."""
+        `await ctx.pass_point_of_no_return()` to wait on."""
         if self.lost or self.ledger.clock() >= self.valid_until:
             self.lost = self.refused = True
             raise _lost()

@@ -216,7 +216,7 @@ class _Run:
         instead of acting too. Raises RequestCancelled at once when the lease has lapsed here;
         from a worker thread (a `def` tool, or work handed to a thread) it returns once the
         mark is written, raising if it could not be; on the event loop it returns the write,
-        for `await ctx.point_of_no_return()`."""
+        for `await ctx.pass_point_of_no_return()`."""
         if self.lost or self.engine.clock() >= self.valid_until:
             self.lost = True
             raise _fenced("its lease lapsed")
