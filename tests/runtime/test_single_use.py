@@ -259,6 +259,13 @@ async def test_each_token_is_its_own_round() -> None:
     assert world.actions == 1
 
 
+def opening(store: TaskStore) -> Callable[[], Any]:
+    async def open_store() -> TaskStore:
+        return store
+
+    return open_store
+
+
 def sqlite_opener(path: Path) -> Callable[[], Any]:
     from mrtr_runtime._sqlite_store import open_sqlite_store
 
@@ -365,11 +372,7 @@ async def test_a_run_that_died_before_its_point_of_no_return_is_run_again(
 ) -> None:
     store = MemoryTaskStore()
     world = World()
-
-    async def opener() -> TaskStore:
-        return store
-
-    client = MemoryClient(make(world, opener), capabilities=ALL_CAPABILITIES)
+    client = MemoryClient(make(world, opening(store)), capabilities=ALL_CAPABILITIES)
     token = await first(client)
     await claimed_by_a_dead_run(store, token, committed=False)
     with caplog.at_level(logging.INFO, logger="mrtr_runtime"):
@@ -383,11 +386,7 @@ async def test_a_run_that_died_past_its_point_of_no_return_is_not_run_again(
 ) -> None:
     store = MemoryTaskStore()
     world = World()
-
-    async def opener() -> TaskStore:
-        return store
-
-    client = MemoryClient(make(world, opener), capabilities=ALL_CAPABILITIES)
+    client = MemoryClient(make(world, opening(store)), capabilities=ALL_CAPABILITIES)
     token = await first(client)
     await claimed_by_a_dead_run(store, token, committed=True)
     from mrtr_runtime._once import MAYBE_CARRIED_OUT_ROUND
@@ -506,11 +505,9 @@ async def test_a_store_that_cannot_record_the_round_refuses_to_run_it() -> None:
 async def test_the_record_lives_as_long_as_the_token_verifies() -> None:
     store = MemoryTaskStore()
     world = World()
-
-    async def opener() -> TaskStore:
-        return store
-
-    client = MemoryClient(make(world, opener, ttl_seconds=900), capabilities=ALL_CAPABILITIES)
+    client = MemoryClient(
+        make(world, opening(store), ttl_seconds=900), capabilities=ALL_CAPABILITIES
+    )
     token = await first(client)
     before = time.time()
     await client.request("tools/call", confirming(token))
@@ -599,11 +596,7 @@ async def test_a_store_failing_after_the_run_still_keeps_a_replay_from_running_i
 
     store = FillingStore()
     world = World()
-
-    async def opener() -> TaskStore:
-        return store
-
-    client = MemoryClient(make(world, opener), capabilities=ALL_CAPABILITIES)
+    client = MemoryClient(make(world, opening(store)), capabilities=ALL_CAPABILITIES)
     token = await first(client)
     done = await client.request("tools/call", confirming(token))
     assert text_of(done) == "Rotated db to v2 (action 1)."  # the client got the real result
@@ -653,11 +646,7 @@ async def test_a_sending_waits_for_a_run_elsewhere_until_its_deadline_not_a_coun
 
     store = MemoryTaskStore()
     world = World()
-
-    async def opener() -> TaskStore:
-        return store
-
-    server = make(world, opener)
+    server = make(world, opening(store))
     server.ledger.wait_seconds = 1.0
     server.ledger.poll_seconds = 0.005  # 200 looks: more than the 64 conflicts allowed
     client = MemoryClient(server, capabilities=ALL_CAPABILITIES)
@@ -692,11 +681,7 @@ async def test_a_carried_out_round_is_answered_from_its_record_when_the_store_ca
 
     store = ReadOnly()
     world = World()
-
-    async def opener() -> TaskStore:
-        return store
-
-    client = MemoryClient(make(world, opener), capabilities=ALL_CAPABILITIES)
+    client = MemoryClient(make(world, opening(store)), capabilities=ALL_CAPABILITIES)
     token = await first(client)
     done = await client.request("tools/call", confirming(token))
     store.read_only = True
