@@ -53,25 +53,25 @@ def build(directory: Path) -> Registry:
             actions.write(f"{os.getpid()}\n")
         return f"acted in {os.getpid()}"
 
-    @registry.tool(task="required", annotations=ToolAnnotations(idempotent=False))
-    async def act_async(*, ctx: Context) -> str:
-        ctx.start_task("waiting for go")
+    async def wait_for_go() -> None:
+        """Say this process is running the task, then wait for the test to say go."""
         (directory / f"running-{os.getpid()}").touch()
         for _ in range(3000):  # the test says go within its own bound
             if (directory / "go").exists():
-                break
+                return
             await asyncio.sleep(0.02)
+
+    @registry.tool(task="required", annotations=ToolAnnotations(idempotent=False))
+    async def act_async(*, ctx: Context) -> str:
+        ctx.start_task("waiting for go")
+        await wait_for_go()
         await ctx.pass_point_of_no_return()  # returns once the mark is written under the lease
         return act()
 
     @registry.tool(task="required", annotations=ToolAnnotations(idempotent=False))
     async def act_async_unawaited(*, ctx: Context) -> str:
         ctx.start_task("waiting for go")
-        (directory / f"running-{os.getpid()}").touch()
-        for _ in range(3000):  # the test says go within its own bound
-            if (directory / "go").exists():
-                break
-            await asyncio.sleep(0.02)
+        await wait_for_go()
         ctx.point_of_no_return()  # as 0.7 tools call it: the lease is checked all the same
         return act()
 
@@ -79,7 +79,7 @@ def build(directory: Path) -> Registry:
     def act_thread(*, ctx: Context) -> str:
         ctx.start_task("waiting for go")
         (directory / f"running-{os.getpid()}").touch()
-        for _ in range(3000):
+        for _ in range(3000):  # a `def` tool waits in its own thread, as such tools do
             if (directory / "go").exists():
                 break
             time.sleep(0.02)
