@@ -32,7 +32,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
 from ._context import RequestCancelled, write_mark
@@ -378,16 +378,11 @@ class RoundLedger:
                     key,
                 )
                 return
-            attempt: dict[str, Any] | None = changes
-            fallbacks = iter(_FALLBACKS if outcome is not None else ())
-            while attempt is not None:
+            for attempt in _attempts(changes, outcome):
                 try:
                     stored = await hold.store.swap_round(hold.record.evolve(**attempt))
                 except Exception as error:
                     _logger.error("confirming round %s: recording it failed: %s", key, error)
-                    attempt = next(fallbacks, None)
-                    if attempt is not None and "outcome" in attempt:
-                        attempt = {**attempt, "outcome": _unkept()}
                     continue
                 if not stored:
                     _logger.warning(
@@ -404,12 +399,15 @@ class RoundLedger:
             )
 
 
-#: What is written when the outcome could not be: smaller records that still keep a replay
-#: from running the round again (`_settle`).
-_FALLBACKS: Final[tuple[dict[str, Any], ...]] = (
-    {"holder": None, "outcome": None},  # the outcome is `_unkept()`, made only if needed
-    {"committed": True},
-)
+def _attempts(
+    changes: dict[str, Any], outcome: Mapping[str, Any] | None
+) -> Iterator[dict[str, Any]]:
+    """What `_settle` writes, in order, until one write succeeds: the run's own changes, then
+    (for an outcome) smaller records that still keep a replay from running the round again."""
+    yield changes
+    if outcome is not None:
+        yield {"holder": None, "outcome": _unkept()}
+        yield {"committed": True}
 
 
 def _unkept() -> Mapping[str, Any]:
