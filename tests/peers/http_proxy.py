@@ -152,6 +152,11 @@ class Proxy(ThreadingHTTPServer):
         self.turns = itertools.count()
         self.lock = threading.Lock()
         self.exchanges: list[Exchange] = []
+        # Requests forwarded whose response is not yet recorded. The upstream may act on a
+        # request (an elicitation's answer) and the client see the outcome on another stream,
+        # and exit, before this request's own response has come back: `since` waits for them.
+        self.in_flight = 0
+        self.settled = threading.Condition(self.lock)
         self.pinned: dict[str, int] = {}
         self.misrouted: set[str] = set()
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -183,14 +188,22 @@ class Proxy(ThreadingHTTPServer):
         with self.lock:
             self.misrouted.add(session)
 
+    def forwarding(self) -> None:
+        with self.lock:
+            self.in_flight += 1
+
     def record(self, exchange: Exchange) -> None:
+        """Keep `exchange` (its response's status and headers known): it is no longer in flight."""
         with self.lock:
             self.exchanges.append(exchange)
             if exchange.new_session and exchange.new_session not in self.pinned:
                 self.pinned[exchange.new_session] = exchange.upstream
+            self.in_flight -= 1
+            self.settled.notify_all()
 
     def since(self, start: int) -> list[Exchange]:
-        with self.lock:
+        with self.settled:
+            self.settled.wait_for(lambda: self.in_flight == 0, timeout=UPSTREAM_TIMEOUT_SECONDS)
             return self.exchanges[start:]
 
     def sessions(self) -> list[str]:
@@ -229,6 +242,8 @@ class _Relay(BaseHTTPRequestHandler):
         connection = http.client.HTTPConnection(
             target.hostname or "", target.port, timeout=UPSTREAM_TIMEOUT_SECONDS
         )
+        self.server.forwarding()
+        recorded = False
         try:
             try:
                 connection.request(verb, target.path, body if verb == "POST" else None, headers)
@@ -236,6 +251,7 @@ class _Relay(BaseHTTPRequestHandler):
             except OSError as error:  # a dead replica: what a load balancer answers then
                 exchange.status = 502
                 self.server.record(exchange)
+                recorded = True
                 self.send_error(502, str(error))
                 return
             exchange.status = response.status
@@ -249,6 +265,7 @@ class _Relay(BaseHTTPRequestHandler):
                 # Close-delimited (this handler speaks HTTP/1.0): relayed as it arrives.
                 self.end_headers()
                 self.server.record(exchange)  # a stream may hold the session's first request
+                recorded = True
                 recorder = _SseRecorder(exchange)
                 while chunk := response.read1(65536):
                     recorder.feed(chunk)
@@ -257,14 +274,17 @@ class _Relay(BaseHTTPRequestHandler):
             else:
                 payload = response.read()
                 exchange.received = _messages(payload)
+                self.server.record(exchange)  # before the client, which may leave meanwhile
+                recorded = True
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
-                self.server.record(exchange)
         except OSError:
             pass  # the client went away: the upstream connection closes with it
         finally:
             connection.close()
+            if not recorded:  # the upstream failed mid-response: what came back is kept
+                self.server.record(exchange)
 
     def log_message(self, format: str, *args: Any) -> None:
         """The proxy's own log is `Proxy.exchanges`."""
