@@ -136,6 +136,9 @@ def bake(tools_module: Path, *, reuse_on_failure: bool = False) -> tuple[Baked, 
                 str(staging),
                 str(REPO),
                 "include_aws_example=no",
+                # The HTTP and Redis rows measure those wings: bake them in.
+                "include_http=yes",
+                "include_redis_store=yes",
             ],
             "bake.log",
         )

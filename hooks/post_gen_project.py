@@ -32,17 +32,34 @@ SLUG = ANSWERS["project_slug"]
 AWS = ANSWERS["include_aws_example"] == "yes"
 PACKAGE_DIR = PROJECT / "src" / PACKAGE
 
-# Everything that exists only for the AWS example. The README and pyproject sections are switched
-# off with Jinja in those files; tools are discovered by Registry.load_package, so removing a tool
-# module leaves no import behind.
-#: Everything the AWS example adds, by exact path: a name here that the template does not
-#: generate is a bug in the template, and baking stops on it rather than passing it by.
-AWS_FILES = (
-    f"src/{PACKAGE}/tools/deploy_to_aws.py",
-    f"src/{PACKAGE}/tools/_cloudformation.py",
-    f"src/{PACKAGE}/tools/cloudformation",
-    "tests/test_deploy_to_aws.py",
-)
+RUNTIME = f"src/{PACKAGE}/mrtr_runtime"
+#: What each option adds, by exact path, removed when the option is "no": a name here that the
+#: template does not generate is a bug in the template, and baking stops on it rather than passing
+#: it by. The README, pyproject and workflow sections of an option are switched off with Jinja in
+#: those files. Tools are discovered by Registry.load_package, so removing a tool module leaves no
+#: import behind; the runtime loads its optional wings by name (mrtr_runtime/_wings.py), so
+#: removing one leaves no import behind either, and what would use it says which option adds it.
+OPTION_FILES: dict[str, tuple[str, ...]] = {
+    "include_aws_example": (
+        f"src/{PACKAGE}/tools/deploy_to_aws.py",
+        f"src/{PACKAGE}/tools/_cloudformation.py",
+        f"src/{PACKAGE}/tools/cloudformation",
+        "tests/test_deploy_to_aws.py",
+    ),
+    "include_http": (
+        f"{RUNTIME}/http",
+        "Dockerfile",
+        ".dockerignore",
+        "tests/test_http_mode.py",
+    ),
+    "include_redis_store": (f"{RUNTIME}/redis",),
+    "include_bundle": (
+        f"{RUNTIME}/cli/_bundle.py",
+        "manifest.json",
+        "server.json",
+        "tests/test_release_files.py",
+    ),
+}
 # Caches that a developer's checkout of the template may hold; a generated project never ships them.
 CACHE_DIRS = frozenset(
     {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis"}
@@ -59,9 +76,11 @@ def remove(path: Path) -> None:
         raise SystemExit(f"mrtr-server: template bug: {path} was to be removed but does not exist")
 
 
-def remove_aws_example() -> None:
-    for name in AWS_FILES:
-        remove(PROJECT / name)
+def remove_unpicked_options() -> None:
+    for option, names in OPTION_FILES.items():
+        if ANSWERS[option] != "yes":
+            for name in names:
+                remove(PROJECT / name)
 
 
 def remove_caches() -> None:
@@ -174,8 +193,7 @@ def next_steps(
 
 
 def main() -> int:
-    if not AWS:
-        remove_aws_example()
+    remove_unpicked_options()
     remove_caches()
     hosts = load_project_module("mrtr_runtime/cli/_hosts")
     key_path, key_written = write_signing_key(hosts)

@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 # The answers arrive as JSON *data* (tojson), never as Python source, so a quote or a backslash in
@@ -51,6 +52,9 @@ FIELDS = (
     "author_email",
     "github_owner",
     "include_aws_example",
+    "include_http",
+    "include_redis_store",
+    "include_bundle",
 )
 
 # Every top-level module a baked project installs with all of its extras (the runtime's
@@ -397,9 +401,14 @@ def check_github_owner(value: str) -> None:
         )
 
 
-def check_include_aws_example(value: str) -> None:
-    if value not in ("yes", "no"):
-        raise Refused(f"include_aws_example {shown(value)} must be 'yes' or 'no'")
+def yes_or_no(option: str) -> Callable[[str], None]:
+    """The check of an option that adds a part of the project or leaves it out."""
+
+    def check(value: str) -> None:
+        if value not in ("yes", "no"):
+            raise Refused(f"{option} {shown(value)} must be 'yes' or 'no'")
+
+    return check
 
 
 CHECKS = {
@@ -410,7 +419,10 @@ CHECKS = {
     "author_name": check_author_name,
     "author_email": check_author_email,
     "github_owner": check_github_owner,
-    "include_aws_example": check_include_aws_example,
+    "include_aws_example": yes_or_no("include_aws_example"),
+    "include_http": yes_or_no("include_http"),
+    "include_redis_store": yes_or_no("include_redis_store"),
+    "include_bundle": yes_or_no("include_bundle"),
 }
 
 

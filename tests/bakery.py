@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import venv
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +30,34 @@ else:
 REPO = Path(__file__).resolve().parents[1]
 PIP_CACHE = REPO / ".cache" / "pip"
 KEY_FILE = ".mrtr-signing-key"
-#: Named option combinations; every distinct dependency set gets its own venv in the heavy tests.
-COMBINATIONS: Mapping[str, Mapping[str, str]] = {
-    "aws": {"include_aws_example": "yes"},
-    "no-aws": {"include_aws_example": "no"},
+#: Every optional wing of the runtime, on.
+ALL_WINGS: Mapping[str, str] = {
+    "include_http": "yes",
+    "include_redis_store": "yes",
+    "include_bundle": "yes",
 }
+#: Named option combinations; every distinct dependency set gets its own venv in the heavy tests.
+#: "aws" and "no-aws" carry every wing (the interop, HTTP and replica tests use them); "default"
+#: is what cookiecutter bakes with no answers (tests/test_bake.py checks it is); "minimal" leaves
+#: out everything that can be left out.
+COMBINATIONS: Mapping[str, Mapping[str, str]] = {
+    "aws": {"include_aws_example": "yes", **ALL_WINGS},
+    "no-aws": {"include_aws_example": "no", **ALL_WINGS},
+    "default": {
+        "include_aws_example": "yes",
+        "include_http": "no",
+        "include_redis_store": "no",
+        "include_bundle": "no",
+    },
+    "minimal": {
+        "include_aws_example": "no",
+        "include_http": "no",
+        "include_redis_store": "no",
+        "include_bundle": "no",
+    },
+}
+#: The combinations that carry every wing: the whole runtime suite runs against them.
+FULL_COMBINATIONS = frozenset({"aws", "no-aws"})
 DEFAULT_SLUG = "mrtr-server"
 DEFAULT_PACKAGE = "mrtr_server"
 # Directories that are never part of what the template generated.
@@ -220,11 +243,15 @@ def install(project: Path, extras: str) -> Path:
 
 
 def bake_every_combination(
-    tmp_path_factory: pytest.TempPathFactory, label: str, **answers: str
+    tmp_path_factory: pytest.TempPathFactory,
+    label: str,
+    combinations: Iterable[str] = COMBINATIONS,
+    **answers: str,
 ) -> dict[str, Path]:
     """One bake per option combination (plus ``answers``), each in its own temporary directory."""
     baked = {}
-    for combination, combination_answers in COMBINATIONS.items():
+    for combination in combinations:
+        combination_answers = COMBINATIONS[combination]
         output = tmp_path_factory.mktemp(f"{label}-{combination}") / "out"
         output.mkdir()
         baked[combination] = bake_project(output, **combination_answers, **answers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import stat
@@ -33,6 +34,24 @@ UNRENDERED = re.compile(
 # Anything that belongs to the AWS example.
 AWS_TRACE = re.compile(r"deploy_to_aws|boto3|botocore|\bmoto\b|cloudformation", re.IGNORECASE)
 HEX_KEY = re.compile(r"[0-9a-f]{64}")
+RUNTIME = Path("src", DEFAULT_PACKAGE, "mrtr_runtime")
+#: What each optional wing adds to a project: there with its option "yes", absent with "no".
+WING_FILES = {
+    "include_http": (
+        RUNTIME / "http" / "__init__.py",
+        RUNTIME / "http" / "_app.py",
+        Path("Dockerfile"),
+        Path(".dockerignore"),
+        Path("tests", "test_http_mode.py"),
+    ),
+    "include_redis_store": (RUNTIME / "redis" / "__init__.py", RUNTIME / "redis" / "_store.py"),
+    "include_bundle": (
+        RUNTIME / "cli" / "_bundle.py",
+        Path("manifest.json"),
+        Path("server.json"),
+        Path("tests", "test_release_files.py"),
+    ),
+}
 
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))
@@ -47,8 +66,6 @@ def test_bake_produces_the_documented_layout(bake: BakeFactory, combination: str
         Path(".gitignore"),
         Path(KEY_FILE),
         Path("hatch_build.py"),
-        Path("Dockerfile"),
-        Path(".dockerignore"),
         package / "__init__.py",
         package / "__main__.py",
         package / "app.py",
@@ -56,13 +73,14 @@ def test_bake_produces_the_documented_layout(bake: BakeFactory, combination: str
         package / "mrtr_runtime" / "__init__.py",
         package / "mrtr_runtime" / "server.py",
         package / "mrtr_runtime" / "testing" / "__init__.py",
-        package / "mrtr_runtime" / "http" / "__init__.py",
         package / "mrtr_runtime" / "cli" / "_commands.py",
         package / "mrtr_runtime" / "cli" / "_hosts.py",
-        package / "mrtr_runtime" / "cli" / "_bundle.py",
         package / "mrtr_runtime" / "cli" / "_artifacts.py",
     ):
         assert expected in files
+    for option, wing_files in WING_FILES.items():
+        picked = COMBINATIONS[combination][option] == "yes"
+        assert [path for path in wing_files if (path in files) != picked] == [], option
     # Ours lives in the runtime: beside the user's app.py and tools, nothing of the template's.
     assert sorted(path.name for path in (baked.project / package).iterdir()) == [
         "__init__.py",
@@ -104,16 +122,24 @@ def test_aws_off_leaves_no_trace(bake: BakeFactory) -> None:
     readme = (baked.project / "README.md").read_text(encoding="utf-8")
     assert not re.search(r"^#+ .*\bAWS\b", readme, re.MULTILINE)
     pyproject = tomllib.loads((baked.project / "pyproject.toml").read_text(encoding="utf-8"))
-    assert set(pyproject["project"]["optional-dependencies"]) == {"dev", "http", "redis"}
+    assert set(pyproject["project"]["optional-dependencies"]) == {"dev"}
 
 
-def test_aws_on_ships_the_example(bake: BakeFactory) -> None:
-    baked = bake(include_aws_example="yes")
-    tools = baked.package / "tools"
-    assert (tools / "deploy_to_aws.py").is_file()
-    assert (tools / "cloudformation").is_dir()
-    readme = (baked.project / "README.md").read_text(encoding="utf-8")
-    assert re.search(r"^## .*deploy_to_aws", readme, re.MULTILINE)
+def test_the_default_combination_is_what_cookiecutter_bakes_with_no_answers() -> None:
+    defaults = json.loads((REPO / "cookiecutter.json").read_text(encoding="utf-8"))
+    options = {
+        name: choices[0]
+        for name, choices in defaults.items()
+        if isinstance(choices, list) and not name.startswith("_")
+    }
+    assert options == COMBINATIONS["default"]
+    # What a desktop host's user needs, and nothing a stdio server never runs.
+    assert options == {
+        "include_aws_example": "yes",
+        "include_http": "no",
+        "include_redis_store": "no",
+        "include_bundle": "no",
+    }
 
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))
@@ -135,13 +161,21 @@ def test_pyproject_declares_exactly_the_promised_dependencies(
     assert ("aws" in extras) is aws
     if aws:
         assert extras["aws"] == ["boto3>=1.34"]
+    http_wing = COMBINATIONS[combination]["include_http"] == "yes"
+    redis_wing = COMBINATIONS[combination]["include_redis_store"] == "yes"
+    assert ("http" in extras, "redis" in extras) == (http_wing, redis_wing)
     # HTTP mode is an extra of its own (the stdio server keeps its two dependencies); the dev
     # extra pulls it in, because the project's tests and type checks cover HTTP mode too.
-    http = [re.split(r"[\s<>=!~;\[]", dep, maxsplit=1)[0] for dep in extras["http"]]
-    assert http == ["uvicorn", "httptools", "uvloop"]
-    assert f"{DEFAULT_SLUG}[http,redis]" in extras["dev"]
+    if http_wing:
+        http = [re.split(r"[\s<>=!~;\[]", dep, maxsplit=1)[0] for dep in extras["http"]]
+        assert http == ["uvicorn", "httptools", "uvloop"]
     # The Redis task store (replicas) is an extra too: redis-py, imported only for redis:// URLs.
-    assert extras["redis"] == ["redis>=8.1,<9"]
+    if redis_wing:
+        assert extras["redis"] == ["redis>=8.1,<9"]
+    tested = [name for name, picked in (("http", http_wing), ("redis", redis_wing)) if picked]
+    assert [dep for dep in extras["dev"] if dep.startswith(DEFAULT_SLUG)] == (
+        [f"{DEFAULT_SLUG}[{','.join(tested)}]"] if tested else []
+    )
     dev = " ".join(extras["dev"])
     for tool in ("pytest", "ruff", "mypy"):
         assert tool in dev

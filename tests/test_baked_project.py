@@ -1,18 +1,22 @@
 """THE HEAVY ONE: every combination, installed in its own venv, passes its own checks and the
 runtime's suite.
 
-For each option combination (AWS example on/off) one bake gets its own ``.venv`` with
+For each named option combination (``bakery.COMBINATIONS``: the AWS example on and off with every
+wing, the default bake, the minimal one) one bake gets its own ``.venv`` with
 ``pip install -e .[dev(,aws)]`` (the README's "Run it", pip cache shared), and then runs what its
 README promises: ``ruff check``, ``ruff format --check``, ``mypy`` and ``pytest``. Then the
 template's runtime suite (``tests/runtime``: protocol, tokens, fuzz, bad input, stdio end to end,
 legacy bridge, clients) runs with that venv's python against the baked package
 (``MRTR_PACKAGE``), under its own ``pytest.ini`` so neither this directory's conftest nor the
-project's settings apply: in full against the default combination, and against every other one
-its tests that reach past the vendored runtime into the baked project (its package, directory,
-tools, README, real server), since every combination vendors the same runtime byte for byte and
-installs the same versions of what they share (both checked here). The samples suite
-(``tests/samples``: the engines behind the sample tools, end to end over pipes) runs in full in
-every combination, ``tests/samples/aws`` only where the AWS example is baked.
+project's settings apply: in full against the "aws" combination, and against the other one with
+every wing its tests that reach past the vendored runtime into the baked project (its package,
+directory, tools, README, real server), since every combination vendors the same runtime byte for
+byte (less the wings it was generated without) and installs the same versions of what they share
+(both checked here). A combination without some wing is checked for what a user of it meets: the
+stdio server serves, and the wing's command and store are refused naming the option that adds
+them. The samples suite (``tests/samples``: the engines behind the sample tools, end to end over
+pipes) runs in full against "aws" and "minimal", ``tests/samples/aws`` only where the AWS example
+is baked.
 Slow (a few minutes per combination), and part of every ``python3 dev.py test``.
 """
 
@@ -21,11 +25,20 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from bakery import COMBINATIONS, DEFAULT_PACKAGE, REPO, Installed, run
+from bakery import (
+    COMBINATIONS,
+    DEFAULT_PACKAGE,
+    DEFAULT_SLUG,
+    FULL_COMBINATIONS,
+    REPO,
+    Installed,
+    run,
+)
 
 pytestmark = pytest.mark.baked_checks
 
@@ -39,8 +52,12 @@ RUNTIME_SUITE = REPO / "tests" / "runtime"
 SAMPLES_SUITE = REPO / "tests" / "samples"
 #: The samples of the AWS example (the CloudFormation engine, deploy_to_aws end to end).
 AWS_SAMPLES = SAMPLES_SUITE / "aws"
-#: The combination the runtime suite runs against in full: the template's default answers.
+#: The combination the runtime suite runs against in full: every wing, and the AWS example.
 FULL_RUNTIME_COMBINATION = "aws"
+#: The combinations the samples suite runs against: every wing, and none.
+SAMPLES_COMBINATIONS = ("aws", "minimal")
+#: What a combination without a wing is refused, by option: the command and what it says.
+WING_COMMANDS = {"include_http": ("http", "health"), "include_bundle": ("bundle",)}
 #: What the runtime suite's support module names the baked package and its directory by.
 PROJECT_NAMES = frozenset({"PACKAGE", "PROJECT", "MRTR_PACKAGE"})
 
@@ -136,8 +153,8 @@ def test_the_project_reaching_selection_finds_the_tests_that_reach_the_real_proj
     assert not any(test.startswith("test_jsonrpc.py") for test in selected)
 
 
-@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
-def test_the_runtime_suite_passes_against_every_combination(
+@pytest.mark.parametrize("combination", sorted(FULL_COMBINATIONS))
+def test_the_runtime_suite_passes_against_every_combination_with_every_wing(
     installed: Callable[[str], Installed], combination: str
 ) -> None:
     if combination == FULL_RUNTIME_COMBINATION:
@@ -164,20 +181,72 @@ def installed_versions(project: Installed) -> dict[str, str]:
 def test_every_combination_vendors_the_same_runtime_with_the_same_dependencies(
     installed: Callable[[str], Installed],
 ) -> None:
-    """What lets the runtime suite's runtime-only modules run against one combination."""
+    """What lets the runtime suite's runtime-only modules run against one combination: the same
+    runtime byte for byte, less the wings a combination was generated without."""
     full = installed(FULL_RUNTIME_COMBINATION)
     runtime, versions = vendored_runtime(full), installed_versions(full)
     assert "server.py" in runtime
+    wing_paths = {"include_http": "http/", "include_redis_store": "redis/"}
+    wing_paths["include_bundle"] = "cli/_bundle.py"
     for combination in sorted(set(COMBINATIONS) - {FULL_RUNTIME_COMBINATION}):
         other = installed(combination)
-        assert vendored_runtime(other) == runtime, combination
+        left_out = tuple(
+            path for option, path in wing_paths.items() if COMBINATIONS[combination][option] == "no"
+        )
+        expected = {name: data for name, data in runtime.items() if not name.startswith(left_out)}
+        assert vendored_runtime(other) == expected, combination
         other_versions = installed_versions(other)
         shared = sorted(set(versions) & set(other_versions))
         assert {"anyio", "pydantic", "pytest", "hypothesis"} <= set(shared)
         assert [other_versions[name] for name in shared] == [versions[name] for name in shared]
 
 
-@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+@pytest.mark.parametrize("combination", sorted(set(COMBINATIONS) - FULL_COMBINATIONS))
+def test_a_combination_without_a_wing_serves_stdio_and_names_the_option_for_the_rest(
+    installed: Callable[[str], Installed], combination: str
+) -> None:
+    project = installed(combination)
+    answers = COMBINATIONS[combination]
+    script = project.tool(DEFAULT_SLUG)
+    for option, commands in WING_COMMANDS.items():
+        for command in commands:
+            result = run([script, command], cwd=project.project, check=False)
+            picked = answers[option] == "yes"
+            assert (result.returncode == 2 and option in result.stderr) is not picked, result
+            if not picked:
+                assert f"no '{command}' command" in result.stderr
+                assert f'--variables-to-update \'{{"{option}": "yes"}}\'' in result.stderr
+    listed = run([script, "--help"], cwd=project.project).stdout
+    assert ("http" in listed.split()) is (answers["include_http"] == "yes")
+    # The stdio server itself: one 2026-07-28 request answered on stdout.
+    discover = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "server/discover",
+            "params": {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+            },
+        }
+    )
+    served = subprocess.run(
+        [script],
+        cwd=project.project,
+        input=discover + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    (line,) = served.stdout.splitlines()
+    server_info = json.loads(line)["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]
+    assert server_info["name"] == DEFAULT_SLUG, served.stderr
+
+
+@pytest.mark.parametrize("combination", SAMPLES_COMBINATIONS)
 def test_the_samples_suite_passes_against_every_combination(
     installed: Callable[[str], Installed], combination: str
 ) -> None:

@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bakery import COMBINATIONS, DEFAULT_PACKAGE, DEFAULT_SLUG, REPO, Installed, run
+from bakery import (
+    COMBINATIONS,
+    DEFAULT_PACKAGE,
+    DEFAULT_SLUG,
+    FULL_COMBINATIONS,
+    REPO,
+    Installed,
+    run,
+)
 from peers.node import NodePeers, PeersUnavailableError, ensure_node_peers
 
 UV_CACHE = REPO / ".cache" / "uv"
@@ -123,7 +131,7 @@ def host_launch(config: Mapping[str, Any], dirname: Path, home: Path) -> dict[st
     return {"command": [substitute(part, dirname) for part in command], "env": env}
 
 
-@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+@pytest.mark.parametrize("combination", sorted(FULL_COMBINATIONS))
 def test_the_bundle_passes_the_official_cli_and_serves_a_multi_round_call_as_a_host_starts_it(
     installed: Callable[[str], Installed], peers: NodePeers, tmp_path: Path, combination: str
 ) -> None:

@@ -49,6 +49,7 @@ from bakery import (
     COMBINATIONS,
     DEFAULT_PACKAGE,
     DEFAULT_SLUG,
+    FULL_COMBINATIONS,
     KEY_FILE,
     Installed,
     bake_every_combination,
@@ -725,7 +726,7 @@ def test_a_legacy_session_sent_to_the_other_replica_gets_404_and_the_client_star
 
 @pytest.fixture(scope="module")
 def bakes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return bake_every_combination(tmp_path_factory, "docker")
+    return bake_every_combination(tmp_path_factory, "docker", FULL_COMBINATIONS)
 
 
 def test_the_image_runs_the_command_the_replicas_run(project: Installed) -> None:
@@ -743,7 +744,7 @@ def test_the_image_runs_the_command_the_replicas_run(project: Installed) -> None
     assert stage["EXPOSE"] == cmd[-1]
 
 
-@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+@pytest.mark.parametrize("combination", sorted(FULL_COMBINATIONS))
 def test_the_image_is_pinned_runs_as_no_root_and_carries_no_key(
     bakes: dict[str, Path], combination: str
 ) -> None:
@@ -785,7 +786,7 @@ def test_the_image_checks_its_health_with_a_real_discover_on_its_own_port(
     assert dict(stage)["EXPOSE"] == cmd[-1]
 
 
-@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+@pytest.mark.parametrize("combination", sorted(FULL_COMBINATIONS))
 def test_the_build_context_holds_what_the_image_copies_and_no_secret(
     bakes: dict[str, Path], combination: str
 ) -> None:

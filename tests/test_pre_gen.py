@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -190,7 +191,11 @@ def test_jinja_typed_at_a_prompt_is_not_evaluated_and_the_hook_refuses_it(tmp_pa
     evaluated = tmp_path / "evaluated"
     output = tmp_path / "out"
     output.mkdir()
-    typed = ["", "", "", "Docs " + _probe(evaluated), "", "", "", ""]  # the description
+    # The description is the fourth prompt; every other prompt (the options included) takes
+    # its default.
+    answers = json.loads((REPO / "cookiecutter.json").read_text(encoding="utf-8"))
+    prompts = len([name for name in answers if not name.startswith("_")])
+    typed = ["", "", "", "Docs " + _probe(evaluated), *[""] * (prompts - 4)]
     result = subprocess.run(
         [
             sys.executable,

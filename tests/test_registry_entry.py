@@ -17,7 +17,14 @@ from typing import Any
 
 import jsonschema
 import pytest
-from bakery import COMBINATIONS, DEFAULT_PACKAGE, DEFAULT_SLUG, REPO, bake_every_combination
+from bakery import (
+    COMBINATIONS,
+    DEFAULT_PACKAGE,
+    DEFAULT_SLUG,
+    FULL_COMBINATIONS,
+    REPO,
+    bake_every_combination,
+)
 
 SCHEMA_VERSION = "2025-12-11"
 SCHEMA_URL = f"https://static.modelcontextprotocol.io/schemas/{SCHEMA_VERSION}/server.schema.json"
@@ -28,7 +35,9 @@ OWNER = "Octo-Cat42"
 @pytest.fixture(scope="module")
 def projects(tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Path]:
     """One bake per combination, published by the GitHub owner OWNER, for the whole module."""
-    return bake_every_combination(tmp_path_factory, "registry", github_owner=OWNER)
+    return bake_every_combination(
+        tmp_path_factory, "registry", FULL_COMBINATIONS, github_owner=OWNER
+    )
 
 
 def validator() -> jsonschema.Draft7Validator:
@@ -48,7 +57,7 @@ def package_version(project: Path) -> str:
     return match.group(1)
 
 
-@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+@pytest.mark.parametrize("combination", sorted(FULL_COMBINATIONS))
 def test_server_json_is_valid_for_the_registry_and_names_the_pypi_package(
     projects: Mapping[str, Path], combination: str
 ) -> None:
@@ -73,7 +82,7 @@ def test_server_json_is_valid_for_the_registry_and_names_the_pypi_package(
     assert f"<!-- mcp-name: {server['name']} -->" in readme
 
 
-@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+@pytest.mark.parametrize("combination", sorted(FULL_COMBINATIONS))
 def test_pyproject_server_json_and_the_manifest_carry_one_version(
     projects: Mapping[str, Path], combination: str
 ) -> None:

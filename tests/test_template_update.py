@@ -37,6 +37,9 @@ FIX_AFTER = "MAX_QUOTED_CHARS: Final = 96\n"
 #: The last commit of template 0.4.0, the layout before the runtime took in the command line,
 #: host configs, bundle and artifact rule (0.5.0): a project baked from it must update cleanly.
 RELEASE_0_4_0 = "0ed5ff4b7ad7de566455ab136e3b11204c5a430d"
+#: The last commit of template 0.7.0, before the wings became options (0.9.0): every project had
+#: every wing, so an update keeps a wing only when its option is named "yes".
+RELEASE_0_7_0 = "e02e5ee3fbb7a6132131e48049c688ae3a71c9ea"
 #: What 0.4.0 kept beside the user's files and 0.5.0 moved into the runtime.
 MOVED_IN_0_5_0 = ("cli.py", "hosts.py", "bundle.py", "_artifact_filter.py")
 
@@ -302,8 +305,10 @@ def test_cruft_update_from_0_4_0_moves_the_house_and_keeps_the_projects_own_tool
     assert not list(project.rglob("*.rej")), "every change applied cleanly"
     assert [name for name in MOVED_IN_0_5_0 if (package / name).exists()] == []
     runtime = package / "mrtr_runtime"
-    for wing in ("http", "testing", "cli"):
+    for wing in ("testing", "cli"):
         assert (runtime / wing / "__init__.py").is_file(), wing
+    # No option named: the optional wings take their default, "no" (CHANGELOG 0.9.0).
+    assert not (runtime / "http").exists() and not (project / "Dockerfile").exists()
     assert "PROJECT = Project(" in (package / "app.py").read_text(encoding="utf-8")
     assert (project / KEY_FILE).read_bytes() == key
     for relative, text in USER_FILES_0_4_0.items():
@@ -321,5 +326,53 @@ def test_cruft_update_from_0_4_0_moves_the_house_and_keeps_the_projects_own_tool
     rerun = [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", str(USER_TEST_PATH)]
     assert PASSED in run(rerun, cwd=project, env=env).stdout
     # The console script moved to app:main; the reinstalled project starts through it.
+    # (0.9.0: without the HTTP wing, its command names the option that adds it.)
+    no_http = run([python, "-m", DEFAULT_PACKAGE, "http"], cwd=project, env=env, check=False)
+    assert no_http.returncode == 2 and "include_http" in no_http.stderr, no_http
     version = run([python, "-m", DEFAULT_PACKAGE, "--version"], cwd=project, env=env)
     assert version.stdout.split() == [DEFAULT_SLUG, "0.1.0"]
+
+
+@pytest.mark.baked_checks
+def test_cruft_update_from_0_7_0_keeps_the_projects_tool_and_the_wings_it_names(
+    tmp_path: Path,
+) -> None:
+    env = git_env(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    template = tmp_path / "template"
+    extract_commit(RELEASE_0_7_0, template)
+    run(["git", "init", "-q"], cwd=template, env=env)
+    created_at = commit_all(template, "template 0.7.0", env)
+    project = bake_with_cruft(template, created_at, USER_FILES, env)
+    runtime = project / "src" / DEFAULT_PACKAGE / "mrtr_runtime"
+    assert (runtime / "http" / "_app.py").is_file() and (runtime / "redis").is_dir()
+    key = (project / KEY_FILE).read_bytes()
+
+    for entry in template.iterdir():
+        if entry.name != ".git":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    copy_tracked_files(template)
+    updated_to = commit_all(template, "template: this checkout", env)
+
+    # The author serves HTTP and says so (README "Adding a wing"); Redis and the bundle they
+    # never used take the default, and go.
+    keep_http = json.dumps({"include_http": "yes"})
+    updated = cruft("update", "-y", "--variables-to-update", keep_http, cwd=project, env=env)
+    assert "Project's cruft has been updated" in updated, updated
+
+    assert not list(project.rglob("*.rej")), "every change applied cleanly"
+    assert (runtime / "http" / "_app.py").is_file() and (project / "Dockerfile").is_file()
+    assert not (runtime / "redis").exists() and not (project / "manifest.json").exists()
+    assert not (runtime / "cli" / "_bundle.py").exists()
+    for relative, text in USER_FILES.items():
+        assert (project / relative).read_text(encoding="utf-8") == text
+    assert (project / KEY_FILE).read_bytes() == key
+    cruft_state = json.loads((project / ".cruft.json").read_text(encoding="utf-8"))
+    assert cruft_state["commit"] == updated_to
+    answers = cruft_state["context"]["cookiecutter"]
+    assert (answers["include_http"], answers["include_redis_store"]) == ("yes", "no")
+
+    python, tests = install_and_test(project, env)
+    assert PASSED in tests
+    help_text = run([python, "-m", DEFAULT_PACKAGE, "--help"], cwd=project, env=env).stdout
+    assert "http" in help_text.split() and "bundle" not in help_text.split()

@@ -18,7 +18,6 @@ imports nothing but ``_config`` (start-up's imports do not grow): the stores loa
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -91,6 +90,7 @@ class TaskBackend:
         # not grow (the tasks' modules load with the first task).
         from ._sqlite_store import open_sqlite_store
         from ._task_store import MemoryTaskStore, TaskStoreUnavailable
+        from ._wings import has_wing, load_wing, missing_wing
 
         if self.kind == "refused":
             raise TaskStoreUnavailable(self.problem)
@@ -119,9 +119,14 @@ class TaskBackend:
                 max_bytes_per_owner=self.max_bytes_per_owner,
                 make_parents=self.make_parents,
             )
+        if not has_wing("redis"):
+            raise TaskStoreUnavailable(
+                f"{TASK_STORE_VARIABLE} names a Redis store ({self.location}), but "
+                f"{missing_wing('redis')}"
+            )
         try:
             # Imported only here: the redis extra is optional, and a stdio server never needs it.
-            wing = importlib.import_module(".redis", __package__)
+            wing = load_wing("redis")
         except ModuleNotFoundError as exc:
             if exc.name not in ("redis", "redis.asyncio", "redis.exceptions"):
                 raise

@@ -1,23 +1,22 @@
 """What the project's ``app.py`` needs: its `Project`, the command line that runs it, the server,
-its stdio and HTTP entries, and its signing-key setup. The HTTP names load on first use, so
-serving stdio never imports them."""
+its stdio and HTTP entries, and its signing-key setup. The HTTP names (``HttpSettings``,
+``serve_http``) come from the HTTP wing on first use: serving stdio never imports them, and a
+project generated without that wing is told which option to add (`_wings`)."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._config import SigningConfigError, WeakSigningKey, codec_from_environment
 from ._project import Project
 from ._router import Server
 from ._stdio import configure_logging, serve_stdio
+from ._wings import load_wing
 from ._wire import LEGACY_VERSIONS, MODERN_VERSIONS
 
-if TYPE_CHECKING:
-    from .http import HttpSettings, serve_http
-
-_LAZY = {"HttpSettings": ".http", "serve_http": ".http"}
+#: Names of the HTTP wing served from here (loaded by name: a project may not have the wing).
+_HTTP_NAMES = frozenset({"HttpSettings", "serve_http"})
 
 
 def run_command_line(project: Project, argv: Sequence[str] | None = None) -> int:
@@ -31,10 +30,9 @@ def run_command_line(project: Project, argv: Sequence[str] | None = None) -> int
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in _HTTP_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __package__), name)
+    value = getattr(load_wing("http"), name)
     globals()[name] = value
     return value
 
@@ -42,7 +40,6 @@ def __getattr__(name: str) -> Any:
 __all__ = (
     "LEGACY_VERSIONS",
     "MODERN_VERSIONS",
-    "HttpSettings",
     "Project",
     "Server",
     "SigningConfigError",
@@ -50,6 +47,5 @@ __all__ = (
     "codec_from_environment",
     "configure_logging",
     "run_command_line",
-    "serve_http",
     "serve_stdio",
 )

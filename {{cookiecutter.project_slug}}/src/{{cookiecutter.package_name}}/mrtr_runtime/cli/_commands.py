@@ -2,12 +2,12 @@
 
 With no command, or ``serve``
     Run the stdio MCP server (what hosts start). stdout is the wire; logs go to stderr.
-``http [--host 127.0.0.1] [--port 8000]``
+``http [--host 127.0.0.1] [--port 8000]`` (the HTTP wing)
     Serve the same tools over MCP's Streamable HTTP transport at ``/mcp`` (2026-07-28 only; needs
     the ``http`` extra). Replicas started with the same signing key serve one conversation.
     ``MRTR_HTTP_TOKEN``, ``MRTR_HTTP_ALLOWED_ORIGINS`` and ``MRTR_HTTP_ALLOWED_HOSTS`` set who may
     call it (README.md, "Serving over HTTP").
-``health [--url http://127.0.0.1:8000/mcp]``
+``health [--url http://127.0.0.1:8000/mcp]`` (the HTTP wing)
     Ask a running ``http`` server for ``server/discover`` and exit 0 only on a valid discover
     result (the Docker image's HEALTHCHECK). ``MRTR_HTTP_TOKEN``, when set, is sent as the bearer.
 ``config <host> [--uv | --installed | --http URL] [--name NAME]``
@@ -15,8 +15,11 @@ With no command, or ``serve``
     (``--uv``: through ``uv run`` in this checkout; ``--installed``: ``uvx <slug>``, the package
     from PyPI), or, with ``--http``, one that reaches a server already serving at URL (``http``),
     its bearer token named by a placeholder the host fills in, never printed.
-``bundle [--output-dir DIR]``
+``bundle [--output-dir DIR]`` (the bundle wing)
     Write ``dist/<slug>-<version>.mcpb``, an MCP Bundle of this project (see ``_bundle.py``).
+
+A command of a wing the project was generated without is not offered; asked for anyway, it is
+refused with exit status 2 and a line naming the template option that adds it (`_wings`).
 ``keygen [--rotate | --force] [--path FILE]``
     Write a new requestState signing key file (mode 0600): ``$MRTR_SIGNING_KEY_FILE``, else the
     checkout's ``.mrtr-signing-key``, else this user's key file for an installed server.
@@ -53,6 +56,7 @@ from .._redact import redact_secrets
 from .._router import Server
 from .._stdio import configure_logging, serve_stdio
 from .._tokens import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
+from .._wings import WingName, has_wing, load_wing, missing_wing
 from . import _hosts as hosts
 
 KEY_FILE_ENV = hosts.KEY_FILE_ENV
@@ -122,6 +126,22 @@ def build_parser(project: Project) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {project.version}")
     commands = parser.add_subparsers(dest="command", metavar="command")
     commands.add_parser("serve", help="run the stdio server (the default)")
+    if has_wing("http"):
+        _add_http_commands(commands)
+    _add_config_command(commands, project)
+    _add_keygen_command(commands)
+    if has_wing("bundle"):
+        bundle = commands.add_parser(
+            "bundle",
+            help=f"write {project.name}-{project.version}.mcpb, an MCP Bundle of this project",
+        )
+        bundle.add_argument(
+            "--output-dir", type=Path, help="where to write it (default: the project's dist/)"
+        )
+    return parser
+
+
+def _add_http_commands(commands: Any) -> None:
     http = commands.add_parser(
         "http",
         help="serve over Streamable HTTP at /mcp (needs the 'http' extra)",
@@ -155,6 +175,9 @@ def build_parser(project: Project) -> argparse.ArgumentParser:
     health.add_argument(
         "--url", default=HEALTH_DEFAULT_URL, help="the server's MCP endpoint (default: %(default)s)"
     )
+
+
+def _add_config_command(commands: Any, project: Project) -> None:
     config = commands.add_parser("config", help="print a host configuration for this server")
     config.add_argument("host", choices=CONFIG_CHOICES, help="which host (or all)")
     form = config.add_mutually_exclusive_group()
@@ -182,6 +205,9 @@ def build_parser(project: Project) -> argparse.ArgumentParser:
         default=project.name,
         help="the server's name in the host (default: %(default)s)",
     )
+
+
+def _add_keygen_command(commands: Any) -> None:
     keygen = commands.add_parser(
         "keygen",
         help="write a new requestState signing key file",
@@ -210,17 +236,20 @@ def build_parser(project: Project) -> argparse.ArgumentParser:
         type=Path,
         help=f"key file (default: ${KEY_FILE_ENV}, the checkout's, or this user's)",
     )
-    bundle = commands.add_parser(
-        "bundle", help=f"write {project.name}-{project.version}.mcpb, an MCP Bundle of this project"
-    )
-    bundle.add_argument(
-        "--output-dir", type=Path, help="where to write it (default: the project's dist/)"
-    )
-    return parser
+
+
+#: The commands each optional wing brings.
+WING_COMMANDS: dict[str, WingName] = {"http": "http", "health": "http", "bundle": "bundle"}
 
 
 def main(project: Project, argv: Sequence[str] | None = None) -> int:
-    args = build_parser(project).parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    wing = WING_COMMANDS.get(arguments[0]) if arguments else None
+    if wing is not None and not has_wing(wing):
+        # argparse would say "invalid choice" and list the others; say why it is not there.
+        sys.stderr.write(f"{project.name}: no '{arguments[0]}' command: {missing_wing(wing)}\n")
+        return 2
+    args = build_parser(project).parse_args(arguments)
     if args.command == "config":
         if args.http is not None:
             return print_http_config(project, args.host, args.http, name=args.name)
@@ -272,18 +301,18 @@ def _is_open(fd: int) -> bool:
 
 def serve_over_http(project: Project, host: str, port: int) -> int:
     _stdio_on_devnull()
-    # Imported here: stdio serving never loads the HTTP side.
-    from ..http import HttpSettings, serve_http
-
+    # Loaded here: stdio serving never loads the HTTP side.
+    http = load_wing("http")
     server = _server_or_none(project)
     if server is None:
         return 2
     try:
-        settings = HttpSettings.from_settings(_settings_of(server), host=host, port=port)
+        settings = http.HttpSettings.from_settings(_settings_of(server), host=host, port=port)
     except ValueError as error:
         sys.stderr.write(f"{project.name}: cannot start: {error}\n")
         return 2
-    return serve_http(server, settings, name=project.name)
+    status: int = http.serve_http(server, settings, name=project.name)
+    return status
 
 
 def _stdio_on_devnull() -> None:
@@ -421,8 +450,8 @@ def _server_or_none(project: Project) -> Server | None:
 
 
 def write_bundle(project: Project, output_dir: Path | None) -> int:
-    # Imported here: it loads every tool module to list the tools, which serving must not wait for.
-    from . import _bundle as bundle
+    # Loaded here: it loads every tool module to list the tools, which serving must not wait for.
+    bundle = load_wing("bundle")
 
     root = project.root()
     if root is None:
