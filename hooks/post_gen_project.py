@@ -45,12 +45,15 @@ OPTION_FILES: dict[str, tuple[str, ...]] = {
         f"src/{PACKAGE}/tools/_cloudformation.py",
         f"src/{PACKAGE}/tools/cloudformation",
         "tests/test_deploy_to_aws.py",
+        "docs/aws.md",
     ),
     "include_http": (
         f"{RUNTIME}/http",
         "Dockerfile",
         ".dockerignore",
         "tests/test_http_mode.py",
+        "docs/http.md",
+        "docs/replicas.md",
     ),
     "include_redis_store": (f"{RUNTIME}/redis",),
     "include_bundle": (
@@ -168,7 +171,7 @@ def next_steps(
         "Or with uv: uv sync --extra " + " --extra ".join(extras.split(",")) + " && uv run pytest",
         "",
         f"Connect a host. These configs start {launch.command} -m {PACKAGE}, so create the venv",
-        f"first. '{bin_dir}{SLUG} config all' prints them again; README.md explains each host.",
+        f"first. '{bin_dir}{SLUG} config all' prints them again; docs/hosts.md explains each host.",
         "",
         hosts.render_all(SLUG, launch, windows=windows, platform=platform),
     ]

@@ -43,6 +43,8 @@ WING_FILES = {
         Path("Dockerfile"),
         Path(".dockerignore"),
         Path("tests", "test_http_mode.py"),
+        Path("docs", "http.md"),
+        Path("docs", "replicas.md"),
     ),
     "include_redis_store": (RUNTIME / "redis" / "__init__.py", RUNTIME / "redis" / "_store.py"),
     "include_bundle": (
@@ -89,6 +91,32 @@ def test_bake_produces_the_documented_layout(bake: BakeFactory, combination: str
         "mrtr_runtime",
         "tools",
     ]
+
+
+#: The generated README's bound: what it is, run, write a tool, test it, connect a host, and
+#: where everything else is; each wing's manual is a docs/ page baked with the wing.
+README_MAX_LINES = 350
+LINK = re.compile(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_the_readme_fits_an_afternoon_and_links_only_pages_the_bake_has(
+    bake: BakeFactory, combination: str
+) -> None:
+    baked = bake(**COMBINATIONS[combination])
+    readme = (baked.project / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= README_MAX_LINES
+    pages = sorted(path.name for path in (baked.project / "docs").iterdir())
+    for page in ("multi-round-handlers.md", "results-and-completions.md", "tasks.md"):
+        assert page in pages
+    aws = COMBINATIONS[combination]["include_aws_example"] == "yes"
+    assert ("aws.md" in pages) is aws
+    # Every page is listed in the README, and every link of every page leads to a file here.
+    for page in pages:
+        assert f"(docs/{page})" in readme, page
+    for document in [baked.project / "README.md", *(baked.project / "docs").iterdir()]:
+        for target in LINK.findall(document.read_text(encoding="utf-8")):
+            assert (document.parent / target).is_file(), f"{document.name} links {target}"
 
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))

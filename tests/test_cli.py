@@ -277,11 +277,11 @@ def test_the_uv_forms_carry_this_shells_certificate_settings_made_absolute(
     assert not set(tls) & set(entry.get("env", {}))
 
 
-def test_the_readmes_proxy_example_is_what_config_prints(
+def test_the_hosts_pages_proxy_example_is_what_config_prints(
     installed: Callable[[str], Installed], tmp_path: Path
 ) -> None:
     project = installed("no-aws")
-    readme = (project.project / "README.md").read_text(encoding="utf-8")
+    readme = (project.project / "docs" / "hosts.md").read_text(encoding="utf-8")
     command = re.search(
         r"^(SSL_CERT_FILE=\S+ UV_SYSTEM_CERTS=1) \.venv/bin/\S+ (config .+)$", readme, re.M
     )
@@ -294,14 +294,14 @@ def test_the_readmes_proxy_example_is_what_config_prints(
     assert printed.returncode == 0, printed.stderr
     entry = json.loads(printed.stdout)["mcpServers"][DEFAULT_SLUG]
     example = shown["mcpServers"][DEFAULT_SLUG]
-    assert {**example, "command": entry["command"]} == entry  # the README's uvx is an example
+    assert {**example, "command": entry["command"]} == entry  # the page's uvx is an example
 
 
-def test_the_readmes_claude_code_http_example_is_what_config_prints(
+def test_the_hosts_pages_claude_code_http_example_is_what_config_prints(
     installed: Callable[[str], Installed],
 ) -> None:
     project = installed("no-aws")
-    readme = (project.project / "README.md").read_text(encoding="utf-8")
+    readme = (project.project / "docs" / "hosts.md").read_text(encoding="utf-8")
     printed = cli(
         project,
         "config",

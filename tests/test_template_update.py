@@ -277,27 +277,39 @@ def test_cruft_update_brings_a_runtime_fix_and_keeps_the_projects_own_tool(
     assert "up to date" in cruft("check", cwd=project, env=env)
 
 
+def released_template(
+    tmp_path: Path, release: str, version: str
+) -> tuple[dict[str, str], Path, str]:
+    """A scratch git copy of the template at ``release``: its environment, directory, commit."""
+    env = git_env(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    template = tmp_path / "template"
+    extract_commit(release, template)
+    run(["git", "init", "-q"], cwd=template, env=env)
+    return env, template, commit_all(template, f"template {version}", env)
+
+
+def move_on_to_this_checkout(template: Path, env: dict[str, str]) -> str:
+    """The scratch copy's next commit: this checkout's template. Returns the commit."""
+    for entry in template.iterdir():
+        if entry.name != ".git":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    copy_tracked_files(template)
+    return commit_all(template, "template: this checkout", env)
+
+
 @pytest.mark.baked_checks
 def test_cruft_update_from_0_4_0_moves_the_house_and_keeps_the_projects_own_tool(
     tmp_path: Path,
 ) -> None:
-    env = git_env(tmp_path / "home")
-    (tmp_path / "home").mkdir()
-    template = tmp_path / "template"
-    extract_commit(RELEASE_0_4_0, template)
-    run(["git", "init", "-q"], cwd=template, env=env)
-    created_at = commit_all(template, "template 0.4.0", env)
+    env, template, created_at = released_template(tmp_path, RELEASE_0_4_0, "0.4.0")
     project = bake_with_cruft(template, created_at, USER_FILES_0_4_0, env)
     package = project / "src" / DEFAULT_PACKAGE
     assert all((package / name).is_file() for name in MOVED_IN_0_5_0)
     key = (project / KEY_FILE).read_bytes()
 
     # The template copy moves on to this checkout's template, the new house.
-    for entry in template.iterdir():
-        if entry.name != ".git":
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    copy_tracked_files(template)
-    updated_to = commit_all(template, "template: this checkout", env)
+    updated_to = move_on_to_this_checkout(template, env)
 
     updated = cruft("update", "-y", cwd=project, env=env)
     assert "Project's cruft has been updated" in updated, updated
@@ -337,22 +349,13 @@ def test_cruft_update_from_0_4_0_moves_the_house_and_keeps_the_projects_own_tool
 def test_cruft_update_from_0_7_0_keeps_the_projects_tool_and_the_wings_it_names(
     tmp_path: Path,
 ) -> None:
-    env = git_env(tmp_path / "home")
-    (tmp_path / "home").mkdir()
-    template = tmp_path / "template"
-    extract_commit(RELEASE_0_7_0, template)
-    run(["git", "init", "-q"], cwd=template, env=env)
-    created_at = commit_all(template, "template 0.7.0", env)
+    env, template, created_at = released_template(tmp_path, RELEASE_0_7_0, "0.7.0")
     project = bake_with_cruft(template, created_at, USER_FILES, env)
     runtime = project / "src" / DEFAULT_PACKAGE / "mrtr_runtime"
     assert (runtime / "http" / "_app.py").is_file() and (runtime / "redis").is_dir()
     key = (project / KEY_FILE).read_bytes()
 
-    for entry in template.iterdir():
-        if entry.name != ".git":
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    copy_tracked_files(template)
-    updated_to = commit_all(template, "template: this checkout", env)
+    updated_to = move_on_to_this_checkout(template, env)
 
     # The author serves HTTP and says so (README "Adding a wing"); Redis and the bundle they
     # never used take the default, and go.

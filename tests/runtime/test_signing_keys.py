@@ -1139,11 +1139,11 @@ def test_a_server_given_a_symlinked_key_file_exits_2_with_one_line(tmp_path: Pat
     )
 
 
-# --- what the README promises ------------------------------------------------------------------
+# --- what docs/keys.md promises ----------------------------------------------------------------
 
 
-def test_the_readme_states_the_lifetime_and_rotation_the_code_implements() -> None:
-    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+def test_the_keys_page_states_the_lifetime_and_rotation_the_code_implements() -> None:
+    readme = (PROJECT / "docs" / "keys.md").read_text(encoding="utf-8")
 
     assert f"{DEFAULT_TTL_SECONDS} s (15 minutes) by default" in readme
     assert f"{MAX_TTL_SECONDS} s at most" in readme
@@ -1152,10 +1152,10 @@ def test_the_readme_states_the_lifetime_and_rotation_the_code_implements() -> No
     assert f"at most {MAX_PREVIOUS_KEYS} keys" in readme
 
 
-def test_the_readme_states_where_the_per_user_key_lives(
+def test_the_keys_page_states_where_the_per_user_key_lives(
     tmp_path: Path, logs: pytest.LogCaptureFixture
 ) -> None:
-    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    readme = (PROJECT / "docs" / "keys.md").read_text(encoding="utf-8")
     name = importlib.import_module(f"{PACKAGE}.app").PROJECT.name
     for platform, spelled in [
         ("linux", "~/.local/state/"),
@@ -1166,7 +1166,7 @@ def test_the_readme_states_where_the_per_user_key_lives(
         assert f"`{spelled}{name}/.mrtr-signing-key`" in readme
     assert f"`$XDG_STATE_HOME/{name}/.mrtr-signing-key`" in readme
     assert f"`%LOCALAPPDATA%\\{name}\\.mrtr-signing-key`" in readme
-    # The stderr line the README quotes is the line the server writes.
+    # The stderr line the page quotes is the line the server writes.
     per_user = tmp_path / name / ".mrtr-signing-key"
     load({}, None, per_user_key_file=per_user)
     (line,) = [line for line in info_lines(logs) if str(per_user) in line]

@@ -2,7 +2,7 @@
 of the docs pages runs, and does what its page says.
 
 The pages: docs/multi-round-handlers.md and docs/results-and-completions.md; and the README's
-first tool and its test, which run as printed.
+tools and their tests (a first tool, a task tool), which run as printed.
 
 Convention (stated at the top of the page): each block is a whole tools module whose first line
 is `# src/<package>/tools/<name>.py`, importing `..mrtr_runtime` and
@@ -736,7 +736,7 @@ async def test_compress_logs_asks_again_when_the_files_changed_and_does_nothing_
     assert not matching(tmp_path, "*.gz")
 
 
-# -- README.md: its first screen's tool and test ----------------------------------------------
+# -- README.md: its tools and their tests --------------------------------------------------------
 
 
 def readme_tests() -> dict[str, str]:
@@ -749,24 +749,32 @@ def readme_tests() -> dict[str, str]:
     return found
 
 
+#: The README's tests, by the README tool each one tests.
+README_TESTS = {"test_greet": "greet", "test_add_up": "add_up"}
+
+
 @pytest.mark.anyio
 @exercises("greet")
+@exercises("add_up")
 async def test_the_readme_tests_pass_on_the_readme_tools(
     load_snippet: Callable[[str], Registry], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The README's test imports the project's build_server: here it serves the README's tool.
-    registry = load_snippet("greet")
-    app = importlib.import_module(f"{PACKAGE}.app")
-    monkeypatch.setattr(app, "build_server", lambda: serve(registry))
     tests = readme_tests()
-    assert list(tests) == ["test_greet"]
-    namespace: dict[str, Any] = {"__name__": "readme_test_greet"}
-    # The page is part of this project (not outside input), and running it is the point.
-    exec(compile(tests["test_greet"], "README.md:test_greet.py", "exec"), namespace)  # noqa: S102
-    cases = [case for name, case in namespace.items() if name.startswith("test_")]
-    assert len(cases) == 1
-    await cases[0]()
-    assert len(tests["test_greet"].split("async def ", 1)[1].strip().splitlines()) <= 5
+    assert list(tests) == list(README_TESTS)
+    app = importlib.import_module(f"{PACKAGE}.app")
+    for test_name, tool in README_TESTS.items():
+        # The README's test imports the project's build_server: here it serves the README's tool.
+        registry = load_snippet(tool)
+        monkeypatch.setattr(app, "build_server", lambda registry=registry: serve(registry))
+        namespace: dict[str, Any] = {"__name__": f"readme_{test_name}"}
+        # The page is part of this project (not outside input), and running it is the point.
+        code = compile(tests[test_name], f"README.md:{test_name}.py", "exec")
+        exec(code, namespace)  # noqa: S102
+        cases = [case for name, case in namespace.items() if name.startswith("test_")]
+        assert len(cases) == 1
+        await cases[0]()
+        # A test a reader takes in at a glance.
+        assert len(tests[test_name].split("async def ", 1)[1].strip().splitlines()) <= 5
 
 
 # -- docs/results-and-completions.md -----------------------------------------------------------

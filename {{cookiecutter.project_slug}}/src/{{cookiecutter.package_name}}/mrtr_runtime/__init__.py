@@ -13,8 +13,9 @@ Three faces, one per audience; everything else (`_name` modules) is private:
 - `mrtr_runtime.testing`: clients that drive a server in tests and scripts.
 
 Serves MCP 2026-07-28 (stateless, per-request `_meta`) and, in the same process, 2025-11-25
-(`initialize`) over stdio; 2026-07-28 also over Streamable HTTP (`server.serve_http`, which needs
-uvicorn, the project's `http` extra). Depends on anyio and pydantic only.
+(`initialize`) over stdio; both also over Streamable HTTP in a project generated with the HTTP
+wing (`server.serve_http`, which needs uvicorn, the project's `http` extra). Depends on anyio and
+pydantic only.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ With no command, or ``serve``
     Serve the same tools over MCP's Streamable HTTP transport at ``/mcp`` (2026-07-28 only; needs
     the ``http`` extra). Replicas started with the same signing key serve one conversation.
     ``MRTR_HTTP_TOKEN``, ``MRTR_HTTP_ALLOWED_ORIGINS`` and ``MRTR_HTTP_ALLOWED_HOSTS`` set who may
-    call it (README.md, "Serving over HTTP").
+    call it (docs/http.md).
 ``health [--url http://127.0.0.1:8000/mcp]`` (the HTTP wing)
     Ask a running ``http`` server for ``server/discover`` and exit 0 only on a valid discover
     result (the Docker image's HEALTHCHECK). ``MRTR_HTTP_TOKEN``, when set, is sent as the bearer.
@@ -60,6 +60,8 @@ from .._wings import WingName, has_wing, load_wing, missing_wing
 from . import _hosts as hosts
 
 KEY_FILE_ENV = hosts.KEY_FILE_ENV
+#: Where the project's own docs say how to publish it.
+PUBLISHING = "docs/distribution.md, Publishing"
 #: Where an installed server's per-user key file lives on Linux; copied into the installed form's
 #: env when set, so the server a host starts and ``keygen`` run from a shell use the same file.
 STATE_HOME_ENV = "XDG_STATE_HOME"
@@ -187,7 +189,7 @@ def _add_config_command(commands: Any, project: Project) -> None:
     form.add_argument(
         "--installed",
         action="store_true",
-        help="start the package published on PyPI with 'uvx' (see README.md, Publishing)",
+        help=f"start the package published on PyPI with 'uvx' (see {PUBLISHING})",
     )
     form.add_argument(
         "--http",
@@ -572,8 +574,7 @@ def print_config(
             )
             return 1
         sys.stderr.write(
-            f"note: this starts {project.name} as published on PyPI (README.md, Publishing); the "
-            "server "
+            f"note: this starts {project.name} as published on PyPI ({PUBLISHING}); the server "
             f"keeps its signing key in {_user_key_note(project)}\n"
         )
         launch = _installed_launch(project, uvx)
@@ -616,13 +617,13 @@ def print_config(
         return status
     if uvx is None:
         sys.stdout.write(
-            "\n== Installed from PyPI ==\nOnce published (README.md, Publishing), hosts can "
+            f"\n== Installed from PyPI ==\nOnce published ({PUBLISHING}), hosts can "
             f"start it with 'uvx {project.name}'; install uv for "
             f"'{project.name} config <host> --installed'.\n" + _over_http_note(project)
         )
         return status
     sys.stdout.write(
-        "\n== Installed from PyPI ==\nOnce published (README.md, Publishing), hosts can start "
+        f"\n== Installed from PyPI ==\nOnce published ({PUBLISHING}), hosts can start "
         "the package instead of this checkout; "
         f"'{project.name} config <host> --installed' prints this "
         "form for each host. Claude Desktop:\n"
@@ -636,7 +637,7 @@ def print_config(
 def _over_http_note(project: Project) -> str:
     return (
         "\n== Over Streamable HTTP ==\nA server started with "
-        f"'{project.name} http' (README.md, Serving over HTTP) is reached by URL: "
+        f"'{project.name} http' (docs/http.md) is reached by URL: "
         f"'{project.name} config <host> --http URL' prints each host's form.\n"
     )
 

@@ -56,8 +56,12 @@ class MemoryClient(RoundsClient):
     server's real requests in the 2025-11-25 era. ``capabilities=None`` declares exactly the
     callbacks given. ``era="legacy"`` sends ``initialize`` before the first request (or call
     ``initialize(version)`` yourself). ``tasks=True`` declares the tasks extension too: a call
-    the server answers with a task is followed to its end (``tasks/get``, ``tasks/update``).
+    the server answers with a task is followed to its end (``tasks/get``, ``tasks/update``),
+    polled every 50 ms at most: the server is in this process, and a test of a task tool should
+    not sleep out the second a remote client waits between polls.
     """
+
+    max_poll_seconds: float | None = 0.05
 
     def __init__(
         self,

@@ -479,8 +479,10 @@ async def run_rounds(
     input_handler: InputHandler | None,
     *,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
+    max_poll_seconds: float | None = None,
 ) -> Rounds:
-    """`request_with_inputs`, also telling which keys each round asked."""
+    """`request_with_inputs`, also telling which keys each round asked. ``max_poll_seconds``:
+    see `follow_task`."""
     if max_rounds < 0:
         raise ValueError("max_rounds must be >= 0")
     base = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
@@ -496,7 +498,12 @@ async def run_rounds(
         if result_type == "task":
             task_id = result.get("taskId")
             final = await follow_task(
-                requester, result, input_handler, max_rounds=max_rounds, asked=asked
+                requester,
+                result,
+                input_handler,
+                max_rounds=max_rounds,
+                asked=asked,
+                max_poll_seconds=max_poll_seconds,
             )
             return Rounds(final, tuple(asked), task_id if isinstance(task_id, str) else None)
         if result_type != "input_required":
@@ -561,10 +568,13 @@ async def follow_task(
     *,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
     asked: list[tuple[str, ...]] | None = None,
+    max_poll_seconds: float | None = None,
 ) -> dict[str, Any]:
     """Follow the task of a CreateTaskResult to its end; the final result of the call.
 
-    tasks "Task Polling": `tasks/get` every `pollIntervalMs` (as the server says, each time);
+    tasks "Task Polling": `tasks/get` every `pollIntervalMs` (as the server says, each time;
+    at most every ``max_poll_seconds`` when given: an in-process client asks its own server,
+    where a poll costs nothing and a test should not sleep out a remote client's interval);
     an `input_required` task's new questions are answered with `input_handler` (each request
     once: keys already answered are not asked again) through `tasks/update`. A `failed` task
     raises its error as RpcError; a `cancelled` one RequestCancelled. At most `max_rounds`
@@ -612,6 +622,8 @@ async def follow_task(
             raise InvalidServerResponse(f"task {task_id}: unknown status {status!r}")
         interval = task.get("pollIntervalMs")
         seconds = interval / 1000 if isinstance(interval, int) and interval >= 0 else 1.0
+        if max_poll_seconds is not None:
+            seconds = min(seconds, max_poll_seconds)
         await anyio.sleep(seconds)
         task = await requester.request("tasks/get", {"taskId": task_id})
 
@@ -646,6 +658,8 @@ class RoundsClient:
 
     callbacks: Callbacks
     notifications: list[dict[str, Any]]
+    #: How often, at most, a call that became a task polls it (None: as the server says).
+    max_poll_seconds: float | None = None
     _callback_failures: list[Exception]
     _progress_tokens = count(1)  # shared by every client: a token is never reused in a process
 
@@ -734,7 +748,12 @@ class RoundsClient:
         seen = len(self._callback_failures)
         try:
             rounds = await run_rounds(
-                self, method, params, self.input_handler, max_rounds=max_rounds
+                self,
+                method,
+                params,
+                self.input_handler,
+                max_rounds=max_rounds,
+                max_poll_seconds=self.max_poll_seconds,
             )
         except Exception as error:
             self._raise_new_failure(seen, error)
