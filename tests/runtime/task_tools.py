@@ -147,6 +147,16 @@ def build(flags: Flags) -> Registry:
         return "in task" if ctx.in_task else "inline"
 
     @registry.tool(task="optional")
+    async def cleans_up(*, ctx: Context) -> str:
+        """A `finally` around `start_task`: it runs where the request becomes a task, too."""
+        flags.runs["cleans_up:started"] += 1
+        try:
+            ctx.start_task()
+            return "in task" if ctx.in_task else "inline"
+        finally:
+            flags.runs["cleans_up:in task" if ctx.in_task else "cleans_up:request"] += 1
+
+    @registry.tool(task="optional")
     async def huge(*, ctx: Context) -> str:
         ctx.start_task()
         return "x" * (10 * MAX_RESULT_BYTES)

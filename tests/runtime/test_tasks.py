@@ -310,6 +310,21 @@ async def test_except_exception_does_not_swallow_start_task(
     assert (await plain_client.call_tool("swallows")).text == "inline"
 
 
+async def test_a_finally_around_start_task_runs_in_the_request_that_became_a_task_and_again(
+    tasks_client: MemoryClient, plain_client: MemoryClient, flags: Flags
+) -> None:
+    # What docs/multi-round-handlers.md states: start_task ends the request's run by raising
+    # (a BaseException), so a `finally` (or a `with`) around it runs there, before the task
+    # runs the handler again from the top; for a client without tasks it runs once, inline.
+    created = await start(tasks_client, "cleans_up")
+    done = await wait_for(tasks_client, created["taskId"], "completed")
+    assert done["result"]["content"][0]["text"] == "in task"
+    assert flags.runs["cleans_up:started"] == 2
+    assert (flags.runs["cleans_up:request"], flags.runs["cleans_up:in task"]) == (1, 1)
+    assert (await plain_client.call_tool("cleans_up")).text == "inline"
+    assert (flags.runs["cleans_up:request"], flags.runs["cleans_up:in task"]) == (2, 1)
+
+
 async def test_start_task_in_a_tool_not_declared_for_tasks_is_a_tool_mistake(
     tasks_client: MemoryClient,
 ) -> None:
