@@ -56,18 +56,23 @@ if TYPE_CHECKING:
 __all__ = (
     "MAX_INPUT_RESPONSE_BYTES",
     "MAX_INPUT_RESPONSE_KEYS",
+    "Ask",
     "BadAnswer",
     "Call",
+    "Finish",
+    "MissingCapability",
     "RoundClaim",
     "RoundFlights",
     "RoundInput",
     "RoundLedger",
+    "RoundStep",
     "TaskOpening",
     "TaskStarter",
     "check_answer",
     "merge_missing",
     "missing_capability_error",
     "read_input_responses",
+    "round_step",
     "run_round",
     "tasks_required_error",
 )
@@ -321,6 +326,52 @@ def read_input_responses(params: Mapping[str, Any]) -> tuple[dict[str, Any], str
     return responses, canonical
 
 
+@dataclass(frozen=True)
+class Finish:
+    """The handler is done: `value` is what it returned (the call's `finish` shapes it)."""
+
+    value: object
+
+
+@dataclass(frozen=True)
+class MissingCapability:
+    """The handler asked for what the client cannot give: `missing` names the capabilities
+    (the -32021 `requiredCapabilities`, or the era's refusal)."""
+
+    missing: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """The handler asks: `outcome.requests` (none for a round that only carries `state` on),
+    and the answers that still stand, `kept`."""
+
+    outcome: InputRequired
+    kept: dict[str, Any]
+
+
+RoundStep = Finish | MissingCapability | Ask
+
+
+def round_step(
+    outcome: object, capabilities: ClientCapabilities, answers: Mapping[str, Any]
+) -> RoundStep:
+    """What follows a handler's run, in every era: the one rule of a round.
+
+    A value other than `InputRequired` finishes the call. Questions the client lacks a
+    capability for are not asked (basic/patterns/mrtr: the server MUST NOT ask for what the
+    client did not declare). Otherwise the questions are asked, and an answer to a question
+    asked again no longer stands: it is dropped until the client answers anew. Each era keeps
+    only its way of asking (a token, a reverse request, a task record)."""
+    if not isinstance(outcome, InputRequired):
+        return Finish(outcome)
+    missing = merge_missing(capabilities, outcome)
+    if missing:
+        return MissingCapability(missing)
+    kept = {key: answer for key, answer in answers.items() if key not in outcome.requests}
+    return Ask(outcome, kept)
+
+
 def merge_missing(capabilities: ClientCapabilities, outcome: InputRequired) -> dict[str, Any]:
     """Every capability the client lacks for `outcome`'s requests, merged into one object."""
     missing: dict[str, Any] = {}
@@ -503,15 +554,16 @@ async def _finish_round(
             claim,
         )
         return await tasks(opening)
-    if not isinstance(outcome, InputRequired):
-        return call.finish(outcome)
-    missing = merge_missing(scope.capabilities, outcome)
-    if missing:
-        raise missing_capability_error(missing)
-    # The token records only this round's questions: the next retry may answer those and
-    # nothing else. An answer to a question asked again is dropped until it comes back.
+    match round_step(outcome, scope.capabilities, answers):
+        case Finish(value):
+            return call.finish(value)
+        case MissingCapability(missing):
+            raise missing_capability_error(missing)
+        case Ask(outcome, kept):
+            pass
+    # MRTR asks with a token: it records only this round's questions, so the next retry may
+    # answer those and nothing else.
     asked = {key: request.method for key, request in outcome.requests.items()}
-    kept = {key: answer for key, answer in answers.items() if key not in asked}
     try:
         minted = codec.mint(binding or call.binding(scope.principal), kept, asked, outcome.state)
     except InvalidRequestState as error:

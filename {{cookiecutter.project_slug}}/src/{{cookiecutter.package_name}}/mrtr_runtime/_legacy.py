@@ -13,9 +13,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ._context import RequestScope
-from ._dispatch import BadAnswer, Call, RoundInput, check_answer, merge_missing
+from ._dispatch import (
+    Ask,
+    BadAnswer,
+    Call,
+    Finish,
+    MissingCapability,
+    RoundInput,
+    check_answer,
+    round_step,
+)
 from ._jsonrpc import INVALID_REQUEST, JSONObject, Response, RpcError, clip
-from ._results import InputRequired
 from ._wire import ELICIT
 
 if TYPE_CHECKING:
@@ -64,21 +72,27 @@ async def run_legacy(
     parsed: dict[str, BaseModel] = {}
     state: object = None  # the handler's own value, kept here between the bridge's rounds
     for round_number in range(max_rounds + 1):
-        outcome = await call.run(scope.context(answers, None, state, parsed))
-        if not isinstance(outcome, InputRequired):
-            return call.finish(outcome)
-        if round_number == max_rounds:
-            break  # an answer now could never be used
+        step = round_step(
+            await call.run(scope.context(answers, None, state, parsed)),
+            scope.capabilities,
+            answers,
+        )
+        match step:
+            case Finish(value):
+                return call.finish(value)
+            case MissingCapability(missing) if round_number < max_rounds:
+                return call.refuse(
+                    f"This host does not support {_capability_names(missing)}, which "
+                    f"{call.target!r} needs to ask for input. Use a client that declares it."
+                )
+            case Ask(outcome, kept) if round_number < max_rounds:
+                pass
+            case _:
+                break  # past the bound: an answer now could never be used
+        # The 2025-11-25 bridge asks with real requests, in this process, round after round.
         state = outcome.state
-        missing = merge_missing(scope.capabilities, outcome)
-        if missing:
-            return call.refuse(
-                f"This host does not support {_capability_names(missing)}, which "
-                f"{call.target!r} needs to ask for input. Use a client that declares it."
-            )
-        for key in outcome.requests:
-            answers.pop(key, None)  # asked again: the earlier answer no longer stands
-            parsed.pop(key, None)
+        answers = kept
+        parsed = {key: model for key, model in parsed.items() if key in kept}
         # In the handler's order, so the question it put first (a confirmation) comes first.
         for key, request in outcome.requests.items():
             request_params = dict(request.params)

@@ -38,12 +38,15 @@ from typing import Any, Final
 from ._capabilities import ClientCapabilities
 from ._context import Cancellation, Context, RequestCancelled, write_mark
 from ._dispatch import (
+    Ask,
     BadAnswer,
     Call,
+    Finish,
+    MissingCapability,
     TaskOpening,
     check_answer,
-    merge_missing,
     missing_capability_error,
+    round_step,
 )
 from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, RpcError, clip, json_size
 from ._redact import redact_secrets
@@ -974,28 +977,30 @@ class TaskEngine:
                 if not self._stopping:  # a stopping server leaves the task to resume
                     await self._settle_cancelled(run)
                 return
-            if not isinstance(outcome, InputRequired):
-                result = call.finish(outcome)
-                size = json_size(result)
-                if size > MAX_RESULT_BYTES:
-                    await self._settle(run, **self._too_large(size))
-                else:
-                    await self._settle(run, status="completed", result=result)
-                return
-            missing = merge_missing(capabilities, outcome)
-            if missing:
-                refusal = _error_of(missing_capability_error(missing))
-                await self._settle(run, status="failed", error=refusal)
-                return
-            if outcome.requests:
-                await self._ask(run, outcome, answers)
-                return
-            state = outcome.state
+            match round_step(outcome, capabilities, answers):
+                case Finish(value):
+                    result = call.finish(value)
+                    size = json_size(result)
+                    if size > MAX_RESULT_BYTES:
+                        await self._settle(run, **self._too_large(size))
+                    else:
+                        await self._settle(run, status="completed", result=result)
+                    return
+                case MissingCapability(missing):
+                    refusal = _error_of(missing_capability_error(missing))
+                    await self._settle(run, status="failed", error=refusal)
+                    return
+                case Ask(asking, kept) if asking.requests:
+                    await self._ask(run, asking, kept)
+                    return
+                case Ask(asking, _):
+                    state = asking.state
         message = f"the tool ran {MAX_RUNS_WITHOUT_INPUT} times without finishing or asking"
         await self._settle(run, status="failed", error={"code": INTERNAL_ERROR, "message": message})
 
-    async def _ask(self, run: _Run, outcome: InputRequired, answers: Mapping[str, Any]) -> None:
-        """The handler asked: the task waits `input_required`, under keys never used before."""
+    async def _ask(self, run: _Run, outcome: InputRequired, kept: Mapping[str, Any]) -> None:
+        """The handler asked: the task waits `input_required`, under keys never used before,
+        keeping the answers that still stand (`round_step`'s `kept`)."""
 
         def change(record: TaskRecord) -> TaskRecord | None:
             issued = record.keys_issued
@@ -1007,8 +1012,6 @@ class TaskEngine:
                 wire_key = f"{key}.{issued}"
                 requests[wire_key] = request.to_wire()
                 asked[wire_key] = (key, request.method)
-            # As in rounds: an answer to a question asked again is dropped until it comes back.
-            kept = {key: value for key, value in answers.items() if key not in outcome.requests}
             # A host shows the status first: an answer asked for again says why there too.
             why = "; ".join(
                 f"the answer to {key!r} was not valid ({reason})"
@@ -1020,7 +1023,7 @@ class TaskEngine:
                 input_requests=requests,
                 asked=asked,
                 keys_issued=issued,
-                answers=kept,
+                answers=dict(kept),
                 state=outcome.state,
                 committed=record.committed or run.cancellation.committed,
                 lease_owner=None,
