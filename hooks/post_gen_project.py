@@ -49,6 +49,9 @@ OPTION_FILES: dict[str, tuple[str, ...]] = {
     ),
     "include_http": (
         f"{RUNTIME}/http",
+        f"{RUNTIME}/testing/_http.py",
+        f"{RUNTIME}/testing/_http_session.py",
+        f"{RUNTIME}/cli/_http_commands.py",
         "Dockerfile",
         ".dockerignore",
         "tests/test_http_mode.py",

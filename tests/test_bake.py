@@ -40,6 +40,9 @@ WING_FILES = {
     "include_http": (
         RUNTIME / "http" / "__init__.py",
         RUNTIME / "http" / "_app.py",
+        RUNTIME / "testing" / "_http.py",
+        RUNTIME / "testing" / "_http_session.py",
+        RUNTIME / "cli" / "_http_commands.py",
         Path("Dockerfile"),
         Path(".dockerignore"),
         Path("tests", "test_http_mode.py"),

@@ -186,12 +186,18 @@ def test_every_combination_vendors_the_same_runtime_with_the_same_dependencies(
     full = installed(FULL_RUNTIME_COMBINATION)
     runtime, versions = vendored_runtime(full), installed_versions(full)
     assert "server.py" in runtime
-    wing_paths = {"include_http": "http/", "include_redis_store": "redis/"}
-    wing_paths["include_bundle"] = "cli/_bundle.py"
+    wing_paths = {
+        "include_http": ("http/", "testing/_http", "cli/_http_commands.py"),
+        "include_redis_store": ("redis/",),
+        "include_bundle": ("cli/_bundle.py",),
+    }
     for combination in sorted(set(COMBINATIONS) - {FULL_RUNTIME_COMBINATION}):
         other = installed(combination)
         left_out = tuple(
-            path for option, path in wing_paths.items() if COMBINATIONS[combination][option] == "no"
+            path
+            for option, paths in wing_paths.items()
+            if COMBINATIONS[combination][option] == "no"
+            for path in paths
         )
         expected = {name: data for name, data in runtime.items() if not name.startswith(left_out)}
         assert vendored_runtime(other) == expected, combination

@@ -165,7 +165,7 @@ def test_health_fails_against_a_server_that_is_not_mcp(project: Path, tmp_path: 
 def cli(project: Path) -> Iterator[ModuleType]:
     sys.path.insert(0, str(project / "src"))
     try:
-        yield importlib.import_module(f"{DEFAULT_PACKAGE}.mrtr_runtime.cli._commands")
+        yield importlib.import_module(f"{DEFAULT_PACKAGE}.mrtr_runtime.cli._http_commands")
     finally:
         sys.path.remove(str(project / "src"))
         for name in [name for name in sys.modules if name.split(".")[0] == DEFAULT_PACKAGE]:

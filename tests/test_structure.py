@@ -130,7 +130,14 @@ def runtime_graph(runtime_dir: Path) -> dict[str, dict[str, int]]:
 
 #: The optional wings (template options), by the dotted name of their package or module: a bake
 #: without one has none of its modules, which the map still names.
-OPTIONAL_WINGS = {"http": "http", "redis": "redis", "cli._bundle": "cli/_bundle.py"}
+OPTIONAL_WINGS = {
+    "http": "http",
+    "testing._http": "testing/_http.py",
+    "testing._http_session": "testing/_http_session.py",
+    "cli._http_commands": "cli/_http_commands.py",
+    "redis": "redis",
+    "cli._bundle": "cli/_bundle.py",
+}
 
 
 def absent_wings(runtime_dir: Path) -> frozenset[str]:

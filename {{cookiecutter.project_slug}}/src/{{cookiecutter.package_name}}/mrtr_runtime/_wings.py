@@ -61,8 +61,9 @@ def missing_wing(name: WingName) -> str:
     )
 
 
-def load_wing(name: WingName) -> ModuleType:
-    """The wing's module; `WingMissing` when the project was generated without it."""
+def load_wing(name: WingName, module: str | None = None) -> ModuleType:
+    """The wing's module (or ``module``, another of its modules, relative to this package);
+    `WingMissing` when the project was generated without the wing."""
     if not has_wing(name):
         raise WingMissing(missing_wing(name))
-    return importlib.import_module(WINGS[name].module, __package__)
+    return importlib.import_module(module or WINGS[name].module, __package__)

@@ -31,8 +31,6 @@ refused with exit status 2 and a line naming the template option that adds it (`
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import os
 import re
 import shutil
@@ -52,7 +50,6 @@ from .._config import (
     write_key_file,
 )
 from .._project import Project
-from .._redact import redact_secrets
 from .._router import Server
 from .._stdio import configure_logging, serve_stdio
 from .._tokens import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
@@ -79,32 +76,10 @@ _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 #: basic/transports/streamable-http "Security & Endpoint": a local server SHOULD bind to localhost.
 HTTP_DEFAULT_HOST = "127.0.0.1"
 HTTP_DEFAULT_PORT = 8000
-HEALTH_DEFAULT_URL = f"http://{HTTP_DEFAULT_HOST}:{HTTP_DEFAULT_PORT}/mcp"
-#: Below the image's HEALTHCHECK --timeout, so a hung server gets this command's one line.
-HEALTH_TIMEOUT_SECONDS = 5.0
-#: A discover answer is a few KiB; a health check reads no more than this.
-HEALTH_MAX_ANSWER_BYTES = 1 << 20
-HEALTH_VERSION = "2026-07-28"
-
-
-def _bind_address(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an address to bind, e.g. 127.0.0.1 or 0.0.0.0")
-    return text.strip()
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number: {port} (0 to 65535)")
-    return port
 
 
 def _mcp_url(text: str) -> str:
-    if _endpoint(text.strip()) is None:
+    if endpoint_of(text.strip()) is None:
         raise argparse.ArgumentTypeError(
             f"not an http(s) URL: {text!r} (the server's MCP endpoint, e.g. "
             f"http://{HTTP_DEFAULT_HOST}:{HTTP_DEFAULT_PORT}/mcp)"
@@ -129,7 +104,7 @@ def build_parser(project: Project) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="command")
     commands.add_parser("serve", help="run the stdio server (the default)")
     if has_wing("http"):
-        _add_http_commands(commands)
+        load_wing("http", ".cli._http_commands").add_commands(commands)
     _add_config_command(commands, project)
     _add_keygen_command(commands)
     if has_wing("bundle"):
@@ -141,42 +116,6 @@ def build_parser(project: Project) -> argparse.ArgumentParser:
             "--output-dir", type=Path, help="where to write it (default: the project's dist/)"
         )
     return parser
-
-
-def _add_http_commands(commands: Any) -> None:
-    http = commands.add_parser(
-        "http",
-        help="serve over Streamable HTTP at /mcp (needs the 'http' extra)",
-        description=(
-            "Serve the tools over MCP's Streamable HTTP transport (2026-07-28) at /mcp until "
-            "SIGINT or SIGTERM. Access: MRTR_HTTP_TOKEN (bearer token), MRTR_HTTP_ALLOWED_ORIGINS "
-            "and MRTR_HTTP_ALLOWED_HOSTS (comma-separated)."
-        ),
-    )
-    http.add_argument(
-        "--host",
-        type=_bind_address,
-        default=HTTP_DEFAULT_HOST,
-        help="address to bind (default: %(default)s; a container binds 0.0.0.0)",
-    )
-    http.add_argument(
-        "--port",
-        type=_port,
-        default=HTTP_DEFAULT_PORT,
-        help="0 picks a free port (default: %(default)s)",
-    )
-    health = commands.add_parser(
-        "health",
-        help="exit 0 only if the HTTP server at --url answers server/discover",
-        description=(
-            "Send server/discover (2026-07-28) to a running 'http' server and exit 0 only on a "
-            "valid discover result; else one line on stderr and exit 1. MRTR_HTTP_TOKEN, when "
-            "set, is sent as the bearer token."
-        ),
-    )
-    health.add_argument(
-        "--url", default=HEALTH_DEFAULT_URL, help="the server's MCP endpoint (default: %(default)s)"
-    )
 
 
 def _add_config_command(commands: Any, project: Project) -> None:
@@ -262,10 +201,11 @@ def main(project: Project, argv: Sequence[str] | None = None) -> int:
         return keygen(project, force=args.force, rotate=args.rotate, path=args.path)
     if args.command == "bundle":
         return write_bundle(project, args.output_dir)
-    if args.command == "http":
-        return serve_over_http(project, args.host, args.port)
-    if args.command == "health":
-        return health_check(project, args.url)
+    if args.command in ("http", "health"):
+        # Loaded here: stdio serving never loads the HTTP side.
+        commands: Any = load_wing("http", ".cli._http_commands")
+        status: int = commands.run(project, args)
+        return status
     return serve(project)
 
 
@@ -274,7 +214,7 @@ def serve(project: Project) -> int:
     if closed is not None:
         sys.stderr.write(f"{project.name}: cannot start: {closed}\n")
         return 2
-    server = _server_or_none(project)
+    server = server_or_none(project)
     return 2 if server is None else serve_stdio(server)
 
 
@@ -285,7 +225,7 @@ def _closed_stdio() -> str | None:
     pipes = ((0, sys.stdin, "stdin", "input"), (1, sys.stdout, "stdout", "output"))
     for fd, stream, name, role in pipes:
         # Python sets sys.stdin or sys.stdout to None when it starts without that fd.
-        if stream is None or not _is_open(fd):
+        if stream is None or not is_open(fd):
             return (
                 f"{name} (fd {fd}) is closed: start the server with its standard {role} "
                 "connected to the MCP client (a host starts it with pipes)"
@@ -293,7 +233,7 @@ def _closed_stdio() -> str | None:
     return None
 
 
-def _is_open(fd: int) -> bool:
+def is_open(fd: int) -> bool:
     try:
         os.fstat(fd)
     except OSError:
@@ -301,101 +241,7 @@ def _is_open(fd: int) -> bool:
     return True
 
 
-def serve_over_http(project: Project, host: str, port: int) -> int:
-    _stdio_on_devnull()
-    # Loaded here: stdio serving never loads the HTTP side.
-    http = load_wing("http")
-    server = _server_or_none(project)
-    if server is None:
-        return 2
-    try:
-        settings = http.HttpSettings.from_settings(_settings_of(server), host=host, port=port)
-    except ValueError as error:
-        sys.stderr.write(f"{project.name}: cannot start: {error}\n")
-        return 2
-    status: int = http.serve_http(server, settings, name=project.name)
-    return status
-
-
-def _stdio_on_devnull() -> None:
-    """Give a closed fd 0 or 1 to /dev/null, before anything opens a file or a socket.
-
-    Over HTTP neither is a wire, so a server started without them can serve; but left closed,
-    the next file or socket takes the number, the server would read from it or write into it,
-    and the event loop refuses to close an fd that low (uvloop aborts on SIGTERM).
-    """
-    for fd, flags in ((0, os.O_RDONLY), (1, os.O_WRONLY)):
-        if not _is_open(fd):
-            # The lowest free number is this fd: every lower one is open by now.
-            os.open(os.devnull, flags)
-
-
-def discover_request(project: Project) -> tuple[bytes, dict[str, str]]:
-    """The body and headers of a 2026-07-28 ``server/discover`` over Streamable HTTP."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "server/discover",
-        # basic/index: every request carries its protocol version and capabilities in _meta.
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": HEALTH_VERSION,
-                "io.modelcontextprotocol/clientInfo": {
-                    "name": f"{project.name} health",
-                    "version": "1",
-                },
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        },
-    }
-    # basic/transports/streamable-http: the client accepts both reply kinds, and the request
-    # metadata headers repeat the body's version and method.
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": HEALTH_VERSION,
-        "Mcp-Method": "server/discover",
-    }
-    token = Settings.from_environment(os.environ).http_token
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return json.dumps(body, separators=(",", ":")).encode("utf-8"), headers
-
-
-def discover_problem(status: int, content_type: str, body: bytes) -> str | None:
-    """None when ``body`` is a valid answer to ``discover_request``, else what is wrong."""
-    if status != 200:
-        return f"HTTP status {status}"
-    kind = content_type.split(";", 1)[0].strip().lower()
-    text = body.decode("utf-8", errors="replace")
-    if kind == "text/event-stream":
-        # The answer is the last event's data (basic/transports/streamable-http, SSE).
-        data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
-        text = data[-1] if data else ""
-    elif kind != "application/json":
-        return f"unexpected content type {content_type!r}"
-    try:
-        message: Any = json.loads(text)
-    except ValueError:
-        return "the answer is not JSON"
-    if not isinstance(message, dict) or message.get("id") != 1:
-        return "the answer is not a JSON-RPC response to the request"
-    if "error" in message:
-        error = message["error"]
-        code = error.get("code") if isinstance(error, dict) else None
-        return f"JSON-RPC error {code}"
-    result = message.get("result")
-    if not isinstance(result, dict) or result.get("resultType") != "complete":
-        return "the answer is not a complete result"
-    versions = result.get("supportedVersions")
-    if not isinstance(versions, list) or HEALTH_VERSION not in versions:
-        return f"the server does not list {HEALTH_VERSION} in supportedVersions"
-    if not isinstance(result.get("capabilities"), dict):
-        return "the answer has no capabilities"
-    return None
-
-
-def _endpoint(url: str) -> tuple[str, str, int | None, str] | None:
+def endpoint_of(url: str) -> tuple[str, str, int | None, str] | None:
     """(scheme, host, port, path) of an http(s) URL; None for anything else, a bad port too."""
     try:
         parts = urlsplit(url)
@@ -407,38 +253,11 @@ def _endpoint(url: str) -> tuple[str, str, int | None, str] | None:
     return parts.scheme, parts.hostname, port, parts.path or "/"
 
 
-def health_check(project: Project, url: str) -> int:
-    endpoint = _endpoint(url)
-    if endpoint is None:
-        # The URL can carry a password (userinfo) or a presigned token in its query.
-        sys.stderr.write(
-            redact_secrets(f"{project.name}: unhealthy: not an http(s) URL: {url!r}") + "\n"
-        )
-        return 1
-    scheme, host, port, path = endpoint
-    body, headers = discover_request(project)
-    kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-    connection = kind(host, port, timeout=HEALTH_TIMEOUT_SECONDS)
-    try:
-        connection.request("POST", path, body, headers)
-        response = connection.getresponse()
-        answer = response.read(HEALTH_MAX_ANSWER_BYTES)
-        problem = discover_problem(response.status, response.getheader("Content-Type", ""), answer)
-    except (OSError, http.client.HTTPException, ValueError) as error:
-        problem = f"no answer ({type(error).__name__}: {error})"
-    finally:
-        connection.close()
-    if problem is not None:
-        sys.stderr.write(redact_secrets(f"{project.name}: unhealthy: {url}: {problem}") + "\n")
-        return 1
-    return 0
-
-
-def _settings_of(server: Server) -> Settings:
+def settings_of(server: Server) -> Settings:
     return server.settings or Settings.from_environment(os.environ)
 
 
-def _server_or_none(project: Project) -> Server | None:
+def server_or_none(project: Project) -> Server | None:
     """Logging configured and the server built, or None once the reason is on stderr."""
     # Every MRTR_* variable, read once: logging, the signing key and the transports share it.
     settings = Settings.from_environment(os.environ)

@@ -11,12 +11,13 @@ A tool test needs a server, a client and the answers a person would give::
         assert result.structured == {"status": "declined"}
 
 `MemoryClient(server, ...)`, `ClientSession.spawn(command, ...)` (stdio) and
-`ClientSession.connect(url, ...)` (Streamable HTTP, 2026-07-28; ``token=`` for a bearer token)
-take the same callbacks (``elicitation=``, ``sampling=``, ``roots=``) and offer the same
-``call_tool`` / ``get_prompt`` / ``read_resource``, which drive every input round.
-``call_tool`` returns a `ToolCallResult` (``.text``, ``.structured``, ``.is_error``,
-``.content``, ``.progress``, ``.rounds``, ``.asked``); ``get_prompt`` / ``read_resource``
-return the wire's result dict; ``request`` sends one raw request and returns its result dict.
+`ClientSession.connect(url, ...)` (Streamable HTTP, 2026-07-28, in a project generated with the
+HTTP wing; ``token=`` for a bearer token) take the same callbacks (``elicitation=``,
+``sampling=``, ``roots=``) and offer the same ``call_tool`` / ``get_prompt`` /
+``read_resource``, which drive every input round. ``call_tool`` returns a `ToolCallResult`
+(``.text``, ``.structured``, ``.is_error``, ``.content``, ``.progress``, ``.task_id``,
+``.rounds``, ``.asked``); ``get_prompt`` / ``read_resource`` return the wire's result dict;
+``request`` sends one raw request and returns its result dict.
 `answers` turns a mapping of input keys to answers into a callback; it must answer every
 question a round asks, and fails loudly on a key it does not know. A JSON-RPC error raises
 `RpcError`; a server that keeps asking raises `TooManyRounds`, quoting what the server said

@@ -11,12 +11,8 @@ the framing, encoder and validator are the server's own (`_jsonrpc`).
   valid JSON-RPC message is recorded in ``protocol_violations`` (the server "MUST NOT write
   anything to its stdout that is not a valid MCP message"), as is a 2026-07-28 result
   without ``resultType`` and a request from a 2026-07-28 server.
-- ``ClientSession.connect(url, ...)``: 2026-07-28 Streamable HTTP
-  (basic/transports/streamable-http): every request its own POST with the request metadata
-  headers, the reply JSON or an SSE stream of the request's notifications ending with its
-  response, cancellation by closing that connection (`_http` reads it, within bounds). A
-  2026-07-28 result without ``resultType``, a request or a stray response on a stream, and an
-  event that is not a JSON-RPC message are recorded in ``protocol_violations``.
+- ``ClientSession.connect(url, ...)``: 2026-07-28 Streamable HTTP, in a project generated with
+  the HTTP wing: `_http_session.HttpClientSession`, the same session over POSTs (see there).
 
 Both retry a request once with another version when the server answers -32022 and lists one
 this client speaks (basic/versioning "Protocol Version Negotiation").
@@ -29,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Literal, TypeVar, cast
@@ -55,25 +51,13 @@ from .._jsonrpc import (
     parse_message,
     success_response,
 )
+from .._wings import load_wing
 from .._wire import (
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
     MODERN_VERSIONS,
-)
-from ._http import (
-    HEADER_MISMATCH,
-    Endpoint,
-    HttpConnectionError,
-    HttpProtocolError,
-    HttpResponse,
-    Limits,
-    SseParser,
-    metadata_headers,
-    parse_endpoint,
-    post,
-    read_body,
 )
 from ._rounds import (
     Callback,
@@ -94,10 +78,7 @@ DEFAULT_CLIENT_INFO: Mapping[str, str] = {"name": "mrtr-runtime-client", "versio
 _MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer stdout line is a violation; its bytes are dropped
 _STDERR_KEEP_BYTES = 1024 * 1024  # stderr_text() keeps the newest MiB
 _KILL_GRACE_SECONDS = 1.0  # after terminate() and again after kill()
-_VIOLATION_EXCERPT = 200
-_MAX_TOOL_PAGES = 100  # tools/list pages read to find a tool's schema after -32020
-#: 2026-07-28 basic/transports/streamable-http "Sending Messages": the client MUST accept both.
-_ACCEPT = "application/json, text/event-stream"
+VIOLATION_EXCERPT = 200
 
 Era = Literal["modern", "legacy"]
 _S = TypeVar("_S", ByteSendStream, ByteReceiveStream)
@@ -107,13 +88,6 @@ NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 class SessionClosed(Exception):
     """The server's stdout ended (it exited or closed it) or its stdin is closed; over HTTP,
     the connection failed or broke, or the server's response was not one this client reads."""
-
-
-@dataclass(frozen=True)
-class _HttpTarget:
-    endpoint: Endpoint
-    headers: Mapping[str, str]
-    limits: Limits
 
 
 @dataclass
@@ -142,10 +116,8 @@ class ClientSession(RoundsClient):
         notification_handler: NotificationHandler | None,
         close_timeout: float,
         protocol_versions: Sequence[str] | None = None,
-        http: _HttpTarget | None = None,
     ) -> None:
         self._process = process
-        self._http = http
         self.era: Era = era
         self.capabilities: dict[str, Any] = dict(capabilities)
         self.client_info: dict[str, Any] = dict(client_info)
@@ -157,9 +129,6 @@ class ClientSession(RoundsClient):
         #: The version requests carry: the first of protocol_versions, until a -32022 says
         #: the server speaks another one of them (then that one, for the rest of the session).
         self.protocol_version = self.protocol_versions[0]
-        #: Over HTTP: each tool's inputSchema from the tools/list results seen, for the
-        #: Mcp-Param headers its x-mcp-header properties ask for.
-        self.tool_schemas: dict[str, Mapping[str, Any]] = {}
         self.initialize_result: dict[str, Any] | None = None
         self.notifications: list[dict[str, Any]] = []
         self.protocol_violations: list[str] = []
@@ -268,8 +237,7 @@ class ClientSession(RoundsClient):
                 await process.aclose()
 
     @classmethod
-    @asynccontextmanager
-    async def connect(
+    def connect(
         cls,
         url: str,
         *,
@@ -283,58 +251,35 @@ class ClientSession(RoundsClient):
         client_info: Mapping[str, Any] = DEFAULT_CLIENT_INFO,
         tasks: bool = False,
         protocol_versions: Sequence[str] | None = None,
-        limits: Limits | None = None,
-    ) -> AsyncIterator[ClientSession]:
+        limits: Any = None,
+    ) -> AbstractAsyncContextManager[ClientSession]:
         """A 2026-07-28 session with the Streamable HTTP endpoint at ``url``
         (``http://127.0.0.1:8000/mcp``); the same callbacks and calls as ``spawn``.
 
         Nothing is sent until the first request (2026-07-28 has no handshake). ``token`` is
         sent as ``Authorization: Bearer <token>``; ``headers`` are added to every POST (an
-        ``Origin``, a proxy's). ``limits`` bound what is read of each response (`_http.Limits`).
-        Cancelling a request (a timeout, a cancelled task) closes its connection, which is
-        how an HTTP client cancels. The 2025-11-25 era over HTTP is not spoken here: use
-        ``spawn(era="legacy")`` for it.
+        ``Origin``, a proxy's). ``limits`` (a ``testing._http.Limits``) bound what is read of
+        each response. Cancelling a request (a timeout, a cancelled task) closes its
+        connection, which is how an HTTP client cancels. The 2025-11-25 era over HTTP is not
+        spoken here: use ``spawn(era="legacy")`` for it. Part of the HTTP wing
+        (`_http_session`): a project generated without it is told which option adds it.
         """
-        endpoint = parse_endpoint(url)
-        extra = dict(headers or {})
-        if token is not None:
-            extra["Authorization"] = f"Bearer {token}"
-        callbacks = Callbacks(elicitation, sampling, roots)
-        if capabilities is None:
-            capabilities = callbacks.capabilities()
-        if tasks:
-            capabilities = with_tasks(capabilities)
-        session = cls(
-            None,
-            era="modern",
+        wing = load_wing("http", ".testing._http_session")
+        opened: AbstractAsyncContextManager[ClientSession] = wing.connect(
+            url,
+            token=token,
+            headers=headers,
             capabilities=capabilities,
-            client_info=client_info,
-            callbacks=callbacks,
+            elicitation=elicitation,
+            sampling=sampling,
+            roots=roots,
             notification_handler=notification_handler,
-            close_timeout=0.0,
+            client_info=client_info,
+            tasks=tasks,
             protocol_versions=protocol_versions,
-            http=_HttpTarget(endpoint, extra, limits or Limits()),
+            limits=limits,
         )
-        session._stdout_done.set()  # no pipe to read: close() has nothing to wait for
-        session._stderr_done.set()
-        try:
-            async with anyio.create_task_group() as task_group:
-                session._task_group = task_group
-                task_group.start_soon(session._deliver_notifications)
-                try:
-                    yield session
-                finally:
-                    session._notify_send.close()
-                    with anyio.move_on_after(_KILL_GRACE_SECONDS, shield=True):
-                        await session._notifications_done.wait()
-                    task_group.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
-        finally:
-            session._notify_send.close()
-            session._notify_receive.close()
+        return opened
 
     async def close(self, bound: float | None = None) -> int | None:
         """Close stdin and wait for the server to exit; terminate, then kill, past the bound.
@@ -450,12 +395,17 @@ class ClientSession(RoundsClient):
             "method": method,
             "params": body,
         }
-        if self._http is not None:
-            with anyio.fail_after(timeout):
-                response = await self._http_request(self._http, message)
-            if response is None:  # pragma: no cover - only a notification gets no response
-                raise InvalidServerResponse(f"{method}: no response")
-            return _result_of(response)
+        return await self._exchange(message, timeout)
+
+    async def _exchange(
+        self,
+        message: dict[str, Any],
+        timeout: float | None,  # noqa: ASYNC109 - request()'s bound, passed on
+    ) -> dict[str, Any]:
+        """Send one request over this session's transport; its result. stdio: a line out, then
+        the response its id is routed to (`_on_response`)."""
+        method = cast(str, message["method"])
+        request_id = cast(int, message["id"])
         pending = _Pending()
         self._pending[request_id] = pending
         try:
@@ -473,25 +423,16 @@ class ClientSession(RoundsClient):
             self._pending.pop(request_id, None)
         if pending.failure is not None:
             raise pending.failure
-        return _result_of(cast("dict[str, Any]", pending.message))
+        return result_of(cast("dict[str, Any]", pending.message))
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
-        if self._http is not None:
-            # "Sending Messages": 202 when accepted; else an error status, whose JSON-RPC error
-            # (if the body has one) is raised.
-            refused = await self._http_request(self._http, message)
-            if refused is not None:
-                _result_of(refused)
-            return
         await self._write(message)
 
     async def send_raw(self, line: bytes) -> None:
         """Write ``line`` to the server's stdin exactly as given (add the newline yourself)."""
-        if self._http is not None:
-            raise RuntimeError("send_raw writes to a stdio server's stdin; this session is HTTP")
         await self._write_bytes(line)
 
     def _request_meta(self, caller_meta: object) -> dict[str, Any]:
@@ -540,174 +481,6 @@ class ClientSession(RoundsClient):
                 await _stream(self._process.stdin).send(data)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 raise SessionClosed(self._closed_message("write")) from exc
-
-    # -- HTTP --------------------------------------------------------------------------------
-
-    async def _http_request(
-        self, target: _HttpTarget, message: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """POST one message; the response to it (None for an accepted notification)."""
-        method = cast(str, message["method"])
-        response = await self._http_exchange(target, message)
-        if response is None:
-            return None
-        error = response.get("error")
-        params = cast("Mapping[str, Any]", message.get("params") or {})
-        name = params.get("name")
-        if (
-            method == "tools/call"
-            and isinstance(error, Mapping)
-            and error.get("code") == HEADER_MISMATCH
-            and isinstance(name, str)
-            and await self._learn_tool_schema(name)
-        ):
-            # "Custom Headers from Tool Parameters": on HeaderMismatch the client SHOULD call
-            # tools/list for the tool's inputSchema, then retry with the headers it asks for.
-            return await self._http_exchange(target, message)
-        result = response.get("result")
-        if method == "tools/list" and isinstance(result, Mapping):
-            self._remember_tools(cast("Mapping[str, Any]", result))
-        return response
-
-    def _remember_tools(self, result: Mapping[str, Any]) -> None:
-        tools = result.get("tools")
-        for tool in tools if isinstance(tools, list) else []:
-            if isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
-                schema = tool.get("inputSchema")
-                if isinstance(schema, Mapping):
-                    self.tool_schemas[tool["name"]] = cast("Mapping[str, Any]", schema)
-
-    async def _learn_tool_schema(self, name: str) -> bool:
-        """Read tools/list (every page, at most _MAX_TOOL_PAGES) until `name` is in it; whether
-        its schema is new (if not, a retry would send the same headers again)."""
-        before = self.tool_schemas.get(name)
-        self.tool_schemas.pop(name, None)
-        cursor: object = None
-        for _ in range(_MAX_TOOL_PAGES):
-            page = await self.request("tools/list", {} if cursor is None else {"cursor": cursor})
-            cursor = page.get("nextCursor")
-            if name in self.tool_schemas or not isinstance(cursor, str):
-                break
-        found = self.tool_schemas.get(name)
-        return found is not None and found != before
-
-    async def _http_exchange(
-        self, target: _HttpTarget, message: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        method = cast(str, message["method"])
-        params = cast("Mapping[str, Any]", message.get("params") or {})
-        meta = params.get("_meta")
-        version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
-        name = params.get("name")
-        schema = self.tool_schemas.get(name) if isinstance(name, str) else None
-        fields = {"Content-Type": "application/json", "Accept": _ACCEPT}
-        fields.update(
-            metadata_headers(
-                method,
-                params,
-                version if isinstance(version, str) else self.protocol_version,
-                schema if method == "tools/call" else None,
-            )
-        )
-        fields.update(target.headers)
-        try:
-            async with post(target.endpoint, fields, encode(message), target.limits) as response:
-                if "id" not in message and response.status == 202:
-                    return None  # "Sending Messages": an accepted notification
-                return await self._http_reply(response, message.get("id"), method, target.limits)
-        except HttpConnectionError as error:
-            raise SessionClosed(f"{method}: {error}") from None
-        except HttpProtocolError as error:
-            raise InvalidServerResponse(f"{method}: {error}") from None
-
-    async def _http_reply(
-        self, response: HttpResponse, request_id: object, method: str, limits: Limits
-    ) -> dict[str, Any]:
-        kind = response.media_type
-        if kind == "text/event-stream" and response.status == 200:
-            return await self._http_events(response, request_id, method, limits)
-        if kind == "application/json":
-            data = await read_body(response, limits.max_body_bytes)
-            return self._http_response(data, request_id, method, response.status)
-        excerpt = b""
-        async for piece in response.body:
-            excerpt = piece[:_VIOLATION_EXCERPT]
-            break
-        raise InvalidServerResponse(
-            f"{method}: HTTP {response.status} with {kind or 'no content type'}: {excerpt!r}"
-        )
-
-    def _http_response(
-        self, data: bytes, request_id: object, method: str, status: int
-    ) -> dict[str, Any]:
-        """A JSON body: the response to `request_id`, or an error response without an id
-        (what a server sends for a request it refused before reading it: 401, 403, 413)."""
-        refusal = _idless_error(data)
-        if refusal is not None:
-            return refusal
-        message = self._http_message(data, method)
-        if message is None or "method" in message:
-            raise InvalidServerResponse(f"{method}: HTTP {status}: the body is no response")
-        if message.get("id") == request_id:
-            self._check_result(message, method)
-            return message
-        raise InvalidServerResponse(f"{method}: HTTP {status}: a response to another id")
-
-    def _http_message(self, data: bytes, method: str) -> dict[str, Any] | None:
-        try:
-            raw = parse_json(data.rstrip(b"\r\n"))
-        except InvalidMessage:
-            self._http_violation(method, data, "not JSON")
-            return None
-        problem = message_problem(raw)
-        if problem is not None:
-            self._http_violation(method, data, problem)
-            return None
-        return cast("dict[str, Any]", raw)
-
-    async def _http_events(
-        self, response: HttpResponse, request_id: object, method: str, limits: Limits
-    ) -> dict[str, Any]:
-        """basic/transports/streamable-http "Receiving Messages": the request's notifications,
-        then its response, which ends what this client reads of the stream."""
-        parser = SseParser(limits.max_event_bytes)
-        notifications = 0
-        async for piece in response.body:
-            for data in parser.feed(piece):
-                message = self._http_message(data, method)
-                if message is None:
-                    continue
-                kind = parse_message(message)
-                if isinstance(kind, Response):
-                    if message.get("id") == request_id:
-                        self._check_result(message, method)
-                        return message
-                    self._http_violation(method, data, "a response to another request")
-                elif isinstance(kind, Request):
-                    # "The server MUST NOT send independent JSON-RPC requests on this stream":
-                    # MRTR carries them in results. There is no way to answer one: dropped.
-                    self._http_violation(method, data, "server-initiated request on the stream")
-                else:
-                    notifications += 1
-                    if notifications > limits.max_notifications:
-                        raise InvalidServerResponse(
-                            f"{method}: more than {limits.max_notifications} notifications "
-                            "before the response"
-                        )
-                    self._on_notification(message)
-        raise SessionClosed(f"{method}: the server ended its event stream without a response")
-
-    def _check_result(self, message: Mapping[str, Any], method: str) -> None:
-        result = message.get("result")
-        if isinstance(result, Mapping) and "resultType" not in result:
-            # 2026-07-28 basic/index: "The result MUST include a resultType field".
-            self._http_violation(method, b"", "result without resultType")
-
-    def _http_violation(self, method: str, data: bytes, reason: str) -> None:
-        excerpt = data[:_VIOLATION_EXCERPT]
-        suffix = "..." if len(data) > _VIOLATION_EXCERPT else ""
-        self.protocol_violations.append(f"HTTP reply to {method}: {reason}: {excerpt!r}{suffix}")
-        logger.warning("protocol violation in the HTTP reply to %s: %s", method, reason)
 
     def _closed_message(self, what: str) -> str:
         tail = self.stderr_text()[-2000:]
@@ -848,8 +621,8 @@ class ClientSession(RoundsClient):
             self._notifications_done.set()
 
     def _violation(self, line: bytes, reason: str) -> None:
-        excerpt = line[:_VIOLATION_EXCERPT]
-        suffix = "..." if len(line) > _VIOLATION_EXCERPT else ""
+        excerpt = line[:VIOLATION_EXCERPT]
+        suffix = "..." if len(line) > VIOLATION_EXCERPT else ""
         self.protocol_violations.append(
             f"stdout line {self._lines_read}: {reason}: {excerpt!r}{suffix}"
         )
@@ -863,25 +636,7 @@ def _stream(stream: _S | None) -> _S:
     return stream
 
 
-def _idless_error(data: bytes) -> dict[str, Any] | None:
-    """An error response without an id (2026-07-28 schema: JSONRPCErrorResponse.id is
-    optional; a server sends one for a request it refused before reading it), else None."""
-    try:
-        raw = parse_json(data.rstrip(b"\r\n"))
-    except InvalidMessage:
-        return None
-    if not isinstance(raw, dict) or "id" in raw or raw.get("jsonrpc") != "2.0":
-        return None
-    error = raw.get("error")
-    if set(raw) != {"jsonrpc", "error"} or not isinstance(error, dict):
-        return None
-    code, message = error.get("code"), error.get("message")
-    if isinstance(code, int) and not isinstance(code, bool) and isinstance(message, str):
-        return cast("dict[str, Any]", raw)
-    return None
-
-
-def _result_of(response: Mapping[str, Any]) -> dict[str, Any]:
+def result_of(response: Mapping[str, Any]) -> dict[str, Any]:
     if "error" in response:
         error = cast("dict[str, Any]", response["error"])
         raise RpcError(cast(int, error["code"]), cast(str, error["message"]), error.get("data"))
