@@ -93,6 +93,10 @@ def bake(output_dir: Path, *, project_name: str = "Peer Check", aws: bool = True
             extra_context={
                 "project_name": project_name,
                 "include_aws_example": "yes" if aws else "no",
+                # The peers speak to it over stdio and Streamable HTTP, on every store.
+                "include_http": "yes",
+                "include_redis_store": "yes",
+                "include_bundle": "yes",
             },
         )
     )

@@ -64,8 +64,8 @@ from ._rounds import (
     Callbacks,
     InvalidServerResponse,
     RoundsClient,
+    declared_capabilities,
     retry_version,
-    with_tasks,
 )
 
 __all__ = ("ClientSession", "NotificationHandler", "SessionClosed")
@@ -189,15 +189,11 @@ class ClientSession(RoundsClient):
         if era not in ("modern", "legacy"):
             raise ValueError(f"era must be 'modern' or 'legacy', not {era!r}")
         callbacks = Callbacks(elicitation, sampling, roots)
-        if capabilities is None:
-            capabilities = callbacks.capabilities()
-        if tasks:
-            capabilities = with_tasks(capabilities)
         process = await anyio.open_process(list(command), env=env, cwd=cwd)
         session = cls(
             process,
             era=era,
-            capabilities=capabilities,
+            capabilities=declared_capabilities(callbacks, capabilities, tasks),
             client_info=client_info,
             callbacks=callbacks,
             notification_handler=notification_handler,
@@ -205,7 +201,7 @@ class ClientSession(RoundsClient):
             protocol_versions=protocol_versions,
         )
         try:
-            async with anyio.create_task_group() as task_group:
+            async with body_exception_as_itself(), anyio.create_task_group() as task_group:
                 session._task_group = task_group
                 task_group.start_soon(session._read_stdout, _stream(process.stdout))
                 task_group.start_soon(session._drain_stderr, _stream(process.stderr))
@@ -224,12 +220,6 @@ class ClientSession(RoundsClient):
                         await session._stderr_done.wait()
                         await session._notifications_done.wait()
                     task_group.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            # Our own tasks never raise, so a group holds just the body's exception: re-raise
-            # it as itself so callers can catch what they expect.
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
         finally:
             session._notify_send.close()
             session._notify_receive.close()
@@ -634,6 +624,18 @@ def _stream(stream: _S | None) -> _S:
     if stream is None:  # pragma: no cover - open_process pipes all three by default
         raise SessionClosed("the server process has no pipe")
     return stream
+
+
+@asynccontextmanager
+async def body_exception_as_itself() -> AsyncIterator[None]:
+    """Around a session's task group: its own tasks never raise, so a group holds just the
+    body's exception, re-raised as itself so callers can catch what they expect."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
 
 
 def result_of(response: Mapping[str, Any]) -> dict[str, Any]:

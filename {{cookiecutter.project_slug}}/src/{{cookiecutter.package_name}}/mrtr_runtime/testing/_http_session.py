@@ -38,6 +38,7 @@ from ._client import (
     ClientSession,
     NotificationHandler,
     SessionClosed,
+    body_exception_as_itself,
     result_of,
 )
 from ._http import (
@@ -53,7 +54,7 @@ from ._http import (
     post,
     read_body,
 )
-from ._rounds import Callback, Callbacks, InvalidServerResponse, with_tasks
+from ._rounds import Callback, Callbacks, InvalidServerResponse, declared_capabilities
 
 __all__ = ("HttpClientSession", "connect")
 
@@ -308,15 +309,11 @@ async def connect(
     if token is not None:
         extra["Authorization"] = f"Bearer {token}"
     callbacks = Callbacks(elicitation, sampling, roots)
-    if capabilities is None:
-        capabilities = callbacks.capabilities()
-    if tasks:
-        capabilities = with_tasks(capabilities)
     session = HttpClientSession(
         endpoint,
         extra,
         limits or Limits(),
-        capabilities=capabilities,
+        capabilities=declared_capabilities(callbacks, capabilities, tasks),
         client_info=client_info,
         callbacks=callbacks,
         notification_handler=notification_handler,
@@ -325,7 +322,7 @@ async def connect(
     session._stdout_done.set()  # no pipe to read: close() has nothing to wait for
     session._stderr_done.set()
     try:
-        async with anyio.create_task_group() as task_group:
+        async with body_exception_as_itself(), anyio.create_task_group() as task_group:
             session._task_group = task_group
             task_group.start_soon(session._deliver_notifications)
             try:
@@ -335,10 +332,6 @@ async def connect(
                 with anyio.move_on_after(DELIVERY_GRACE_SECONDS, shield=True):
                     await session._notifications_done.wait()
                 task_group.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
     finally:
         session._notify_send.close()
         session._notify_receive.close()

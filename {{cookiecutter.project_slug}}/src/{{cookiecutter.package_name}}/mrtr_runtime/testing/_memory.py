@@ -37,7 +37,13 @@ from .._wire import (
     META_SUBSCRIPTION_ID,
     MODERN_VERSIONS,
 )
-from ._rounds import Callback, Callbacks, InvalidServerResponse, RoundsClient, with_tasks
+from ._rounds import (
+    Callback,
+    Callbacks,
+    InvalidServerResponse,
+    RoundsClient,
+    declared_capabilities,
+)
 
 __all__ = ("MemoryClient", "Subscription")
 
@@ -79,11 +85,9 @@ class MemoryClient(RoundsClient):
             raise ValueError(f"era must be 'modern' or 'legacy', not {era!r}")
         self.server = server
         self.callbacks = Callbacks(elicitation, sampling, roots)
-        self.capabilities: dict[str, Any] = dict(
-            self.callbacks.capabilities() if capabilities is None else capabilities
+        self.capabilities: dict[str, Any] = declared_capabilities(
+            self.callbacks, capabilities, tasks
         )
-        if tasks:
-            self.capabilities = with_tasks(self.capabilities)
         self.era: Era = era
         #: Sent in every modern request's `_meta` (a test may pick an unsupported one).
         self.protocol_version = protocol_version

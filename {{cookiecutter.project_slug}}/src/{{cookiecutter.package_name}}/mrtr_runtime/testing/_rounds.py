@@ -48,6 +48,7 @@ __all__ = (
     "answers",
     "asking",
     "call_tool_with_inputs",
+    "declared_capabilities",
     "default_input_handler",
     "derive_capabilities",
     "follow_task",
@@ -136,6 +137,15 @@ def with_tasks(capabilities: Mapping[str, Any]) -> dict[str, Any]:
     extensions = dict(capabilities.get("extensions") or {})
     extensions[TASKS_EXTENSION] = {}
     return {**capabilities, "extensions": extensions}
+
+
+def declared_capabilities(
+    callbacks: Callbacks, capabilities: Mapping[str, Any] | None, tasks: bool
+) -> dict[str, Any]:
+    """What a client declares: ``capabilities`` as given, else exactly its callbacks'; with the
+    tasks extension too when ``tasks``."""
+    declared = dict(callbacks.capabilities() if capabilities is None else capabilities)
+    return with_tasks(declared) if tasks else declared
 
 
 def derive_capabilities(*, elicitation: bool, sampling: bool, roots: bool) -> dict[str, Any]:
