@@ -41,8 +41,9 @@ STAMP = ".dev-py-stamp"
 DEMO_STAMP = ".dev-py-demo-stamp"
 #: The vendored runtime, as the template holds it (copied into every bake byte for byte).
 RUNTIME = "{{cookiecutter.project_slug}}/src/{{cookiecutter.package_name}}/mrtr_runtime"
-#: {version: runtime_hash} of every version the template has had; tests/test_runtime_version.py
-#: fails when the runtime hashes differently from the entry of its `__version__`.
+#: {version: runtime_hash} of every version the template has had;
+#: tests/template/test_runtime_version.py fails when the runtime hashes differently from the
+#: entry of its `__version__`.
 RUNTIME_VERSIONS = ROOT / "tests" / "runtime_versions.json"
 RUNTIME_VERSION_LINE = re.compile(r'^__version__ = "([0-9]+\.[0-9]+\.[0-9]+)"$', re.MULTILINE)
 WINDOWS = os.name == "nt"

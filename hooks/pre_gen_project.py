@@ -61,7 +61,8 @@ FIELDS = (
 # dependencies, aws, http, dev), by distribution: a package of the same name would shadow it, and
 # the console script would die with ModuleNotFoundError or import the wrong code. This hook runs
 # in cookiecutter's environment and cannot look them up, so they are data;
-# tests/test_reserved_names.py recomputes them from an installed bake and fails on a missing one.
+# tests/template/test_reserved_names.py recomputes them from an installed bake and fails on a
+# missing one.
 # Beyond this platform's bake: colorama (pytest and click need it on Windows) and sniffio (what
 # the older anyio releases the runtime's "anyio>=4.7" allows depend on).
 INSTALLED_MODULES: dict[str, tuple[str, ...]] = {

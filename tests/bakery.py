@@ -37,9 +37,9 @@ ALL_WINGS: Mapping[str, str] = {
     "include_bundle": "yes",
 }
 #: Named option combinations; every distinct dependency set gets its own venv in the heavy tests.
-#: "aws" and "no-aws" carry every wing (the interop, HTTP and replica tests use them); "default"
-#: is what cookiecutter bakes with no answers (tests/test_bake.py checks it is); "minimal" leaves
-#: out everything that can be left out.
+#: "aws" and "no-aws" carry every wing (the interop, HTTP and replica tests use them);
+#: "default" is what cookiecutter bakes with no answers (tests/template/test_bake.py checks it
+#: is); "minimal" leaves out everything that can be left out.
 COMBINATIONS: Mapping[str, Mapping[str, str]] = {
     "aws": {"include_aws_example": "yes", **ALL_WINGS},
     "no-aws": {"include_aws_example": "no", **ALL_WINGS},

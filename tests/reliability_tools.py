@@ -1,8 +1,8 @@
 """Tools for the reliability and load suite, dropped into a baked project's ``tools/`` package.
 
-``tests/test_reliability_load.py`` copies this file to ``src/<package>/tools/`` of a freshly
-baked project, so it uses only the runtime's public face, as any project tool must. Every tool
-is named ``rel_*`` so it cannot collide with the project's own tools.
+``tests/deployments/test_reliability_load.py`` copies this file to ``src/<package>/tools/`` of a
+freshly baked project, so it uses only the runtime's public face, as any project tool must. Every
+tool is named ``rel_*`` so it cannot collide with the project's own tools.
 """
 
 from __future__ import annotations

@@ -2,5 +2,6 @@
 
 `node.py` installs Node 22 and the pinned suite, `http_stdio_adapter.py` lets the HTTP-only suite
 reach a stdio server, `conformance_tools.py` holds the fixtures the suite calls, and `project.py`
-bakes a project to run them in. `tests/test_conformance.py` and `tests/test_sdk_client.py` use them.
+bakes a project to run them in. `tests/interop/test_conformance.py` and
+`tests/interop/test_sdk_client.py` use them.
 """

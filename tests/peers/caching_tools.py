@@ -1,8 +1,8 @@
 """What the caching tests read and call with the official SDK clients (issue 22).
 
-Test-only: `tests/test_sdk_client.py` and `tests/test_ts_sdk_clients.py` copy this file into a
-baked project's `src/<package>/tools/`; generated projects never contain it. It uses the public
-tool API only.
+Test-only: `tests/interop/test_sdk_client.py` and `tests/interop/test_ts_sdk_clients.py` copy this
+file into a baked project's `src/<package>/tools/`; generated projects never contain it. It uses the
+public tool API only.
 
 2026-07-28 server/utilities/caching: a client MAY consider a result fresh for its `ttlMs`, and
 both official clients do, so a hint that promises more than the content keeps is a stale read.

@@ -1,9 +1,9 @@
 """The fixtures the MCP conformance suite calls, written with the runtime's public tool API only.
 
-Test-only: `tests/test_conformance.py` (stdio) and `tests/test_conformance_http.py` (Streamable
-HTTP) copy this file into a baked project's `src/<package>/tools/`; generated projects never
-contain it. Because it imports nothing but `..mrtr_runtime`'s public face (and pydantic, as any
-tool module does), it also proves that face can express what the suite checks, in both eras:
+Test-only: `tests/interop/test_conformance.py` (stdio) and `tests/interop/test_conformance_http.py`
+(Streamable HTTP) copy this file into a baked project's `src/<package>/tools/`; generated projects
+never contain it. Because it imports nothing but `..mrtr_runtime`'s public face (and pydantic, as
+any tool module does), it also proves that face can express what the suite checks, in both eras:
 every kind of content (text, image, audio, embedded resources, a mix, an error), progress and
 log messages to the client, prompts with arguments, images and embedded resources, text, binary
 and templated resources, completions, forms with defaults and enums, a JSON Schema 2020-12 input
@@ -425,9 +425,9 @@ async def test_tool_with_logging(*, ctx: Context) -> str:
 
 # -- 2025-11-25 SSE polling: server-sse-polling ------------------------------------------------
 #: The server under the suite closes a 2025-11-25 stream's connection after
-#: MRTR_HTTP_SSE_POLL_SECONDS (tests/test_conformance_http.py sets 1), so a call that outlasts
-#: it has its POST connection closed mid-call, with `retry`, and its result goes to the GET that
-#: resumes the stream with Last-Event-ID. Outlasting it by half leaves half of it to the
+#: MRTR_HTTP_SSE_POLL_SECONDS (tests/interop/test_conformance_http.py sets 1), so a call that
+#: outlasts it has its POST connection closed mid-call, with `retry`, and its result goes to the GET
+#: that resumes the stream with Last-Event-ID. Outlasting it by half leaves half of it to the
 #: resuming GET, which is itself held that long, to take the result.
 RECONNECTION_SECONDS = 1.5
 

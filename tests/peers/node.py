@@ -44,7 +44,7 @@ MANIFESTS = ("package.json", "package-lock.json")
 CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
 #: The official MCP Bundle CLI (`mcpb validate`, `pack`, `unpack`), for the bundle tests.
 MCPB_PACKAGE = "@anthropic-ai/mcpb"
-#: The MCP Inspector; its CLI (`inspector --cli`) for tests/test_inspector_cli.py.
+#: The MCP Inspector; its CLI (`inspector --cli`) for tests/interop/test_inspector_cli.py.
 INSPECTOR_PACKAGE = "@modelcontextprotocol/inspector"
 #: Claude Code, a real MCP host (`claude mcp add`, `claude mcp list`, `claude -p`).
 CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code"

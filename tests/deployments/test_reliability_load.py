@@ -33,8 +33,8 @@ import anyio
 import anyio.abc
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-TOOLS_MODULE = Path(__file__).with_name("reliability_tools.py")
+REPO = Path(__file__).resolve().parents[2]
+TOOLS_MODULE = Path(__file__).resolve().parents[1] / "reliability_tools.py"
 MODERN = "2026-07-28"
 CAPABILITIES = {"elicitation": {"form": {}}}
 META = {

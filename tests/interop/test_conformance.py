@@ -21,7 +21,7 @@ failure and no warning, except:
   here is the adapter, not the server: Host/Origin validation against DNS rebinding, the
   Mcp-Method/Mcp-Name and Mcp-Param request headers of SEP-2243, SSE polling and resumption
   (SEP-1699), several concurrent SSE streams. A stdio server has no headers, no status codes and
-  no streams to test; tests/test_conformance_http.py asserts every one of them against the
+  no streams to test; tests/interop/test_conformance_http.py asserts every one of them against the
   project's own Streamable HTTP transport (`<slug> http`), with no adapter.
 
 The extension scenarios belong to no protocol version and are part of neither era's run. The
@@ -68,7 +68,7 @@ import pytest
 from peers.node import NodePeers, PeersUnavailableError, ensure_node_peers
 from peers.project import BakedProject, bake
 
-PEERS = Path(__file__).resolve().parent / "peers"
+PEERS = Path(__file__).resolve().parents[1] / "peers"
 ADAPTER = PEERS / "http_stdio_adapter.py"
 EXPECTED_FAILURES = PEERS / "expected-failures.yml"
 

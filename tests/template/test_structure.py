@@ -25,7 +25,7 @@ import pytest
 from bakery import COMBINATIONS, REPO, Bake, cookiecutter_config
 from cookiecutter.main import cookiecutter
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEVELOPING = ROOT / "DEVELOPING.md"
 FACES = frozenset({"__init__", "server", "testing"})
 #: What project code may import below ``mrtr_runtime`` (itself the tool face; ``content`` is its

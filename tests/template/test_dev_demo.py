@@ -164,8 +164,8 @@ def load_dev_py() -> ModuleType:
 
 def test_dev_py_test_runs_only_the_paths_it_is_given() -> None:
     names_a_path = load_dev_py().names_a_path
-    assert names_a_path("tests/test_pre_gen.py")
-    assert names_a_path("tests/test_pre_gen.py::test_a_hostile_answer_is_refused")
+    assert names_a_path("tests/template/test_pre_gen.py")
+    assert names_a_path("tests/template/test_pre_gen.py::test_a_hostile_answer_is_refused")
     assert not names_a_path("pre_gen")  # the value of -k: every test, filtered by name
     assert not names_a_path("-x")
     assert not names_a_path("tests/no_such_file.py")

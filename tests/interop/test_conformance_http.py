@@ -6,7 +6,7 @@ tests/peers/package.json, installed by tests/peers/node.py) talks to it directly
 every status code, header and stream the suite checks is the server's own. One CLI process runs
 every 2026-07-28 server scenario (`server --suite all --spec-version 2026-07-28`; the extension
 scenarios, tasks-* and sep-2640-*, belong to no protocol version and are not part of it), and
-the results are read back per scenario from each `checks.json`, as tests/test_conformance.py
+the results are read back per scenario from each `checks.json`, as tests/interop/test_conformance.py
 does; the scenario lists and the reading are that module's. Then the ten scenarios of the tasks
 extension run against the same process, one CLI process each, as that module runs them; the
 suite does not score them, so each check is judged here and each must be SUCCESS (the one

@@ -237,7 +237,7 @@ def test_render_all_covers_every_host() -> None:
 REMOTE = hosts.Remote("https://mcp.example.com/mcp", token=True)
 OPEN_REMOTE = hosts.Remote("https://mcp.example.com/mcp")
 #: What Claude Code fills in from its environment (its MCP docs, "Environment variable
-#: expansion in .mcp.json"); tests/test_claude_code.py shows it doing so.
+#: expansion in .mcp.json"); tests/deployments/test_claude_code.py shows it doing so.
 CLAUDE_TOKEN = "Bearer ${MRTR_HTTP_TOKEN}"  # noqa: S105 -- a placeholder, not a secret
 
 

@@ -10,6 +10,8 @@ from bakery import REPO, run
 
 # The files of the template foundation. The hooks are Jinja templates, but they are valid Python
 # before rendering too (the answers arrive inside a raw string), so they are linted as they are.
+#: The folders of the template's own tests (the runtime and samples suites lint themselves).
+TEMPLATE_TEST_FOLDERS = ("template", "cli", "interop", "deployments", "peers")
 #: The template's own Python: its tooling and every template test module, new ones included.
 LINTED = sorted(
     [
@@ -17,7 +19,11 @@ LINTED = sorted(
         "hooks/pre_gen_project.py",
         "hooks/post_gen_project.py",
         *(str(path.relative_to(REPO)) for path in REPO.glob("tests/*.py")),
-        *(str(path.relative_to(REPO)) for path in REPO.glob("tests/peers/*.py")),
+        *(
+            str(path.relative_to(REPO))
+            for folder in TEMPLATE_TEST_FOLDERS
+            for path in REPO.glob(f"tests/{folder}/*.py")
+        ),
     ]
 )
 RUFF = [
@@ -43,7 +49,7 @@ def test_template_tooling_is_ruff_clean() -> None:
             # dev.py and the tests start fixed commands built from our own paths, never a shell.
             "--ignore=S603,S606,S607",
             # assert is how pytest states expectations.
-            "--per-file-ignores=tests/*:S101",
+            "--per-file-ignores=tests/**:S101",
             *LINTED,
         ],
         cwd=REPO,
