@@ -24,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._context import Context, RequestCancelled
+from ._errors import MrtrError
 from ._inputs import InputRequest, choice_titles, elicit_form, elicit_url, list_roots, sample
 from ._redact import redact_secrets, treat_as_secret
 from ._registry import Registry, ToolAnnotations
@@ -74,6 +75,7 @@ __all__ = (
     "Declined",
     "InputRequest",
     "InputRequired",
+    "MrtrError",
     "Registry",
     "RequestCancelled",
     "RootsResult",

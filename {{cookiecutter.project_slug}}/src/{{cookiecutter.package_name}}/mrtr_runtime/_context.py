@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ._answers import Accepted, Cancelled, Declined
 
 from ._capabilities import ClientCapabilities
+from ._errors import MrtrError
 from ._inputs import InputRequest
 from ._jsonrpc import INVALID_PARAMS, RpcError, clip, json_size
 from ._redact import redact_secrets
@@ -126,7 +127,7 @@ def _observed(write: asyncio.Task[None]) -> None:
 TaskStart = Literal["raise", "return", "refuse"]
 
 
-class RequestCancelled(Exception):
+class RequestCancelled(MrtrError):
     """Raised by `Context.check_cancelled()` once the client has cancelled the request."""
 
 
@@ -249,7 +250,7 @@ def describe_validation_error(error: ValidationError) -> str:
     return describe_problems(error.errors())
 
 
-class AnswerMisfit(ValueError):
+class AnswerMisfit(MrtrError, ValueError):
     """An answer `validate_answer` refused; `problems` as pydantic lists them."""
 
     def __init__(self, problems: Sequence[Mapping[str, Any]]) -> None:

@@ -29,6 +29,7 @@ from ._context import (
     elicit_shape_error,
     validate_answer,
 )
+from ._errors import MrtrError
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -579,7 +580,7 @@ async def _finish_round(
     return result
 
 
-class BadAnswer(ValueError):
+class BadAnswer(MrtrError, ValueError):
     """An answer that is not a result of the method it answers; the text says why."""
 
 

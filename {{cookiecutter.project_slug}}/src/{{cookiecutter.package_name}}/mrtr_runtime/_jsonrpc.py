@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from . import _redact
+from ._errors import MrtrError
 
 __all__ = (
     "INTERNAL_ERROR",
@@ -76,7 +77,7 @@ def clip(text: str) -> str:
     return f"{text[:MAX_QUOTED_CHARS]}...({len(text)} characters)"
 
 
-class RpcError(Exception):
+class RpcError(MrtrError):
     """A JSON-RPC error, either way: a request the server answers with an error response, a
     server's error response as a client sees it, or a client's refusal of a server request."""
 
@@ -146,7 +147,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-class _DuplicateName(ValueError):
+class _DuplicateName(MrtrError, ValueError):
     """An object of the message names a member twice."""
 
 

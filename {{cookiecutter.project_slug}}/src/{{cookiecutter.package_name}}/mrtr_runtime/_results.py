@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._errors import MrtrError
 from ._inputs import InputRequest
 from ._removed import Removed
 
@@ -75,7 +76,7 @@ class ToolResult:
         return wire
 
 
-class ToolError(Exception):
+class ToolError(MrtrError):
     """Raise from a tool to end the call with an `isError` result carrying this message."""
 
 

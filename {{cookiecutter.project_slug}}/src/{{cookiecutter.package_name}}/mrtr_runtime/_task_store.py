@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final, Literal, Protocol
 
+from ._errors import MrtrError
+
 __all__ = (
     "ACTIVE_STATUSES",
     "TERMINAL_STATUSES",
@@ -47,7 +49,7 @@ def new_task_id() -> str:
     return secrets.token_urlsafe(24)
 
 
-class TaskStoreFull(Exception):
+class TaskStoreFull(MrtrError):
     """The store holds its bound of unexpired tasks, in all or for one owner; the text says
     which bound, and the variable that sets it."""
 
@@ -77,7 +79,7 @@ class TaskStoreFull(Exception):
         )
 
 
-class TaskStoreUnavailable(Exception):
+class TaskStoreUnavailable(MrtrError):
     """The configured store cannot be opened or used (a bad ``MRTR_TASK_STORE``, a file that is
     not private, a missing ``redis`` extra, an unreachable server); the text says what to do."""
 

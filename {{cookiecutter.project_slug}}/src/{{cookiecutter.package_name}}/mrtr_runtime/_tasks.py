@@ -48,6 +48,7 @@ from ._dispatch import (
     missing_capability_error,
     round_step,
 )
+from ._errors import MrtrError
 from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, RpcError, clip, json_size
 from ._redact import redact_secrets
 from ._registry import Registry
@@ -179,7 +180,7 @@ def _not_found() -> RpcError:
     return RpcError(INVALID_PARAMS, "Task not found")
 
 
-class _LeaseLost(Exception):
+class _LeaseLost(MrtrError):
     """The task's lease is held by another worker now: this one must stop writing."""
 
 

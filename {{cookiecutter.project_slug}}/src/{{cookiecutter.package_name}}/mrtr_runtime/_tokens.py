@@ -74,6 +74,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NoReturn
 
+from ._errors import MrtrError
+
 __all__ = (
     "DEFAULT_TTL_SECONDS",
     "MAX_TOKEN_CHARS",
@@ -105,7 +107,7 @@ _HEX_RE = re.compile(r"[0-9a-fA-F]*")
 _KEYGEN_HINT = 'generate one with: python3 -c "import secrets; print(secrets.token_hex(32))"'
 
 
-class SigningConfigError(ValueError):
+class SigningConfigError(MrtrError, ValueError):
     """The requestState configuration cannot be used. The message is safe to show a person."""
 
 
@@ -213,7 +215,7 @@ _CANONICAL_PAYLOAD = json.JSONEncoder(sort_keys=True, separators=(",", ":"), all
 Reason = Literal["malformed", "signature", "expired", "binding", "oversized", "unknown key"]
 
 
-class InvalidRequestState(Exception):
+class InvalidRequestState(MrtrError):
     """``requestState`` failed verification. ``reason`` is safe to send to the client.
 
     Dispatch never completes a call on such state (2026-07-28 basic/patterns/mrtr "MUST reject

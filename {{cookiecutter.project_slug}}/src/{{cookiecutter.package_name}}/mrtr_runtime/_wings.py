@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Final, Literal
 
+from ._errors import MrtrError
+
 __all__ = ("WINGS", "WingMissing", "has_wing", "load_wing", "missing_wing")
 
 WingName = Literal["http", "redis", "bundle"]
@@ -41,7 +43,7 @@ WINGS: Final[dict[WingName, Wing]] = {
 }
 
 
-class WingMissing(RuntimeError):
+class WingMissing(MrtrError, RuntimeError):
     """What was asked for needs a wing this project was generated without."""
 
 

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .._errors import MrtrError
 from .._project import Project
 from ._artifacts import EXCLUDE, ArtifactFilter, ArtifactRefused
 
@@ -35,7 +36,7 @@ MANIFEST = "manifest.json"
 PROJECT_FILES = ("pyproject.toml", "README.md", "hatch_build.py")
 
 
-class BundleError(Exception):
+class BundleError(MrtrError):
     """The project cannot be bundled; the message says why and what to do."""
 
 

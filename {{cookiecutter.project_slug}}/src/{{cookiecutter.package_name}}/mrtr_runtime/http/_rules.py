@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from .._errors import MrtrError
 from .._jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -92,7 +93,7 @@ _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _OPAQUE_ORIGIN: Final = "null"
 
 
-class HeaderMismatch(Exception):
+class HeaderMismatch(MrtrError):
     """A request whose headers are missing, malformed or disagree with its body: HTTP 400 with
     JSON-RPC error -32020 ("Server Validation")."""
 

@@ -34,6 +34,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .._errors import MrtrError
 from .._jsonrpc import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
@@ -85,7 +86,7 @@ _S = TypeVar("_S", ByteSendStream, ByteReceiveStream)
 NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class SessionClosed(Exception):
+class SessionClosed(MrtrError):
     """The server's stdout ended (it exited or closed it) or its stdin is closed; over HTTP,
     the connection failed or broke, or the server's response was not one this client reads."""
 

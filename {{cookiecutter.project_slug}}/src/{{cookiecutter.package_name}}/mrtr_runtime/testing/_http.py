@@ -29,6 +29,8 @@ from urllib.parse import urlsplit
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from .._errors import MrtrError
+
 __all__ = (
     "HEADER_MISMATCH",
     "NAMED_BY",
@@ -71,7 +73,7 @@ _READ_PIECE: Final = 64 * 1024
 _EXCERPT: Final = 200
 
 
-class HttpProtocolError(Exception):
+class HttpProtocolError(MrtrError):
     """The server's bytes were not an HTTP response this client reads, or passed a bound."""
 
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol, cast
 import anyio
 
 from .._context import RequestCancelled
+from .._errors import MrtrError
 from .._jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -72,7 +73,7 @@ Callback = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any]]]
 InputHandler = Callable[[Mapping[str, Mapping[str, Any]]], Awaitable[Mapping[str, Any]]]
 
 
-class TooManyRounds(Exception):
+class TooManyRounds(MrtrError):
     """The server still asked for input after ``max_rounds`` retries.
 
     ``asked_again`` maps each pending key the server asked again with other words than at
@@ -118,11 +119,11 @@ def _quote(text: str) -> str:
     return repr(text)
 
 
-class InvalidServerResponse(Exception):
+class InvalidServerResponse(MrtrError):
     """The server answered with something this client must treat as invalid."""
 
 
-class UnexpectedInput(LookupError):
+class UnexpectedInput(MrtrError, LookupError):
     """`answers` was asked a question its mapping does not answer."""
 
 
