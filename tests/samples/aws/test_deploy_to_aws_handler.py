@@ -1,10 +1,10 @@
 """deploy_to_aws in process, beyond the pattern a project keeps: every way a plan is shown, the
-task's progress and cancel, a yes bound to the role, the stack and the template, loosely typed
-answers, and the 2025-11-25 bridge.
+task's progress and cancel, a yes bound to the role, the stack and the template, a bad ARN asked
+again, loosely typed answers, and the 2025-11-25 bridge.
 
 The project's own ``tests/test_deploy_to_aws.py`` keeps the tests of the pattern to copy (what
-round 1 asks, the plan's first lines, one deploy inline and as a task, a replay, no, a bad ARN,
-answers sent ahead): few and fast. These run here, in the template's samples suite, with the
+round 1 asks, the plan's first lines, one deploy inline and as a task, a replay, no, answers sent
+ahead): few and fast. These run here, in the template's samples suite, with the
 baked project's python against its package (``MRTR_PACKAGE``), on that module's own helpers and
 fixtures (loaded from the bake by path), so the two never drift apart.
 """
@@ -372,3 +372,33 @@ async def test_a_legacy_user_sees_the_same_plan(aws: None) -> None:
     assert result.structured["action"] == "created"
     messages = [request["params"]["message"] for request in legacy.server_requests]
     assert messages == [ROLE_REQUEST["params"]["message"], "\n".join(PLAN_LINES)]
+
+
+@pytest.mark.anyio
+async def test_an_invalid_arn_is_asked_again_with_the_reason(client: MemoryClient) -> None:
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    bad: Json = {"role-arn": {"action": "accept", "content": {"arn": "arn:aws:iam::1234:role/x"}}}
+
+    second = await rounds(client, call, bad)
+
+    assert second["resultType"] == "input_required"
+    assert list(second["inputRequests"]) == ["role-arn"]
+    asked = second["inputRequests"]["role-arn"]["params"]
+    assert asked["message"] == (
+        "That is not an IAM role ARN: the account ID must be 12 digits. "
+        "Which IAM role should the deploy assume? Give its ARN."
+    )
+    assert asked["requestedSchema"] == ROLE_REQUEST["params"]["requestedSchema"]
+    assert no_stacks()
+
+    # The corrected answer, then the confirmation, which shows the corrected role.
+    third = await client.request(
+        "tools/call", {**call, "inputResponses": ARN, "requestState": second["requestState"]}
+    )
+    assert third["inputRequests"]["confirm"]["params"]["message"].splitlines() == PLAN_LINES
+    fourth = await client.request(
+        "tools/call",
+        {**call, "inputResponses": CONFIRMED, "requestState": third["requestState"]},
+    )
+
+    assert fourth["structuredContent"]["action"] == "created"
