@@ -27,6 +27,9 @@ from mrtr_runtime.http._rules import (
     legacy_version_problem,
     login_accounts,
     mirrored_params,
+    refuse_post,
+    refuse_request,
+    refuse_session_get,
 )
 from support import MODERN, meta
 
@@ -581,3 +584,72 @@ def test_however_the_reads_split_the_bytes_the_verdict_is_the_same(
         assert (counted, ended) == (head, True)
     else:
         assert counted > LIMIT
+
+
+# -- the verdicts on a request's head, in their order ---------------------------------------------
+
+
+@given(
+    endpoint=st.booleans(),
+    method=st.sampled_from(["POST", "GET", "DELETE", "PUT", "OPTIONS"]),
+    session=st.booleans(),
+    problem=st.none() | st.just("Forbidden: Host 'evil.example' is not allowed"),
+    authorised=st.booleans(),
+)
+def test_the_head_is_judged_in_order_404_403_405_401(
+    endpoint: bool, method: str, session: bool, problem: str | None, authorised: bool
+) -> None:
+    refusal = refuse_request(
+        path_is_endpoint=endpoint,
+        method=method,
+        has_session=session,
+        access_problem=problem,
+        authorised=authorised,
+    )
+    # "Security & Endpoint": Host and Origin are judged before the method or the token is
+    # looked at; "Backward Compatibility": GET and DELETE only with a 2025-11-25 session.
+    method_allowed = method == "POST" or (method in ("GET", "DELETE") and session)
+    expected = (
+        404
+        if not endpoint
+        else 403
+        if problem is not None
+        else 405
+        if not method_allowed
+        else 401
+        if not authorised
+        else None
+    )
+    assert (refusal and refusal.status) == expected
+    if refusal is not None and refusal.status == 405:
+        assert refusal.headers == ((b"allow", b"POST"),)
+    if refusal is not None and refusal.status == 401:
+        assert refusal.headers == ((b"www-authenticate", b'Bearer realm="mcp"'),)
+    if refusal is not None and refusal.status == 404:
+        assert refusal.code is None  # not the MCP endpoint: no JSON-RPC body
+
+
+@pytest.mark.parametrize(
+    ("content_type", "accepts", "status"),
+    [
+        ("application/json", True, None),
+        ("Application/JSON; charset=utf-8", True, None),
+        ("text/plain", True, 415),
+        ("", True, 415),
+        ("text/plain", False, 415),  # the body's type first: it is what cannot be read
+        ("application/json", False, 406),
+    ],
+)
+def test_a_post_sends_json_and_accepts_it(
+    content_type: str, accepts: bool, status: int | None
+) -> None:
+    refusal = refuse_post(content_type=content_type, accepts_json=accepts)
+    assert (refusal and refusal.status) == status
+
+
+def test_a_session_get_accepts_an_event_stream_before_its_version_is_read() -> None:
+    assert refuse_session_get(accepts_event_stream=True, version_problem=None) is None
+    refused = refuse_session_get(accepts_event_stream=False, version_problem="bad version")
+    assert refused is not None and refused.status == 406
+    refused = refuse_session_get(accepts_event_stream=True, version_problem="bad version")
+    assert refused is not None and (refused.status, refused.message) == (400, "bad version")

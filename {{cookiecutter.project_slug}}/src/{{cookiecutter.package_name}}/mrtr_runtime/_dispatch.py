@@ -439,15 +439,7 @@ async def run_round(
     extension = scope.capabilities.extension(TASKS_EXTENSION)
     if call.task == "required" and not extension:
         raise tasks_required_error()
-    # A first round starts a task only for a client that follows one; a confirming round of
-    # a task tool always records its run as a task (inline or not), so that a replay of the
-    # confirmation finds that run instead of acting again.
-    first: TaskStart = "refuse" if call.task is None else "return"
-    confirming = first
-    if tasks is not None and call.task is not None:
-        confirming = "raise"
-        if extension:
-            first = "raise"
+    first, confirming = _task_starts(call, tasks is not None, extension)
     if not received.has_state:
         answers = call.unasked_answers(offered)
         context = scope.context(answers, task_start=first)
@@ -473,21 +465,7 @@ async def run_round(
     async def run(claim: RoundClaim | None) -> JSONObject:
         # Under the round's claim: a sending answered from the record never gets here, so
         # nothing it carries (answers, extra keys, extra fields) is read at all.
-        answers = dict(state.answers)
-        parsed: dict[str, BaseModel] = {}
-        for key, answer in offered.items():
-            method = state.asked.get(key)
-            if method is None:
-                continue  # not asked in the round this token closes: ignored
-            try:
-                model = check_answer(method, answer)
-            except BadAnswer as error:
-                raise RpcError(
-                    INVALID_PARAMS, f"Invalid inputResponses[{clip(key)!r}]: {error}"
-                ) from None
-            if model is not None:
-                parsed[key] = model
-            answers[key] = answer
+        answers, parsed = _asked_answers(state.answers, state.asked, offered)
 
         async def rerun() -> JSONObject:
             # The inline run of a task: the same round, in which start_task returns at once.
@@ -511,6 +489,42 @@ async def run_round(
     if flights is None:
         return await work()
     return await flights.run(once_key, work)
+
+
+def _task_starts(call: Call, engine: bool, extension: bool) -> tuple[TaskStart, TaskStart]:
+    """What `ctx.start_task()` does in a first round and in a confirming one (one that closes
+    a verified token). A first round starts a task only for a client that follows one; a
+    confirming round of a task tool always records its run as a task (inline or not), so that
+    a replay of the confirmation finds that run instead of acting again."""
+    first: TaskStart = "refuse" if call.task is None else "return"
+    if not engine or call.task is None:
+        return first, first
+    return ("raise" if extension else first), "raise"
+
+
+def _asked_answers(
+    signed: Mapping[str, Any], asked: Mapping[str, str], offered: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, BaseModel]]:
+    """The answers that stand in a confirming round: those the token carries, and of the
+    ones offered, only answers to what the round asked (each checked once against the method
+    it was asked with; sampling and roots parsed into the model the handler reads). Anything
+    else the client sent is ignored, never shown to the handler and never signed."""
+    answers = dict(signed)
+    parsed: dict[str, BaseModel] = {}
+    for key, answer in offered.items():
+        method = asked.get(key)
+        if method is None:
+            continue  # not asked in the round this token closes: ignored
+        try:
+            model = check_answer(method, answer)
+        except BadAnswer as error:
+            raise RpcError(
+                INVALID_PARAMS, f"Invalid inputResponses[{clip(key)!r}]: {error}"
+            ) from None
+        if model is not None:
+            parsed[key] = model
+        answers[key] = answer
+    return answers, parsed
 
 
 async def _finish_round(

@@ -600,31 +600,10 @@ class Server:
         agreed: dict[str, Any] = {flag: True for flag in _LIST_FLAGS if wanted.get(flag) is True}
         uris: list[str] = []
         if "resourceSubscriptions" in wanted:
-            asked = wanted["resourceSubscriptions"]
-            if not isinstance(asked, list) or not all(isinstance(uri, str) for uri in asked):
-                raise RpcError(INVALID_PARAMS, "resourceSubscriptions must be a list of URIs")
-            if len(asked) > MAX_RESOURCE_SUBSCRIPTIONS:
-                raise RpcError(
-                    INVALID_PARAMS,
-                    f"At most {MAX_RESOURCE_SUBSCRIPTIONS} resourceSubscriptions per stream",
-                )
-            # The acknowledgment carries the subset honoured: URIs of resources that exist.
-            uris = [uri for uri in dict.fromkeys(asked) if self.registry.find_resource(uri)]
-            agreed["resourceSubscriptions"] = uris
+            uris = agreed["resourceSubscriptions"] = self._listened_uris(wanted)
         task_ids: list[str] = []
         if "taskIds" in wanted:
-            from ._tasks import MAX_FOLLOWED_TASKS
-
-            # tasks "Task Status Notifications": without the extension, -32021.
-            if not scope.capabilities.extension(TASKS_EXTENSION):
-                raise tasks_required_error()
-            asked_ids = wanted["taskIds"]
-            if not isinstance(asked_ids, list) or not all(isinstance(i, str) for i in asked_ids):
-                raise RpcError(INVALID_PARAMS, "taskIds must be a list of task ids")
-            if len(asked_ids) > MAX_FOLLOWED_TASKS:
-                raise RpcError(INVALID_PARAMS, f"At most {MAX_FOLLOWED_TASKS} taskIds per stream")
-            # The acknowledgment lists the ids agreed: the caller's own tasks that exist.
-            task_ids = await self.tasks.visible(asked_ids, scope.principal)
+            task_ids = await self._listened_tasks(wanted, scope)
             agreed["taskIds"] = list(task_ids)
         subscription_meta = {META_SUBSCRIPTION_ID: request_id}
         listener = Listener(
@@ -675,6 +654,35 @@ class Server:
         finally:
             self._subscriptions.close_listen(listener)
         return {"_meta": subscription_meta}
+
+    def _listened_uris(self, wanted: Mapping[str, Any]) -> list[str]:
+        """A listen's `resourceSubscriptions`, checked; the subset honoured (the URIs of
+        resources that exist), which the acknowledgment carries."""
+        asked = wanted["resourceSubscriptions"]
+        if not isinstance(asked, list) or not all(isinstance(uri, str) for uri in asked):
+            raise RpcError(INVALID_PARAMS, "resourceSubscriptions must be a list of URIs")
+        if len(asked) > MAX_RESOURCE_SUBSCRIPTIONS:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"At most {MAX_RESOURCE_SUBSCRIPTIONS} resourceSubscriptions per stream",
+            )
+        return [uri for uri in dict.fromkeys(asked) if self.registry.find_resource(uri)]
+
+    async def _listened_tasks(self, wanted: Mapping[str, Any], scope: RequestScope) -> list[str]:
+        """A listen's `taskIds`, checked; the ids agreed (the caller's own tasks that exist),
+        which the acknowledgment lists."""
+        from ._tasks import MAX_FOLLOWED_TASKS
+
+        # tasks "Task Status Notifications": without the extension, -32021.
+        if not scope.capabilities.extension(TASKS_EXTENSION):
+            raise tasks_required_error()
+        asked_ids = wanted["taskIds"]
+        if not isinstance(asked_ids, list) or not all(isinstance(i, str) for i in asked_ids):
+            raise RpcError(INVALID_PARAMS, "taskIds must be a list of task ids")
+        if len(asked_ids) > MAX_FOLLOWED_TASKS:
+            raise RpcError(INVALID_PARAMS, f"At most {MAX_FOLLOWED_TASKS} taskIds per stream")
+        visible: list[str] = await self.tasks.visible(asked_ids, scope.principal)
+        return visible
 
     def _list(self, method: str, params: Mapping[str, Any]) -> JSONObject:
         # utilities/pagination: everything fits on one page, so any cursor is one we never issued.

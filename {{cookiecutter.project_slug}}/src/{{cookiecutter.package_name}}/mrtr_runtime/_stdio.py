@@ -874,6 +874,51 @@ async def _serve_pipes(
         uninstall_signals()
 
 
+async def _wind_down(
+    server: Server, connection: Connection, stop: asyncio.Event, stopped: asyncio.Task[Any]
+) -> None:
+    """The stop, once stdin closed (`stop` not set: a drain) or a signal came (`stop` set):
+    tasks and listens first, then the requests, each within its bound; what is still open at
+    the end is answered as stopped, never left without a response."""
+    # Running tasks stop and keep their records (`working`): the next server holding the
+    # store resumes them. Those past their point of no return share the requests' grace.
+    tasks_finishing = server.stop_tasks()
+    await server.release_tasks(WRITE_GRACE_SECONDS)
+    # basic/patterns/subscriptions "Graceful Closure": each open listen stream is ended first;
+    # it tells its client and answers its request, so it neither holds the drain below nor
+    # is abandoned with an error.
+    if server.end_subscriptions() and stop.is_set():
+        listens = {
+            call.task
+            for call in connection.in_flight.values()
+            if call.method == "subscriptions/listen" and call.task is not None
+        }
+        if listens:
+            await asyncio.wait(listens, timeout=WRITE_GRACE_SECONDS)
+    if not stop.is_set():
+        # stdin closed: let in-flight work finish, within a bound, then stop.
+        drained = asyncio.get_running_loop().create_task(connection.idle.wait())
+        await asyncio.wait(
+            {drained, stopped}, timeout=DRAIN_SECONDS, return_when=asyncio.FIRST_COMPLETED
+        )
+        drained.cancel()
+        if tasks_finishing and not stop.is_set():
+            await asyncio.wait(tasks_finishing, timeout=SHUTDOWN_GRACE_SECONDS)
+    else:
+        # Told to stop: what has not reached its point of no return stops now; what has may
+        # have changed the world already, and gets the grace to finish and say what it did.
+        finishing = connection.stop_uncommitted()
+        if finishing or tasks_finishing:
+            await asyncio.wait(finishing | tasks_finishing, timeout=SHUTDOWN_GRACE_SECONDS)
+    unfinished = connection.unfinished
+    if unfinished:
+        _logger.warning("stopping; abandoning %d unfinished request(s)", unfinished)
+        # Nothing unanswered: each request still open is told it was stopped, and its own
+        # response (should its handler finish later) is never written.
+        connection.abandon_all()
+    connection.cancel_all()
+
+
 async def _serve_until_stopped(
     server: Server,
     wire_in: int,
@@ -936,43 +981,7 @@ async def _serve_until_stopped(
     stopped = loop.create_task(stop.wait())
     eof = loop.create_task(stdin_done.wait())
     await asyncio.wait({stopped, eof}, return_when=asyncio.FIRST_COMPLETED)
-    # Running tasks stop and keep their records (`working`): the next server holding the
-    # store resumes them. Those past their point of no return share the requests' grace.
-    tasks_finishing = server.stop_tasks()
-    await server.release_tasks(WRITE_GRACE_SECONDS)
-    # basic/patterns/subscriptions "Graceful Closure": each open listen stream is ended first;
-    # it tells its client and answers its request, so it neither holds the drain below nor
-    # is abandoned with an error.
-    if server.end_subscriptions() and stop.is_set():
-        listens = {
-            call.task
-            for call in connection.in_flight.values()
-            if call.method == "subscriptions/listen" and call.task is not None
-        }
-        if listens:
-            await asyncio.wait(listens, timeout=WRITE_GRACE_SECONDS)
-    if not stop.is_set():
-        # stdin closed: let in-flight work finish, within a bound, then stop.
-        drained = loop.create_task(connection.idle.wait())
-        await asyncio.wait(
-            {drained, stopped}, timeout=DRAIN_SECONDS, return_when=asyncio.FIRST_COMPLETED
-        )
-        drained.cancel()
-        if tasks_finishing and not stop.is_set():
-            await asyncio.wait(tasks_finishing, timeout=SHUTDOWN_GRACE_SECONDS)
-    else:
-        # Told to stop: what has not reached its point of no return stops now; what has may
-        # have changed the world already, and gets the grace to finish and say what it did.
-        finishing = connection.stop_uncommitted()
-        if finishing or tasks_finishing:
-            await asyncio.wait(finishing | tasks_finishing, timeout=SHUTDOWN_GRACE_SECONDS)
-    unfinished = connection.unfinished
-    if unfinished:
-        _logger.warning("stopping; abandoning %d unfinished request(s)", unfinished)
-        # Nothing unanswered: each request still open is told it was stopped, and its own
-        # response (should its handler finish later) is never written.
-        connection.abandon_all()
-    connection.cancel_all()
+    await _wind_down(server, connection, stop, stopped)
     for task in background:
         task.cancel()
     server.abandon_tasks()

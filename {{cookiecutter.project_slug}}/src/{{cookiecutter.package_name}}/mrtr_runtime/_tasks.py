@@ -785,58 +785,7 @@ class TaskEngine:
         spawned = False
         produced: list[TaskRecord] = []
         try:
-
-            def change(record: TaskRecord) -> TaskRecord | None:
-                now = self.clock()
-                if record.status != "working" or record.lease_expires > now:
-                    return None
-                if record.committed and not self._idempotent(record):
-                    # The run that died had passed its point of no return: its action may
-                    # have happened, and running a handler that is not idempotent again
-                    # would do it twice. Nor is it `cancelled` (tasks "Cancellation": a
-                    # cancelled task may end in another terminal status): it says "maybe".
-                    produced.append(self._maybe_done(record, now))
-                    return produced[-1]
-                if record.cancel_requested and not record.committed:
-                    return record.evolve(
-                        status="cancelled",
-                        status_message="Cancelled at the client's request.",
-                        lease_owner=None,
-                        lease_expires=0.0,
-                        updated_at=now,
-                    )
-                if record.attempts >= MAX_ATTEMPTS:
-                    stops = record.attempts
-                    message = (
-                        f"the server stopped {stops} times while running this task; "
-                        "it was not started again"
-                    )
-                    return record.evolve(
-                        status="failed",
-                        status_message=message,
-                        error={"code": INTERNAL_ERROR, "message": message},
-                        lease_owner=None,
-                        lease_expires=0.0,
-                        updated_at=now,
-                    )
-                resumed: dict[str, Any] = {}
-                if record.attempts:
-                    # Its status says so until the handler's own next message: a host showing
-                    # "step 1" again after a restart would look like a second deploy.
-                    start = record.attempts + 1
-                    resumed = {
-                        "status_message": f"Resumed after the server stopped (start {start} "
-                        f"of at most {MAX_ATTEMPTS}); running it again from the top.",
-                        "updated_at": now,
-                    }
-                return record.evolve(
-                    lease_owner=self.worker_id,
-                    lease_expires=now + self.lease_seconds,
-                    attempts=record.attempts + 1,
-                    **resumed,
-                )
-
-            stored = await self._mutate(task_id, change)
+            stored = await self._mutate(task_id, lambda record: self._claimed(record, produced))
             if produced and stored is produced[-1]:
                 _logger.warning(
                     "task %s: its run stopped past its point of no return and tool %r is not "
@@ -863,6 +812,60 @@ class TaskEngine:
         finally:
             if not spawned:
                 self._workers -= 1
+
+    def _claimed(self, record: TaskRecord, produced: list[TaskRecord]) -> TaskRecord | None:
+        """What a claim makes of `record`: None when it is not this engine's to take (not
+        working, or its lease still held); else the record ended (a run that died past its
+        point of no return, of a tool that is not idempotent: "may have happened", noted in
+        `produced`; a cancel asked for; too many starts), or taken by this worker."""
+        now = self.clock()
+        if record.status != "working" or record.lease_expires > now:
+            return None
+        if record.committed and not self._idempotent(record):
+            # The run that died had passed its point of no return: its action may
+            # have happened, and running a handler that is not idempotent again
+            # would do it twice. Nor is it `cancelled` (tasks "Cancellation": a
+            # cancelled task may end in another terminal status): it says "maybe".
+            produced.append(self._maybe_done(record, now))
+            return produced[-1]
+        if record.cancel_requested and not record.committed:
+            return record.evolve(
+                status="cancelled",
+                status_message="Cancelled at the client's request.",
+                lease_owner=None,
+                lease_expires=0.0,
+                updated_at=now,
+            )
+        if record.attempts >= MAX_ATTEMPTS:
+            stops = record.attempts
+            message = (
+                f"the server stopped {stops} times while running this task; "
+                "it was not started again"
+            )
+            return record.evolve(
+                status="failed",
+                status_message=message,
+                error={"code": INTERNAL_ERROR, "message": message},
+                lease_owner=None,
+                lease_expires=0.0,
+                updated_at=now,
+            )
+        resumed: dict[str, Any] = {}
+        if record.attempts:
+            # Its status says so until the handler's own next message: a host showing
+            # "step 1" again after a restart would look like a second deploy.
+            start = record.attempts + 1
+            resumed = {
+                "status_message": f"Resumed after the server stopped (start {start} "
+                f"of at most {MAX_ATTEMPTS}); running it again from the top.",
+                "updated_at": now,
+            }
+        return record.evolve(
+            lease_owner=self.worker_id,
+            lease_expires=now + self.lease_seconds,
+            attempts=record.attempts + 1,
+            **resumed,
+        )
 
     def _idempotent(self, record: TaskRecord) -> bool:
         """Whether the task's tool may run again past its point of no return (its

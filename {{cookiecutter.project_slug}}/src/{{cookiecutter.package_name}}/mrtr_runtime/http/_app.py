@@ -61,11 +61,15 @@ from ._rules import (
     AccessPolicy,
     HeaderMismatch,
     MirroredParam,
+    Refusal,
     check_headers,
     http_status,
     legacy_version_problem,
     mirrored_params,
     parse_token_lines,
+    refuse_post,
+    refuse_request,
+    refuse_session_get,
 )
 from ._sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -167,6 +171,17 @@ async def _respond(
     ]
     await send({"type": "http.response.start", "status": status, "headers": fields})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse(send: Send, refusal: Refusal) -> None:
+    """A `_rules` refusal, sent: a JSON-RPC error body (plain text off the endpoint)."""
+    if refusal.code is None:
+        body = refusal.message.encode("utf-8")
+        await _respond(send, refusal.status, body, [(b"content-type", b"text/plain")])
+        return
+    await _respond(
+        send, refusal.status, _error_body(refusal.code, refusal.message), [_JSON, *refusal.headers]
+    )
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -531,35 +546,31 @@ class HttpApp:
     # -- one request ----------------------------------------------------------------------------
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["path"] != ENDPOINT:
-            await _respond(send, 404, b"Not Found", [(b"content-type", b"text/plain")])
-            return
-        headers = _headers(scope)
-        problem = _access_problem(self.policy, headers.get("host"), headers.get("origin"))
-        if problem is not None:
-            await _respond(send, 403, _error_body(INVALID_REQUEST, problem))
-            return
+        # Every verdict on the head is a sans-IO rule (`_rules.refuse_request`, `refuse_post`);
+        # here the facts they judge are gathered, and what they refuse is sent.
+        path_is_endpoint = scope["path"] == ENDPOINT
+        headers = _headers(scope) if path_is_endpoint else {}
         method = scope["method"]
-        if method != "POST" and (
-            method not in ("GET", "DELETE") or "mcp-session-id" not in headers
-        ):
-            # 2026-07-28 "Backward Compatibility": GET and DELETE without a session (the
-            # 2025-11-25 stream and session ending need one) get 405, as does any other method.
-            await _respond(
-                send,
-                405,
-                _error_body(INVALID_REQUEST, f"Method Not Allowed: {method}; POST only"),
-                [_JSON, (b"allow", b"POST")],
-            )
-            return
         authorization = headers.get("authorization")
-        if not self.policy.authorised(authorization):
-            await _respond(
-                send,
-                401,
-                _error_body(INVALID_REQUEST, "Unauthorized: a valid bearer token is required"),
-                [_JSON, (b"www-authenticate", b'Bearer realm="mcp"')],
+        access_problem = (
+            _access_problem(self.policy, headers.get("host"), headers.get("origin"))
+            if path_is_endpoint
+            else None
+        )
+        refusal = refuse_request(
+            path_is_endpoint=path_is_endpoint,
+            method=method,
+            has_session="mcp-session-id" in headers,
+            access_problem=access_problem,
+            authorised=self.policy.authorised(authorization),
+        )
+        if refusal is None and method == "POST":
+            refusal = refuse_post(
+                content_type=headers.get("content-type", ""),
+                accepts_json=_accepts(headers.get("accept"), "application/json"),
             )
+        if refusal is not None:
+            await _refuse(send, refusal)
             return
         if method != "POST":
             principal = _principal(scope, self.policy.bearer_principal(authorization))
@@ -568,22 +579,7 @@ class HttpApp:
             else:
                 await self._delete(headers, principal, send)
             return
-        content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if content_type != "application/json":
-            await _respond(
-                send,
-                415,
-                _error_body(INVALID_REQUEST, "Unsupported Media Type: send application/json"),
-            )
-            return
         accept = headers.get("accept")
-        if not _accepts(accept, "application/json"):
-            await _respond(
-                send,
-                406,
-                _error_body(INVALID_REQUEST, "Not Acceptable: accept application/json"),
-            )
-            return
         try:
             async with asyncio.timeout(BODY_TIMEOUT_SECONDS):
                 body = await self._read_body(headers, receive, send)
@@ -608,6 +604,18 @@ class HttpApp:
             )
             return
         principal = _principal(scope, self.policy.bearer_principal(authorization))
+        await self._post(message, headers, accept, principal, receive, send)
+
+    async def _post(
+        self,
+        message: Request | Notification | Response,
+        headers: dict[str, str],
+        accept: str | None,
+        principal: str | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """A POST's message, read and parsed: to its era, and there to its answer."""
         # The one header the 2026-07-28 path looks up for the other era: a session's requests,
         # and an initialize, are 2025-11-25 unless they carry modern _meta.
         session_id = headers.get("mcp-session-id")
@@ -1033,14 +1041,12 @@ class HttpApp:
     ) -> None:
         """2025-11-25 "Listening for Messages": the session's own stream; with `Last-Event-ID`,
         any of its streams resumed after that event ("Resumability and Redelivery" 2.)."""
-        if not _accepts(headers.get("accept"), "text/event-stream"):
-            await _respond(
-                send, 406, _error_body(INVALID_REQUEST, "Not Acceptable: accept text/event-stream")
-            )
-            return
-        problem = legacy_version_problem(headers.get("mcp-protocol-version"))
-        if problem is not None:
-            await _respond(send, 400, _error_body(INVALID_REQUEST, problem))
+        refusal = refuse_session_get(
+            accepts_event_stream=_accepts(headers.get("accept"), "text/event-stream"),
+            version_problem=legacy_version_problem(headers.get("mcp-protocol-version")),
+        )
+        if refusal is not None:
+            await _refuse(send, refusal)
             return
         session = self._live_session(headers["mcp-session-id"], principal)
         if session is None:

@@ -10,6 +10,8 @@ touches a socket, so every rule is tested without a server.
   `Mcp-Name` and the `Mcp-Param-{Name}` headers a tool's `x-mcp-header` properties ask for, each
   compared with the body ("Server Validation"), Base64 sentinel values decoded ("Value
   Encoding");
+- which requests are refused before their body is read, and with what (`refuse_request`,
+  `refuse_post`);
 - which HTTP status a JSON-RPC error travels with;
 - the protocol version header of a 2025-11-25 session's request (`legacy_version_problem`).
 """
@@ -45,6 +47,7 @@ __all__ = (
     "HeadMeter",
     "HeaderMismatch",
     "MirroredParam",
+    "Refusal",
     "access_warning",
     "check_headers",
     "decode_header_value",
@@ -53,6 +56,9 @@ __all__ = (
     "login_accounts",
     "mirrored_params",
     "parse_token_lines",
+    "refuse_post",
+    "refuse_request",
+    "refuse_session_get",
 )
 
 #: basic/transports/streamable-http "Server Validation": HeaderMismatch. Defined for HTTP only.
@@ -620,6 +626,71 @@ _BAD_REQUEST_CODES: Final = frozenset(
         UNSUPPORTED_PROTOCOL_VERSION,
     }
 )
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request refused before its body is read: its HTTP status, and the JSON-RPC error the
+    body carries (`code` None: a plain-text body, for what is not the MCP endpoint at all)."""
+
+    status: int
+    message: str
+    code: int | None = INVALID_REQUEST
+    #: Headers beside the content type (`Allow`, `WWW-Authenticate`).
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+def refuse_request(
+    *,
+    path_is_endpoint: bool,
+    method: str,
+    has_session: bool,
+    access_problem: str | None,
+    authorised: bool,
+) -> Refusal | None:
+    """The verdict on a request's head, in the order the checks must run: None to go on.
+
+    Anything but the endpoint is 404. "Security & Endpoint": a Host or Origin that fails the
+    DNS-rebinding checks is 403, before anything else is looked at. "Backward Compatibility":
+    GET and DELETE without a 2025-11-25 session (its stream and its end need one) are 405, as is
+    any other method. A bearer token required and not given is 401, with the challenge."""
+    if not path_is_endpoint:
+        return Refusal(404, "Not Found", code=None)
+    if access_problem is not None:
+        return Refusal(403, access_problem)
+    if method != "POST" and (method not in ("GET", "DELETE") or not has_session):
+        return Refusal(
+            405, f"Method Not Allowed: {method}; POST only", headers=((b"allow", b"POST"),)
+        )
+    if not authorised:
+        return Refusal(
+            401,
+            "Unauthorized: a valid bearer token is required",
+            headers=((b"www-authenticate", b'Bearer realm="mcp"'),),
+        )
+    return None
+
+
+def refuse_post(*, content_type: str, accepts_json: bool) -> Refusal | None:
+    """The verdict on a POST's media types ("Sending Messages": the body is JSON, and the client
+    accepts a JSON answer): 415, 406, or None to go on."""
+    if content_type.split(";", 1)[0].strip().lower() != "application/json":
+        return Refusal(415, "Unsupported Media Type: send application/json")
+    if not accepts_json:
+        return Refusal(406, "Not Acceptable: accept application/json")
+    return None
+
+
+def refuse_session_get(
+    *, accepts_event_stream: bool, version_problem: str | None
+) -> Refusal | None:
+    """The verdict on a 2025-11-25 session's GET ("Listening for Messages"): it accepts an event
+    stream (else 406), and its MCP-Protocol-Version header names that era (else 400)."""
+    if not accepts_event_stream:
+        return Refusal(406, "Not Acceptable: accept text/event-stream")
+    if version_problem is not None:
+        return Refusal(400, version_problem)
+    return None
 
 
 def http_status(code: int, *, malformed: bool = False) -> int:
