@@ -693,3 +693,26 @@ async def test_a_carried_out_round_is_answered_from_its_record_when_the_store_ca
     with pytest.raises(RpcError, match="readonly database"):
         await client.request("tools/call", confirming(fresh))
     assert world.actions == 1
+
+
+async def test_an_unreadable_round_record_refuses_the_round_and_says_why(tmp_path: Path) -> None:
+    # A damaged store (or one another version wrote): the record of a carried-out round can no
+    # longer be read. Fail closed (it may have been carried out), and say so, naming the store
+    # variable: not a bare "Internal error".
+    world = World()
+    path = tmp_path / "tasks.sqlite3"
+    client = MemoryClient(make(world, sqlite_opener(path)), capabilities=ALL_CAPABILITIES)
+    token = await first(client)
+    await client.request("tools/call", confirming(token))
+    assert world.actions == 1
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE rounds SET record = ?", ('{"key": "k", "unknown_field": 1}',))
+    from mrtr_runtime.testing import RpcError
+
+    with pytest.raises(RpcError) as failed:
+        await client.request("tools/call", confirming(token))
+    message = failed.value.message
+    assert "not carried out" in message
+    assert "confirmed round's record it cannot read" in message
+    assert "unknown_field" in message and "MRTR_TASK_STORE" in message
+    assert world.actions == 1

@@ -429,6 +429,6 @@ def _unrecordable(reason: str) -> RpcError:
     # kept from running twice), and the client hears which store failed and how.
     return RpcError(
         INTERNAL_ERROR,
-        f"This confirmation was not carried out: its record cannot be written ({reason}). "
+        f"This confirmation was not carried out: its record cannot be kept ({reason}). "
         "Nothing was run; send it again once the store works.",
     )

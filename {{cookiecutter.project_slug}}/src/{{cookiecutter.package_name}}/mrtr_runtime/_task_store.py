@@ -19,9 +19,9 @@ import json
 import math
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 from ._errors import MrtrError
 
@@ -152,9 +152,11 @@ class TaskRecord:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> TaskRecord:
-        data = json.loads(text)
-        data["asked"] = {key: (pair[0], pair[1]) for key, pair in data["asked"].items()}
-        return cls(**data)
+        def build(data: dict[str, Any]) -> TaskRecord:
+            data["asked"] = {key: (pair[0], pair[1]) for key, pair in data["asked"].items()}
+            return cls(**data)
+
+        return _read_record("a task", text, build)
 
 
 _FIELD_NAMES: Final = tuple(item.name for item in fields(TaskRecord))
@@ -218,7 +220,34 @@ class RoundRecord:
 
     @classmethod
     def from_json(cls, text: str | bytes, version: int) -> RoundRecord:
-        return cls(**json.loads(text), version=version)
+        return _read_record("a confirmed round's", text, lambda data: cls(**data, version=version))
+
+
+#: How much of a decoding error's text a message carries (names and positions, never values).
+_MAX_REASON_CHARS: Final = 120
+
+
+_Record = TypeVar("_Record")
+
+
+def _read_record(
+    kind: str, text: str | bytes, build: Callable[[dict[str, Any]], _Record]
+) -> _Record:
+    """A stored record, decoded by `build` from its JSON object: every store reads every record
+    through here. One that cannot be read (a damaged store, or one another version wrote) is
+    `TaskStoreUnavailable` saying so, never a bare error: a confirmation whose record cannot be
+    read is refused (it may have been carried out), and whoever asked hears why."""
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        return build(data)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as error:
+        reason = f"{type(error).__name__}: {error}"[:_MAX_REASON_CHARS]
+        raise TaskStoreUnavailable(
+            f"the task store holds {kind} record it cannot read ({reason}); it was left as it "
+            "is: repair or replace the store (MRTR_TASK_STORE) to go on"
+        ) from None
 
 
 def _plain(value: object) -> object:
