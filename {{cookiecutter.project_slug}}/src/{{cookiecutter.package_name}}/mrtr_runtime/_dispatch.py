@@ -360,8 +360,9 @@ def round_step(
     """What follows a handler's run, in every era: the one rule of a round.
 
     A value other than `InputRequired` finishes the call. Questions the client lacks a
-    capability for are not asked (basic/patterns/mrtr: the server MUST NOT ask for what the
-    client did not declare). Otherwise the questions are asked, and an answer to a question
+    capability for are not asked: the era refuses the call instead, naming the capabilities
+    (2026-07-28 basic/index: -32021 MissingRequiredClientCapabilityError, see
+    `missing_capability_error`). Otherwise the questions are asked, and an answer to a question
     asked again no longer stands: it is dropped until the client answers anew. Each era keeps
     only its way of asking (a token, a reverse request, a task record)."""
     if not isinstance(outcome, InputRequired):
@@ -569,13 +570,12 @@ async def _finish_round(
             claim,
         )
         return await tasks(opening)
-    match round_step(outcome, scope.capabilities, answers):
-        case Finish(value):
-            return call.finish(value)
-        case MissingCapability(missing):
-            raise missing_capability_error(missing)
-        case Ask(outcome, kept):
-            pass
+    step = round_step(outcome, scope.capabilities, answers)
+    if isinstance(step, Finish):
+        return call.finish(step.value)
+    if isinstance(step, MissingCapability):
+        raise missing_capability_error(step.missing)
+    outcome, kept = step.outcome, step.kept
     # MRTR asks with a token: it records only this round's questions, so the next retry may
     # answer those and nothing else.
     asked = {key: request.method for key, request in outcome.requests.items()}
