@@ -39,6 +39,13 @@ VALID = {
     "MRTR_HTTP_MAX_SESSIONS": (" 5 ", "http_max_sessions", 5),
     "MRTR_HTTP_SESSION_IDLE_SECONDS": ("60", "http_session_idle_seconds", 60),
     "MRTR_HTTP_SSE_POLL_SECONDS": (" 30 ", "http_sse_poll_seconds", 30),
+    "MRTR_OAUTH_ISSUER": (" https://auth.example.com ", "oauth_issuer", "https://auth.example.com"),
+    "MRTR_OAUTH_RESOURCE": (
+        "https://mcp.example.com/mcp",
+        "oauth_resource",
+        "https://mcp.example.com/mcp",
+    ),
+    "MRTR_OAUTH_SCOPES": ("mcp, tools deploy", "oauth_scopes", ("mcp", "tools", "deploy")),
     "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": ("25", "http_max_sessions_per_principal", 25),
     "MRTR_TASK_MAX_BYTES_PER_OWNER": ("1000000", "task_max_bytes_per_owner", 1_000_000),
     "MRTR_TASK_STORE": ("sqlite:///srv/tasks.db", "task_store", "sqlite:///srv/tasks.db"),

@@ -197,6 +197,13 @@ class Settings:
     #: SSE polling). For a proxy that ends connections older than some age: set it below that
     #: age. A whole number of seconds from 1; None (the default) holds connections open.
     http_sse_poll_seconds: int | None = None
+    #: ``MRTR_OAUTH_ISSUER``: the authorization server whose access tokens the HTTP transport
+    #: accepts (it becomes an OAuth 2.1 resource server); "" when unset. Checked by the HTTP
+    #: wing, with ``MRTR_OAUTH_RESOURCE`` (this server's canonical URI, the tokens' audience)
+    #: and ``MRTR_OAUTH_SCOPES`` (scopes every request needs, space- or comma-separated).
+    oauth_issuer: str = ""
+    oauth_resource: str = ""
+    oauth_scopes: tuple[str, ...] = ()
     #: ``MRTR_TASK_STORE``: where tasks are kept (``sqlite:///abs/path.db``, ``redis://...``,
     #: ``rediss://...``, ``memory:``), as set; "" for the default (SQLite in the per-user state
     #: directory). Checked here; opened by ``_task_backends`` on the first task. Out of the repr:
@@ -264,6 +271,9 @@ class Settings:
             ),
             http_session_idle_seconds=_whole_of(_SESSION_IDLE_VARIABLE, environ, problems),
             http_sse_poll_seconds=_whole_of(_SSE_POLL_VARIABLE, environ, problems),
+            oauth_issuer=text("MRTR_OAUTH_ISSUER"),
+            oauth_resource=text("MRTR_OAUTH_RESOURCE"),
+            oauth_scopes=tuple(text("MRTR_OAUTH_SCOPES").replace(",", " ").split()),
             task_store=_task_store_of(text(TASK_STORE_VARIABLE), problems),
             task_max_stored=_task_bound_of(
                 TASK_MAX_STORED_VARIABLE, DEFAULT_TASK_MAX_STORED, environ, problems

@@ -353,6 +353,8 @@ class ToolDef:
     task: TaskSupport | None = None
     #: How long its tasks are kept (their `ttlMs`); None: the engine's default.
     task_ttl_seconds: float | None = None
+    #: OAuth scopes a bearer must hold to call it over HTTP with authorization (see `tool`).
+    scopes: tuple[str, ...] = ()
 
     @functools.cached_property
     def wire(self) -> Mapping[str, Any]:
@@ -446,6 +448,20 @@ def _input_keys(keys: Collection[str]) -> frozenset[str]:
     return frozenset(keys)
 
 
+#: RFC 6749 section 3.3: a scope token is printable ASCII but space, double quote and backslash.
+_SCOPE_TOKEN: Final = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+
+
+def _scope_tokens(scopes: Collection[str]) -> tuple[str, ...]:
+    if isinstance(scopes, str):
+        # scopes="deploy" would otherwise mean the scopes "d", "e", "p"...
+        raise TypeError('scopes takes a collection of scope names: scopes=("deploy",)')
+    for scope in scopes:
+        if not isinstance(scope, str) or not _SCOPE_TOKEN.fullmatch(scope):
+            raise ValueError(f"scope {scope!r} is not an OAuth scope token (RFC 6749 section 3.3)")
+    return tuple(dict.fromkeys(scopes))
+
+
 def _needs_uri(decorator: str, uri: object) -> None:
     # `@registry.resource` with no URI would get the handler as its URI and declare nothing.
     if not isinstance(uri, str) or not uri:
@@ -526,6 +542,7 @@ class Registry:
         accept_unasked: Collection[str] = (),
         task: TaskSupport | None = None,
         task_ttl_seconds: float | None = None,
+        scopes: Collection[str] = (),
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -539,6 +556,7 @@ class Registry:
         accept_unasked: Collection[str] = (),
         task: TaskSupport | None = None,
         task_ttl_seconds: float | None = None,
+        scopes: Collection[str] = (),
     ) -> Any:
         """Declare a tool; the handler's parameters become its input schema.
 
@@ -562,9 +580,17 @@ class Registry:
         top (arguments and answers as recorded); one past `ctx.point_of_no_return()` is run
         again only with `annotations=ToolAnnotations(idempotent=True)`, and otherwise ends
         with an isError result saying its action may have been carried out.
+
+        `scopes` are the OAuth scopes a caller's access token must hold to call the tool when
+        the server runs over HTTP as an OAuth resource server (`MRTR_OAUTH_ISSUER`): without
+        them the call is refused with 403 `insufficient_scope` naming them, before the handler
+        runs (basic/authorization "Scope Challenge Handling"). They are listed in the server's
+        Protected Resource Metadata. Without authorization (stdio, a shared token) they are
+        not checked: stdio takes its credentials from the environment.
         """
         if callable(name):
             return self.tool()(name)
+        required_scopes = _scope_tokens(scopes)
         unasked = _input_keys(accept_unasked)
         if task not in (None, "optional", "required"):
             raise ValueError(f'task must be None, "optional" or "required", not {task!r}')
@@ -594,7 +620,15 @@ class Registry:
                 wire["annotations"] = annotations.to_wire()
             output = _output_schema_model(handler, signature.returns, output_model)
             self.tools[tool_name] = ToolDef(
-                tool_name, handler, signature, output, wire, unasked, task, task_ttl_seconds
+                tool_name,
+                handler,
+                signature,
+                output,
+                wire,
+                unasked,
+                task,
+                task_ttl_seconds,
+                required_scopes,
             )
             self._changed("tools")
             return handler

@@ -5,6 +5,9 @@ Nothing here is imported when serving stdio: ``mrtr_runtime.server`` loads these
 use.
 
 - ``_rules.py``: who may ask (Host, Origin, bearer tokens), headers against the body, statuses.
+- ``_oauth.py``: the OAuth 2.1 resource server's rules (basic/authorization): Protected Resource
+  Metadata, challenges, a JWT access token read into a grant (the ``oauth`` extra: PyJWT).
+- ``_authorization_server.py``: the authorization server's metadata and keys, fetched and kept.
 - ``_app.py``: ``HttpApp``, the ASGI app over the same ``Server`` the stdio transport uses.
 - ``_uvicorn.py``: ``serve_http``, bounded connections and heads, the stop at SIGTERM.
 """

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib.util
 import logging
 import os
 import stat
@@ -34,6 +35,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from .._config import CLIENT_REQUEST_TIMEOUT_SECONDS, Settings
 from .._context import MAYBE_CARRIED_OUT, SHUTDOWN_GRACE_SECONDS, Cancellation
@@ -56,6 +58,8 @@ from .._legacy import client_result
 from .._permissions import open_to_others
 from .._router import Server, Session
 from .._wire import META_PROTOCOL_VERSION
+from ._authorization_server import BearerAuthority
+from ._oauth import Grant, ResourceServerSettings, metadata_document, scope_refusal
 from ._rules import (
     HEADER_MISMATCH,
     AccessPolicy,
@@ -66,6 +70,7 @@ from ._rules import (
     http_status,
     legacy_version_problem,
     mirrored_params,
+    oauth_refusal,
     parse_token_lines,
     refuse_post,
     refuse_request,
@@ -177,7 +182,8 @@ async def _refuse(send: Send, refusal: Refusal) -> None:
     """A `_rules` refusal, sent: a JSON-RPC error body (plain text off the endpoint)."""
     if refusal.code is None:
         body = refusal.message.encode("utf-8")
-        await _respond(send, refusal.status, body, [(b"content-type", b"text/plain")])
+        headers = [(b"content-type", b"text/plain"), *refusal.headers]
+        await _respond(send, refusal.status, body, headers)
         return
     await _respond(
         send, refusal.status, _error_body(refusal.code, refusal.message), [_JSON, *refusal.headers]
@@ -323,6 +329,9 @@ class HttpSettings:
     client_request_timeout: float = CLIENT_REQUEST_TIMEOUT_SECONDS
     #: Legacy calls waiting for their client's answer without holding a place (MAX_PARKED).
     max_parked: int = MAX_PARKED
+    #: OAuth 2.1 resource server (basic/authorization): whose access tokens are accepted, and
+    #: this server's canonical URI; None: no OAuth (the bearer tokens above, or nothing).
+    oauth: ResourceServerSettings | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], *, host: str, port: int) -> HttpSettings:
@@ -362,6 +371,7 @@ class HttpSettings:
             max_sessions_per_principal=settings.http_max_sessions_per_principal,
             sse_poll_seconds=settings.http_sse_poll_seconds,
             client_request_timeout=settings.client_request_timeout,
+            oauth=_oauth_settings(settings),
         )
 
     def session_share(self) -> int:
@@ -402,6 +412,41 @@ class ConnectionRefusal:
         if scope["type"] == "http":
             headers = [_JSON, _RETRY_SOON, (b"connection", b"close")]
             await _respond(send, 503, self.body, headers)
+
+
+def _oauth_settings(settings: Settings) -> ResourceServerSettings | None:
+    """The resource server `settings` ask for, or None; ValueError for half of one, for one
+    beside a shared token (two ways to let a request in would make either one's checks
+    pointless), or for a missing `oauth` extra."""
+    if not settings.oauth_issuer and not settings.oauth_resource:
+        if settings.oauth_scopes:
+            raise ValueError("MRTR_OAUTH_SCOPES is set without MRTR_OAUTH_ISSUER")
+        return None
+    if not settings.oauth_issuer or not settings.oauth_resource:
+        raise ValueError(
+            "OAuth needs both MRTR_OAUTH_ISSUER (the authorization server) and "
+            "MRTR_OAUTH_RESOURCE (this server's canonical URI, e.g. https://mcp.example.com/mcp)"
+        )
+    if settings.http_token is not None or settings.http_tokens_file is not None:
+        raise ValueError(
+            "MRTR_OAUTH_ISSUER cannot be combined with MRTR_HTTP_TOKEN or MRTR_HTTP_TOKENS_FILE: "
+            "unset the shared tokens"
+        )
+    if importlib.util.find_spec("jwt") is None:
+        raise ValueError(
+            "MRTR_OAUTH_ISSUER needs PyJWT, the project's `oauth` extra: "
+            "pip install -e '.[http,oauth]'"
+        )
+    resource_server = ResourceServerSettings.from_values(
+        issuer=settings.oauth_issuer,
+        resource=settings.oauth_resource,
+        scopes=settings.oauth_scopes,
+    )
+    if urlsplit(resource_server.resource).path.rstrip("/") != ENDPOINT:
+        _logger.info(
+            "MRTR_OAUTH_RESOURCE's path is not %s: a proxy in front must map it there", ENDPOINT
+        )
+    return resource_server
 
 
 def _read_tokens_file(path: str | None, *, platform: str = os.name) -> tuple[tuple[str, str], ...]:
@@ -458,6 +503,10 @@ class HttpApp:
         self.server = server
         self.settings = settings or HttpSettings()
         self.policy = self.settings.policy()
+        #: The OAuth resource server, when `settings.oauth` makes this server one.
+        self.authority = (
+            None if self.settings.oauth is None else BearerAuthority(self.settings.oauth)
+        )
         #: 2025-11-25 sessions; 2026-07-28 requests never touch it.
         self.sessions = SessionTable(
             max_sessions=self.settings.max_sessions,
@@ -546,8 +595,12 @@ class HttpApp:
     # -- one request ----------------------------------------------------------------------------
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # Every verdict on the head is a sans-IO rule (`_rules.refuse_request`, `refuse_post`);
-        # here the facts they judge are gathered, and what they refuse is sent.
+        # Every verdict on the head is a sans-IO rule (`_rules.refuse_request`, `refuse_post`,
+        # `_oauth`); here the facts they judge are gathered, and what they refuse is sent.
+        authority = self.authority
+        if authority is not None and scope["path"] == authority.settings.metadata_path:
+            await self._resource_metadata(authority, scope["method"], send)
+            return
         path_is_endpoint = scope["path"] == ENDPOINT
         headers = _headers(scope) if path_is_endpoint else {}
         method = scope["method"]
@@ -569,11 +622,18 @@ class HttpApp:
                 content_type=headers.get("content-type", ""),
                 accepts_json=_accepts(headers.get("accept"), "application/json"),
             )
+        grant: Grant | None = None
+        if refusal is None and self.authority is not None:
+            verdict = await self.authority.authorise(authorization)
+            if isinstance(verdict, Grant):
+                grant = verdict
+            else:
+                refusal = oauth_refusal(self.authority.settings, verdict)
         if refusal is not None:
             await _refuse(send, refusal)
             return
         if method != "POST":
-            principal = _principal(scope, self.policy.bearer_principal(authorization))
+            principal = self._principal_of(scope, authorization, grant)
             if method == "GET":
                 await self._get(headers, principal, receive, send)
             else:
@@ -603,8 +663,49 @@ class HttpApp:
                 send, 400, _error_body(error.code, error.message, error.request_id, error.data)
             )
             return
-        principal = _principal(scope, self.policy.bearer_principal(authorization))
+        if grant is not None and self.authority is not None:
+            missing = scope_refusal(grant, self._scopes_needed(message))
+            if missing is not None:
+                await _refuse(send, oauth_refusal(self.authority.settings, missing))
+                return
+        principal = self._principal_of(scope, authorization, grant)
         await self._post(message, headers, accept, principal, receive, send)
+
+    def _principal_of(
+        self, scope: Scope, authorization: str | None, grant: Grant | None
+    ) -> str | None:
+        if grant is not None:
+            return grant.principal
+        return _principal(scope, self.policy.bearer_principal(authorization))
+
+    def _scopes_needed(self, message: Request | Notification | Response) -> tuple[str, ...]:
+        """The scopes a tools/call needs beyond every request's: its tool's (`tool(scopes=)`).
+        An unknown tool needs none here: the router answers it as unknown."""
+        if not isinstance(message, Request) or message.method != "tools/call":
+            return ()
+        name = message.params.get("name")
+        try:
+            self.server.registry.ensure_loaded()
+        except RpcError:
+            return ()  # the router answers the tools that failed to load
+        tool = self.server.registry.tools.get(name) if isinstance(name, str) else None
+        return () if tool is None else tool.scopes
+
+    async def _resource_metadata(self, authority: BearerAuthority, method: str, send: Send) -> None:
+        """RFC 9728 section 3: the Protected Resource Metadata, for anyone (no token: it is
+        how a client learns where to get one)."""
+        if method != "GET":
+            await _refuse(
+                send,
+                Refusal(405, "Method Not Allowed: GET only", None, ((b"allow", b"GET"),)),
+            )
+            return
+        with contextlib.suppress(RpcError):  # listed as far as they loaded; calls say the rest
+            self.server.registry.ensure_loaded()
+        tools = self.server.registry.tools.values()
+        tool_scopes = [scope for tool in tools for scope in tool.scopes]
+        body = metadata_document(authority.settings, tool_scopes)
+        await _respond(send, 200, body, [_JSON, (b"cache-control", b"max-age=300")])
 
     async def _post(
         self,

@@ -11,7 +11,7 @@ touches a socket, so every rule is tested without a server.
   compared with the body ("Server Validation"), Base64 sentinel values decoded ("Value
   Encoding");
 - which requests are refused before their body is read, and with what (`refuse_request`,
-  `refuse_post`);
+  `refuse_post`, `oauth_refusal` for what the OAuth resource server refuses);
 - which HTTP status a JSON-RPC error travels with;
 - the protocol version header of a 2025-11-25 session's request (`legacy_version_problem`).
 """
@@ -40,6 +40,8 @@ from .._jsonrpc import (
     clip,
 )
 from .._wire import LEGACY_VERSIONS, META_PROTOCOL_VERSION
+from ._authorization_server import RETRY_AFTER_SECONDS, AuthorizationServerUnavailable
+from ._oauth import ResourceServerSettings, TokenRefused, challenge
 
 __all__ = (
     "HEADER_MISMATCH",
@@ -55,6 +57,7 @@ __all__ = (
     "legacy_version_problem",
     "login_accounts",
     "mirrored_params",
+    "oauth_refusal",
     "parse_token_lines",
     "refuse_post",
     "refuse_request",
@@ -669,6 +672,35 @@ def refuse_request(
             headers=((b"www-authenticate", b'Bearer realm="mcp"'),),
         )
     return None
+
+
+def oauth_refusal(
+    settings: ResourceServerSettings, problem: TokenRefused | AuthorizationServerUnavailable
+) -> Refusal:
+    """The answer to a request the OAuth resource server refuses (basic/authorization "Error
+    Handling": 401 for a missing or invalid token, 403 for insufficient scope, each with the
+    challenge); 503 with Retry-After while the authorization server cannot be reached, so a
+    client retries the same token instead of asking its user to sign in again."""
+    if isinstance(problem, AuthorizationServerUnavailable):
+        return Refusal(
+            503,
+            "Service Unavailable: the authorization server cannot be reached to check the "
+            "token; retry later",
+            headers=((b"retry-after", str(RETRY_AFTER_SECONDS).encode()),),
+        )
+    scopes = problem.scopes or settings.required_scopes
+    header = challenge(
+        settings,
+        error=problem.error,
+        description=problem.description if problem.error is not None else None,
+        scopes=scopes,
+    )
+    word = "Forbidden" if problem.status == 403 else "Unauthorized"
+    return Refusal(
+        problem.status,
+        f"{word}: {problem.description}",
+        headers=((b"www-authenticate", header),),
+    )
 
 
 def refuse_post(*, content_type: str, accepts_json: bool) -> Refusal | None:
