@@ -767,7 +767,8 @@ def test_the_image_is_pinned_runs_as_no_root_and_carries_no_key(
     extras = re.search(r'pip install [^"]*"\.\[([a-z,]+)\]"', dockerfile)
     assert extras is not None
     aws = COMBINATIONS[combination]["include_aws_example"] == "yes"
-    assert extras[1].split(",") == (["http", "redis", "aws"] if aws else ["http", "redis"])
+    wings = ["http", "oauth", "redis"]
+    assert extras[1].split(",") == ([*wings, "aws"] if aws else wings)
 
 
 def test_the_image_checks_its_health_with_a_real_discover_on_its_own_port(
@@ -871,5 +872,5 @@ def test_what_the_image_copies_builds_the_wheel_it_installs(
         extras = re.findall(r"^Provides-Extra: (\S+)$", archive.read(metadata).decode(), re.M)
     entrypoint, _ = image_command(baked)
     assert f"{entrypoint[0]} = {DEFAULT_PACKAGE}.app:main" in scripts
-    assert {"http", "aws"} <= set(extras)
+    assert {"http", "oauth", "aws"} <= set(extras)
     assert not [name for name in names if KEY_FILE in name or ".env" in name]
