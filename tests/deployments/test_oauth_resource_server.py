@@ -358,9 +358,9 @@ def stack(
 
 
 def show(title: str, lines: list[str]) -> None:
-    print(f"\n{title}")  # the transcript this test exists to show
+    print(f"\n{title}")  # noqa: T201 (the transcript this test exists to show)
     for line in lines:
-        print(f"  {line}")
+        print(f"  {line}")  # noqa: T201
 
 
 # -- discovery ----------------------------------------------------------------------------------
