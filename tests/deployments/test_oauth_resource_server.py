@@ -144,9 +144,7 @@ class AuthorizationServer:
         form["scope"] = scope or SCOPE_OF[client]
         credentials = b64(f"{client}:{self.clients[client]}".encode())
         target = urlsplit(discovery["token_endpoint"])
-        connection = http.client.HTTPConnection(
-            target.netloc, timeout=CALL_TIMEOUT_SECONDS
-        )
+        connection = http.client.HTTPConnection(target.netloc, timeout=CALL_TIMEOUT_SECONDS)
         try:
             connection.request(
                 "POST",
@@ -267,9 +265,7 @@ def call(url: str, token: str | None, method: str, params: Json) -> Answer:
         "method": method,
         "params": {**params, "_meta": task_meta()},
     }
-    status, found, payload = http_request(
-        "POST", url, json.dumps(body).encode(), headers
-    )
+    status, found, payload = http_request("POST", url, json.dumps(body).encode(), headers)
     content_type = found.get("content-type", "")
     if content_type.startswith(("application/json", "text/event-stream")):
         messages = messages_in(payload, content_type)
@@ -330,9 +326,7 @@ def stack(
     mcp_port = free_port()
     resource = f"http://127.0.0.1:{mcp_port}/mcp"
     clients = {name: secrets.token_urlsafe(24) for name in SCOPE_OF}
-    authorization = AuthorizationServer(
-        node_peers, home, free_port(), resource, clients
-    )
+    authorization = AuthorizationServer(node_peers, home, free_port(), resource, clients)
     authorization.start([signing_key("key-1")])
     key_file = home / "secrets" / "mrtr-signing-key"
     run([project.tool(DEFAULT_SLUG), "keygen", "--path", key_file], cwd=home)
@@ -377,13 +371,9 @@ def test_a_client_without_a_token_finds_the_authorization_server_and_gets_one(
     assert refused.status == 401
     assert challenge.startswith("Bearer resource_metadata=")
     metadata_url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
-    assert metadata_url == stack.url.replace(
-        "/mcp", "/.well-known/oauth-protected-resource/mcp"
-    )
+    assert metadata_url == stack.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
     metadata = get_json(metadata_url)
-    transcript.append(
-        f"GET {urlsplit(metadata_url).path} -> 200 {json.dumps(metadata)}"
-    )
+    transcript.append(f"GET {urlsplit(metadata_url).path} -> 200 {json.dumps(metadata)}")
     # RFC 9728: the resource is this server; its authorization server is the one we run; the
     # scopes include what deploy_to_aws declares.
     assert metadata["resource"] == stack.url
@@ -395,19 +385,12 @@ def test_a_client_without_a_token_finds_the_authorization_server_and_gets_one(
         + json.dumps(jwt.get_unverified_header(token))
         + " "
         + json.dumps(
-            {
-                k: v
-                for k, v in jwt.decode(
-                    token, options={"verify_signature": False}
-                ).items()
-            }
+            {k: v for k, v in jwt.decode(token, options={"verify_signature": False}).items()}
         )
     )
     listed = call(stack.url, token, "tools/list", {})
     names = sorted(tool["name"] for tool in listed.result["tools"])
-    transcript.append(
-        f"POST /mcp tools/list with it -> {listed.status}: {', '.join(names)}"
-    )
+    transcript.append(f"POST /mcp tools/list with it -> {listed.status}: {', '.join(names)}")
     show("discovery, as a host does it", transcript)
     assert "deploy_to_aws" in names
 
@@ -443,15 +426,11 @@ def test_one_principal_deploys_and_another_can_neither_finish_its_rounds_nor_see
     }
     # Bob replays alice's rounds with her answers: the requestState is bound to her.
     stolen = call(stack.url, bob, "tools/call", final_params)
-    transcript.append(
-        f"bob: the same round with alice's requestState -> {stolen.reply}"
-    )
+    transcript.append(f"bob: the same round with alice's requestState -> {stolen.reply}")
     assert "error" in stolen.reply or stolen.reply["result"].get("isError") is True
     assert stack_status(aws_env, name, role_arn=None) is None
     created = call(stack.url, alice, "tools/call", final_params).result
-    transcript.append(
-        f"alice: answers {', '.join(second['inputRequests'])} -> {created}"
-    )
+    transcript.append(f"alice: answers {', '.join(second['inputRequests'])} -> {created}")
     task_id = created["task"]["taskId"] if "task" in created else created.get("taskId")
     assert isinstance(task_id, str), created
     # Bob cannot see alice's task: the same answer as for a task that does not exist.
@@ -521,16 +500,10 @@ def refused_tokens(authorization: AuthorizationServer) -> dict[str, str]:
         + "."
         + b64(json.dumps(claims).encode())
     )
-    confused += "." + b64(
-        hmac.new(public_pem, confused.encode(), hashlib.sha256).digest()
-    )
+    confused += "." + b64(hmac.new(public_pem, confused.encode(), hashlib.sha256).digest())
     return {
-        "expired": authorization.forge(
-            authorization.claims("alice-app", exp=now - 120)
-        ),
-        "not yet valid": authorization.forge(
-            authorization.claims("alice-app", nbf=now + 600)
-        ),
+        "expired": authorization.forge(authorization.claims("alice-app", exp=now - 120)),
+        "not yet valid": authorization.forge(authorization.claims("alice-app", nbf=now + 600)),
         "for another resource": authorization.forge(
             authorization.claims("alice-app", aud="http://127.0.0.1:1/mcp")
         ),
@@ -548,9 +521,7 @@ def test_tokens_that_must_not_pass_are_refused_with_401(stack: Stack) -> None:
     lines = []
     for why, token in refused_tokens(stack.authorization).items():
         answer = call(stack.url, token, "tools/list", {})
-        description = answer.headers.get("www-authenticate", "").split(
-            "error_description="
-        )[-1]
+        description = answer.headers.get("www-authenticate", "").split("error_description=")[-1]
         lines.append(f"{why}: {answer.status} {description}")
         assert answer.status == 401, (why, answer)
         assert 'error="invalid_token"' in answer.headers["www-authenticate"], why
