@@ -4,8 +4,9 @@ description of the machine. Stdlib only; all of it lives under `<repo>/.cache/be
 - tools venv (`.cache/bench/tools`): cookiecutter, used only when the repo has no dev `.venv`.
 - the baked project (`.cache/bench/baked/<slug>`), re-baked every run, with `bench_tools.py`
   (and, where the runtime has tasks, `bench_task_tools.py`) dropped into its `tools/` package,
-  and its venv (`.cache/bench/baked-venv`, `pip install -e '<project>[http,redis]'`: the `http`
-  extra for the HTTP section, `redis` for the tasks section where the project offers it).
+  and its venv (`.cache/bench/baked-venv`, `pip install -e '<project>[http,oauth,redis]'`: the
+  `http` extra for the HTTP section, `oauth` for its row with authorization on, `redis` for the
+  tasks section, each where the project offers it).
 - the SDK venv (`.cache/bench/sdk`): `mcp==2.3.0`, reused while that version is installed; for
   the HTTP section it also gets the baked venv's versions of uvicorn, httptools and uvloop
   (`sdk_http_python`), so both servers run on the same HTTP stack.
@@ -170,13 +171,15 @@ def bake(tools_module: Path, *, reuse_on_failure: bool = False) -> tuple[Baked, 
 
 
 def baked_extras(project: Path) -> list[str]:
-    """The extras the bench installs: `http` for the HTTP section, and `redis` (redis-py, for
-    `MRTR_TASK_STORE=redis://...`) where the project has it, for the tasks section."""
+    """The extras the bench installs: `http` for the HTTP section, `oauth` (PyJWT) for its row
+    with authorization on, and `redis` (redis-py, for `MRTR_TASK_STORE=redis://...`) for the
+    tasks section, the last two where the project has them."""
     import tomllib
 
     data = tomllib.loads((project / "pyproject.toml").read_text())
     offered = data.get("project", {}).get("optional-dependencies", {})
-    return [extra for extra in ("http", "redis") if extra == "http" or extra in offered]
+    wanted = ("http", "oauth", "redis")
+    return [extra for extra in wanted if extra == "http" or extra in offered]
 
 
 def existing(project: Path, tools_module: Path) -> Baked:

@@ -9,6 +9,9 @@ configuration fresh (the order rotated), loads it for a fixed time and stops it 
 - `floor`: `http_floor_server.py`, the stdio floor's answers behind the same uvicorn;
 - `baked x2`: two `<slug> http` processes with the same signing key. Calls are spread over both;
   every MRTR completion runs round 1 on one replica and round 2 on the other.
+- `baked oauth`: `<slug> http` as an OAuth resource server (`MRTR_OAUTH_ISSUER`), every request
+  carrying a JWT access token it verifies (RS256), the keys served by `oauth_stub.py`: what
+  authorization costs per call.
 
 The load client is this process: asyncio `Protocol`s on keep-alive HTTP/1.1 connections, each
 request built from pre-serialised bytes (only the JSON-RPC id, the `requestState` and the
@@ -44,7 +47,7 @@ import envs
 MCP_PATH = "/mcp"
 # The transport announces its address on stderr once it listens (see `Replica`).
 URL_PATTERN = re.compile(r"(http://\S+/mcp)")
-CONFIGS = ("baked", "sdk", "fastmcp", "floor", "baked x2")
+CONFIGS = ("baked", "sdk", "fastmcp", "floor", "baked x2", "baked oauth")
 #: The single servers the baked server's figures are divided by, in the table's order.
 PEERS = ("sdk", "fastmcp", "floor")
 TITLES = {"sdk": "SDK", "fastmcp": "FastMCP", "floor": "floor"}
@@ -81,6 +84,8 @@ class HttpServerSpec:
     #: Serves 2025-11-25 clients over HTTP (`initialize`, then calls in that era). The floor
     #: answers only the 2026-07-28 shapes the other workloads send.
     legacy: bool = True
+    #: An access token every request carries (`Authorization: Bearer ...`), or None.
+    bearer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -287,6 +292,7 @@ class _Post:
         params: Mapping[str, Any],
         *,
         legacy_session: str | None = None,
+        bearer: str | None = None,
     ) -> None:
         marker = "__BENCH_ID__"
         body = json.dumps(
@@ -307,6 +313,7 @@ class _Post:
             routing = f"MCP-Protocol-Version: {driver.LEGACY}\r\n"
             if legacy_session:
                 routing += f"Mcp-Session-Id: {legacy_session}\r\n"
+        routing += _authorization(bearer)
         self.head = (
             f"POST {MCP_PATH} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
             f"Accept: application/json, text/event-stream\r\n{routing}Content-Length: "
@@ -315,6 +322,10 @@ class _Post:
     def build(self, request_id: int, state: bytes = b"") -> bytes:
         body = self.prefix + str(request_id).encode() + self.suffix.replace(b"\0", state, 1)
         return self.head + str(len(body)).encode() + b"\r\n\r\n" + body
+
+
+def _authorization(bearer: str | None) -> str:
+    return "" if bearer is None else f"Authorization: Bearer {bearer}\r\n"
 
 
 def _expect(status: int, body: bytes, marker: bytes, what: str) -> None:
@@ -345,7 +356,9 @@ class _Flows:
 _SESSION_HEADER = re.compile(rb"\r\n(?i:mcp-session-id):[ \t]*([!-~]+)")
 
 
-async def _legacy_echo_post(conn: _Connection, host: str, request_id: int) -> _Post:
+async def _legacy_echo_post(
+    conn: _Connection, host: str, request_id: int, bearer: str | None
+) -> _Post:
     """Open a 2025-11-25 session on `conn` (initialize, then notifications/initialized) and
     return the echo call of that session."""
     initialize = {
@@ -361,7 +374,8 @@ async def _legacy_echo_post(conn: _Connection, host: str, request_id: int) -> _P
     body = json.dumps(initialize).encode()
     head = (
         f"POST {MCP_PATH} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Accept: application/json, text/event-stream\r\n{_authorization(bearer)}"
+        f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
     status, answer = await conn.exchange(head + body)
     if status == 400 and b"-32022" in answer:
@@ -371,7 +385,7 @@ async def _legacy_echo_post(conn: _Connection, host: str, request_id: int) -> _P
     found = _SESSION_HEADER.search(conn.last_head)
     session = found.group(1).decode() if found else ""
     initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
-    routing = f"MCP-Protocol-Version: {driver.LEGACY}\r\n"
+    routing = f"MCP-Protocol-Version: {driver.LEGACY}\r\n{_authorization(bearer)}"
     if session:
         routing += f"Mcp-Session-Id: {session}\r\n"
     head = (
@@ -383,20 +397,20 @@ async def _legacy_echo_post(conn: _Connection, host: str, request_id: int) -> _P
     if status not in (200, 202):
         raise _Failed(f"notifications/initialized: HTTP {status}, {answer[:300]!r}")
     params = {"name": "echo", "arguments": {"text": driver.ECHO_TEXT}}
-    return _Post(host, "tools/call", "echo", params, legacy_session=session)
+    return _Post(host, "tools/call", "echo", params, legacy_session=session, bearer=bearer)
 
 
-def _echo_post(host: str) -> _Post:
+def _echo_post(host: str, bearer: str | None) -> _Post:
     params = driver.modern({"name": "echo", "arguments": {"text": driver.ECHO_TEXT}})
-    return _Post(host, "tools/call", "echo", params)
+    return _Post(host, "tools/call", "echo", params, bearer=bearer)
 
 
-def _round1_post(host: str) -> _Post:
+def _round1_post(host: str, bearer: str | None) -> _Post:
     params = driver.modern({"name": "deploy", "arguments": driver.DEPLOY_ARGS})
-    return _Post(host, "tools/call", "deploy", params)
+    return _Post(host, "tools/call", "deploy", params, bearer=bearer)
 
 
-def _round2_post(host: str, answers: Mapping[str, Any]) -> _Post:
+def _round2_post(host: str, answers: Mapping[str, Any], bearer: str | None) -> _Post:
     """The retry, with the answers fixed and a NUL where each completion's state goes."""
     marker = "__BENCH_STATE__"
     params = {
@@ -404,7 +418,7 @@ def _round2_post(host: str, answers: Mapping[str, Any]) -> _Post:
         "inputResponses": answers,
         "requestState": marker,
     }
-    post = _Post(host, "tools/call", "deploy", params)
+    post = _Post(host, "tools/call", "deploy", params, bearer=bearer)
     post.suffix = post.suffix.replace(b'"' + marker.encode() + b'"', b"\0")
     return post
 
@@ -422,11 +436,13 @@ def _round1_state(status: int, body: bytes) -> tuple[str, Mapping[str, Any]]:
 class _Client:
     """Connections to a set of replicas and the workloads over them."""
 
-    def __init__(self, urls: Sequence[str], connections: int) -> None:
+    def __init__(self, urls: Sequence[str], connections: int, bearer: str | None = None) -> None:
         self.urls = list(urls)
         self.count = connections
+        self.bearer = bearer
         self.flows = [
-            _Flows(_echo_post(u.split("/")[2]), _round1_post(u.split("/")[2])) for u in urls
+            _Flows(_echo_post(u.split("/")[2], bearer), _round1_post(u.split("/")[2], bearer))
+            for u in urls
         ]
         self.conns: list[list[_Connection]] = []  # per worker: one connection to each replica
         #: Per worker: the echo call of the 2025-11-25 session it opened on its first replica
@@ -445,7 +461,7 @@ class _Client:
             conn = next(c[0] for w, c in enumerate(self.conns) if w % len(self.urls) == index)
             state, requests = _round1_state(*await conn.exchange(flows.round1.build(self._id())))
             flows.round2 = _round2_post(
-                self.urls[index].split("/")[2], driver.answer_inputs(requests)
+                self.urls[index].split("/")[2], driver.answer_inputs(requests), self.bearer
             )
             status, body = await conn.exchange(
                 flows.round2.build(self._id(), json.dumps(state).encode())
@@ -456,7 +472,7 @@ class _Client:
     async def open_legacy(self) -> None:
         for worker, conns in enumerate(self.conns):
             host = self.urls[worker % len(self.urls)].split("/")[2]
-            post = await _legacy_echo_post(conns[0], host, self._id())
+            post = await _legacy_echo_post(conns[0], host, self._id(), self.bearer)
             _expect(*await conns[0].exchange(post.build(self._id())), ECHO_IN_BODY, "legacy echo")
             self.legacy.append(post)
 
@@ -564,7 +580,7 @@ def run_config(
             return None if None in seconds else sum(s for s in seconds if s is not None)
 
         async def load() -> None:
-            client = _Client([r.url for r in replicas], cfg.connections)
+            client = _Client([r.url for r in replicas], cfg.connections, spec.bearer)
             try:
                 await client.open()
                 kinds = ["calls", "mrtr"]
@@ -662,6 +678,8 @@ def summarise(samples: HttpSamples) -> dict[str, Any]:
                 entry[f"baked_over_{other}"] = medians["baked"] / medians[other]
         if "baked x2" in medians and medians.get("baked"):
             entry["two_over_one"] = medians["baked x2"] / medians["baked"]
+        if "baked oauth" in medians and medians.get("baked"):
+            entry["oauth_over_baked"] = medians["baked oauth"] / medians["baked"]
         metrics[row.key] = entry
     return metrics
 
@@ -693,7 +711,7 @@ def goals(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def table(metrics: Mapping[str, Any]) -> str:
     titles = [TITLES.get(c, c) for c in CONFIGS]
-    titles += [f"baked/{TITLES[p]}" for p in PEERS] + ["x2/baked"]
+    titles += [f"baked/{TITLES[p]}" for p in PEERS] + ["x2/baked", "oauth/baked"]
     lines = [f"| metric | unit | {' | '.join(titles)} |", "|---|---|" + "---:|" * len(titles)]
     for row in ROWS:
         entry = metrics.get(row.key, {})
@@ -701,7 +719,7 @@ def table(metrics: Mapping[str, Any]) -> str:
         for config in CONFIGS:
             median = entry.get(config, {}).get("median")
             cells.append("-" if median is None else f"{median * row.scale:,.{row.digits}f}")
-        keys = [f"baked_over_{p}" for p in PEERS] + ["two_over_one"]
+        keys = [f"baked_over_{p}" for p in PEERS] + ["two_over_one", "oauth_over_baked"]
         ratios = [entry.get(k) for k in keys]
         shown = ["-" if r is None else f"{r:.2f}" for r in ratios]
         lines.append(f"| {row.label} | {row.unit} | {' | '.join(cells)} | {' | '.join(shown)} |")
@@ -712,10 +730,12 @@ def describe(specs: Mapping[str, HttpServerSpec], info: Mapping[str, Any]) -> di
     """What ran: each server's command and the versions of its HTTP stack."""
     out: dict[str, Any] = {}
     for name, spec in specs.items():
-        python = Path(info["baked"]["python"]) if name == "baked" else Path(spec.argv[0])
+        baked = name.startswith("baked")
+        python = Path(info["baked"]["python"]) if baked else Path(spec.argv[0])
         names = {
             "sdk": ("mcp", *envs.HTTP_STACK, "starlette"),
             "fastmcp": ("fastmcp", "mcp", *envs.HTTP_STACK, "starlette"),
+            "baked oauth": (*envs.HTTP_STACK, "pyjwt", "cryptography"),
         }.get(name, envs.HTTP_STACK)
         shown = [Path(a).name for a in spec.argv if "{port}" not in a]
         out[name] = {

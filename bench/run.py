@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import driver  # the bench directory is not a package: run.py is run as a script
 import envs
 import http_bench
+import oauth_stub
 import tasks_bench
 
 BENCH = Path(__file__).resolve().parent
@@ -224,6 +225,18 @@ def setup_http(
             baked.cwd,
             exits_zero_on_sigterm=True,
         )
+        try:
+            stub = oauth_stub.start(Path(info["baked"]["python"]))
+            http_specs["baked oauth"] = http_bench.HttpServerSpec(
+                "baked oauth",
+                [*baked.argv, "http", "--host", "127.0.0.1", "--port", "0"],
+                {**baked.env, **stub.env},
+                baked.cwd,
+                exits_zero_on_sigterm=True,
+                bearer=stub.token,
+            )
+        except oauth_stub.Unavailable as exc:
+            errors.append(f"http baked oauth: {exc}")
         if floor:
             argv = [info["baked"]["python"], str(BENCH / "http_floor_server.py"), "{port}"]
             http_specs["floor"] = http_bench.HttpServerSpec(

@@ -25,6 +25,7 @@ from test_http_app import Client
 
 from mrtr_runtime import Context, Registry
 from mrtr_runtime._config import Settings
+from mrtr_runtime.http import _authorization_server as authorization_module
 from mrtr_runtime.http._app import HttpApp, HttpSettings
 from mrtr_runtime.http._authorization_server import (
     KEYS_MAX_AGE_SECONDS,
@@ -467,6 +468,42 @@ async def test_keys_at_hand_serve_through_an_outage_until_twice_their_age() -> N
     clock.now += KEYS_MAX_AGE_SECONDS
     verdict = await authority.authorise(f"Bearer {token()}")
     assert isinstance(verdict, AuthorizationServerUnavailable)
+
+
+@pytest.mark.anyio
+async def test_a_token_verified_once_is_remembered_until_it_expires_or_the_keys_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: Counter[str] = Counter()
+    real_read = authorization_module.read_access_token
+
+    def counted(access_token: str, *args: Any) -> Grant:
+        reads[access_token] += 1
+        return real_read(access_token, *args)
+
+    monkeypatch.setattr(authorization_module, "read_access_token", counted)
+    fake = FakeAuthorizationServer({"rsa-1": KEYS["rsa-1"]})
+    clock = Clock()
+    wall = [time.time()]
+    server = AuthorizationServer(ISSUER, fetch=fake.fetch, clock=clock)
+    authority = BearerAuthority(SETTINGS, server, wall_clock=lambda: wall[0])
+    short = token(claims(exp=int(wall[0]) + 60))
+    for _ in range(3):
+        assert isinstance(await authority.authorise(f"Bearer {short}"), Grant)
+    assert reads[short] == 1
+    # A different token (one character of its signature changed) is read, and refused.
+    forged = short[:-2] + ("A" if short[-2] != "A" else "B") + short[-1]
+    assert isinstance(await authority.authorise(f"Bearer {forged}"), TokenRefused)
+    # Past its exp (and the skew), the remembered grant is not used: the token is read again.
+    wall[0] += 60 + 31
+    await authority.authorise(f"Bearer {short}")
+    assert reads[short] == 2
+    # Keys fetched again (here: stale) forget every grant read with the old ones.
+    other = token()
+    await authority.authorise(f"Bearer {other}")
+    clock.now += KEYS_MAX_AGE_SECONDS + 1
+    await authority.authorise(f"Bearer {other}")
+    assert reads[other] == 2
 
 
 @pytest.mark.anyio

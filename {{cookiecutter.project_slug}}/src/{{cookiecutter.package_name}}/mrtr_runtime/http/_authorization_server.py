@@ -13,6 +13,8 @@ Retry-After: nothing runs half-authorised.
 from __future__ import annotations
 
 import asyncio
+import collections
+import hashlib
 import json
 import logging
 import time
@@ -26,6 +28,7 @@ import anyio.to_thread
 
 from .._errors import MrtrError
 from ._oauth import (
+    CLOCK_SKEW_SECONDS,
     Grant,
     ResourceServerSettings,
     TokenRefused,
@@ -56,6 +59,10 @@ KEYS_MAX_AGE_SECONDS: Final = 900.0
 REFRESH_INTERVAL_SECONDS: Final = 5.0
 #: The Retry-After of a 503 while the authorization server cannot be reached.
 RETRY_AFTER_SECONDS: Final = 5
+#: Tokens already verified, kept so that a client's next request with the same token costs a
+#: hash instead of a signature check (a client uses one token for many requests): at most
+#: this many, each until its `exp`, all forgotten when the keys change.
+MAX_REMEMBERED_TOKENS: Final = 4096
 
 _logger = logging.getLogger("mrtr_runtime")
 
@@ -138,6 +145,8 @@ class AuthorizationServer:
         self._clock = clock
         self._jwks_uri: str | None = None
         self._keys: dict[str, dict[str, Any]] | None = None
+        #: Bumped whenever the keys are replaced: grants read with older keys are forgotten.
+        self.generation = 0
         self._fetched_at = 0.0
         self._last_attempt: float | None = None
         self._lock = asyncio.Lock()
@@ -177,6 +186,7 @@ class AuthorizationServer:
             self._jwks_uri = await self._discover()
         keys = _keys_by_id(await self._get(self._jwks_uri), self._jwks_uri)
         self._keys, self._fetched_at = keys, self._clock()
+        self.generation += 1
         return keys
 
     def _may_try(self) -> bool:
@@ -219,13 +229,45 @@ class AuthorizationServer:
 
 class BearerAuthority:
     """The resource server: a request's `Authorization` header in; out, the `Grant` it
-    carries, or why not: TokenRefused (401 or 403), AuthorizationServerUnavailable (503)."""
+    carries, or why not: TokenRefused (401 or 403), AuthorizationServerUnavailable (503).
+    `wall_clock` (seconds since the epoch) is what a remembered grant's expiry is checked
+    against; tests pass their own."""
 
     def __init__(
-        self, settings: ResourceServerSettings, server: AuthorizationServer | None = None
+        self,
+        settings: ResourceServerSettings,
+        server: AuthorizationServer | None = None,
+        *,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        self._wall_clock = wall_clock
         self.server = server or AuthorizationServer(settings.issuer)
+        #: sha256 of a verified token -> its grant (at most MAX_REMEMBERED_TOKENS, oldest out).
+        self._remembered: collections.OrderedDict[bytes, Grant] = collections.OrderedDict()
+        self._generation = -1
+
+    def _recalled(self, digest: bytes) -> Grant | None:
+        """The grant of a token verified before with the keys at hand, while it has not
+        expired; None otherwise. Only a token hashing to the same sha256 finds it."""
+        if self._generation != self.server.generation:
+            self._remembered.clear()
+            self._generation = self.server.generation
+            return None
+        grant = self._remembered.get(digest)
+        if grant is None:
+            return None
+        if self._wall_clock() > grant.expires_at + CLOCK_SKEW_SECONDS:
+            del self._remembered[digest]
+            return None
+        return grant
+
+    def _remember(self, digest: bytes, grant: Grant) -> Grant:
+        if self._generation == self.server.generation:
+            self._remembered[digest] = grant
+            if len(self._remembered) > MAX_REMEMBERED_TOKENS:
+                self._remembered.popitem(last=False)
+        return grant
 
     async def authorise(
         self, authorization: str | None
@@ -235,13 +277,18 @@ class BearerAuthority:
             return TokenRefused(
                 "a bearer token from the authorization server is required", error=None
             )
+        digest = hashlib.sha256(token.encode()).digest()
         try:
             keys = await self.server.keys()
+            known = self._recalled(digest)
+            if known is not None:
+                return known
             try:
-                return read_access_token(token, keys, self.settings)
+                return self._remember(digest, read_access_token(token, keys, self.settings))
             except UnknownSigningKey as unknown:
                 keys = await self.server.keys_lacking(str(unknown))
-                return read_access_token(token, keys, self.settings)
+                self._recalled(digest)  # the keys may have changed: forget older grants
+                return self._remember(digest, read_access_token(token, keys, self.settings))
         except UnknownSigningKey:
             return TokenRefused("the token is signed with a key this server does not know")
         except (TokenRefused, AuthorizationServerUnavailable) as problem:
