@@ -7,7 +7,9 @@ tests/deployments/test_oauth_resource_server.py runs the same against a real one
 from __future__ import annotations
 
 import base64
+import http.server
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -116,7 +118,7 @@ def test_a_valid_token_grants_its_subject_client_and_scopes() -> None:
     assert grant.subject == "alice"
     assert grant.client_id == "claude-code"
     assert grant.scopes == {"mcp", "deploy"}
-    assert grant.principal == "oauth:alice\nclient:claude-code"
+    assert grant.principal == 'oauth:["alice","claude-code"]'
     ec_grant = read_access_token(token(key=EC_KEY, kid="ec-1", algorithm="ES256"), KEYS, SETTINGS)
     assert ec_grant.subject == "alice"
 
@@ -160,6 +162,42 @@ def test_the_audience_is_compared_as_a_canonical_uri() -> None:
     listed = ["https://other.example.com", RESOURCE]
     assert read_access_token(token(claims(aud=listed)), KEYS, SETTINGS).subject == "alice"
     assert "another resource" in refused(token(claims(aud=RESOURCE + "/admin"))).description
+
+
+@pytest.mark.parametrize(
+    "audience",
+    [
+        "https://evil.example@mcp.example.com/mcp",
+        "https://evil.example\\@mcp.example.com/mcp",
+        RESOURCE + "#evil",
+        RESOURCE + "?",
+        RESOURCE + "//",
+        "https://mcp.example.com/m\tcp",
+        " " + RESOURCE,
+        "https://mcp.example.com:99999/mcp",
+        "https://[::1/mcp",
+    ],
+)
+def test_an_audience_a_lenient_parser_would_read_as_this_server_is_not(audience: str) -> None:
+    # A confused deputy: a token issued for a resource named so must not be taken here.
+    assert "another resource" in refused(token(claims(aud=audience))).description
+
+
+def test_claims_that_cannot_be_read_are_refused_not_raised() -> None:
+    assert "exp is not a time" in refused(token(claims(exp=10**400))).description
+    assert "client_id is not a string" in refused(token(claims(client_id=5))).description
+    # RFC 6749 section 3.3: scopes are separated by spaces only.
+    odd = read_access_token(token(claims(scope="mcp deploy\u00a0admin")), KEYS, SETTINGS)
+    assert odd.scopes == {"mcp", "deploy\u00a0admin"}
+
+
+def test_no_two_subject_and_client_pairs_share_a_principal() -> None:
+    pairs = [("alice", "app1"), ("alice\nclient:app1", None), ("alice", None), ('a","b', "c")]
+    principals = {
+        read_access_token(token(claims(sub=sub, client_id=client)), KEYS, SETTINGS).principal
+        for sub, client in pairs
+    }
+    assert len(principals) == len(pairs)
 
 
 def test_an_unsigned_token_is_refused() -> None:
@@ -443,6 +481,101 @@ async def test_after_a_rotation_the_new_key_verifies_and_the_withdrawn_one_does_
     replayed = await authority.authorise(f"Bearer {old}")
     assert isinstance(replayed, TokenRefused) and replayed.status == 401
     assert "does not know" in replayed.description
+
+
+@pytest.mark.anyio
+async def test_garbage_and_a_down_server_cost_the_authorization_server_one_fetch_per_interval() -> (
+    None
+):
+    fake = FakeAuthorizationServer(KEYS)
+    fake.down = True
+    clock = Clock()
+    authority = authority_over(fake, clock)
+    for _ in range(50):
+        assert isinstance(await authority.authorise("Bearer not-a-jwt"), TokenRefused)
+    assert sum(fake.fetches.values()) == 0
+    for _ in range(50):
+        verdict = await authority.authorise(f"Bearer {token()}")
+        assert isinstance(verdict, AuthorizationServerUnavailable)
+    # One attempt (the metadata URLs it tries), then the failure is the answer until the
+    # interval has passed since the attempt ended.
+    attempts = sum(fake.fetches.values())
+    assert attempts == 2
+    clock.now += REFRESH_INTERVAL_SECONDS
+    await authority.authorise(f"Bearer {token()}")
+    assert sum(fake.fetches.values()) == 2 * attempts
+
+
+@pytest.mark.anyio
+async def test_keys_past_twice_their_age_never_serve_even_between_attempts() -> None:
+    fake = FakeAuthorizationServer(KEYS)
+    clock = Clock()
+    authority = authority_over(fake, clock)
+    assert isinstance(await authority.authorise(f"Bearer {token()}"), Grant)
+    fake.down = True
+    clock.now += 2 * KEYS_MAX_AGE_SECONDS
+    for _ in range(5):
+        verdict = await authority.authorise(f"Bearer {token(claims(jti=str(_)))}")
+        assert isinstance(verdict, AuthorizationServerUnavailable)
+
+
+@pytest.mark.anyio
+async def test_a_jwks_uri_over_plain_http_to_another_host_is_not_used() -> None:
+    fake = FakeAuthorizationServer(KEYS)
+
+    def fetch(url: str) -> dict[str, Any]:
+        if url.endswith("oauth-authorization-server"):
+            return {"issuer": ISSUER, "jwks_uri": "http://192.0.2.2/jwks"}
+        return fake.fetch(url)
+
+    server = AuthorizationServer(ISSUER, fetch=fetch, clock=Clock())
+    verdict = await BearerAuthority(SETTINGS, server).authorise(f"Bearer {token()}")
+    assert isinstance(verdict, AuthorizationServerUnavailable)
+    assert "must use https" in str(verdict)
+
+
+class SlowOrWandering(http.server.BaseHTTPRequestHandler):
+    """/drip sends a byte now and then for ever; /away redirects to another port."""
+
+    def do_GET(self) -> None:
+        if self.path == "/away":
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:9/jwks")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        try:
+            for _ in range(100):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.1)
+        except OSError:
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_fetch_is_bounded_in_time_and_stays_in_its_origin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(authorization_module, "FETCH_TIMEOUT_SECONDS", 0.5)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowOrWandering)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        started = time.monotonic()
+        with pytest.raises(AuthorizationServerUnavailable, match="did not answer within"):
+            authorization_module._fetch_json(base + "/drip")
+        assert time.monotonic() - started < 2
+        with pytest.raises(AuthorizationServerUnavailable, match="another origin"):
+            authorization_module._fetch_json(base + "/away")
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.anyio

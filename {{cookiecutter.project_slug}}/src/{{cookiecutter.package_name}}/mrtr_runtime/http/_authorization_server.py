@@ -33,7 +33,9 @@ from ._oauth import (
     ResourceServerSettings,
     TokenRefused,
     UnknownSigningKey,
+    https_uri_problem,
     read_access_token,
+    token_header,
 )
 
 __all__ = (
@@ -73,25 +75,59 @@ class AuthorizationServerUnavailable(MrtrError):
     """The authorization server's metadata or keys cannot be had now; the message says why."""
 
 
+class _SameOrigin(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only within the origin asked: the keys that decide who may call the
+    tools come from the authorization server, never from where it points elsewhere."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        asked, told = urlsplit(req.full_url), urlsplit(newurl)
+        if (asked.scheme, asked.netloc) != (told.scheme, told.netloc):
+            raise AuthorizationServerUnavailable(
+                f"{req.full_url} redirected to another origin ({told.scheme}://{told.netloc})"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER: Final = urllib.request.build_opener(_SameOrigin)
+
+
 def _fetch_json(url: str) -> dict[str, Any]:
-    """GET `url` as JSON (blocking: run in a thread). Only https, or http to a loopback host
-    (checked with the issuer); an object of at most MAX_DOCUMENT_BYTES, else the error says
-    what came instead."""
+    """GET `url` as JSON (blocking: run in a thread): redirects only within its origin, the
+    whole answer within FETCH_TIMEOUT_SECONDS (a server sending a byte now and then is cut
+    off), an object of at most MAX_DOCUMENT_BYTES; else the error says what came instead."""
+    deadline = time.monotonic() + FETCH_TIMEOUT_SECONDS
     request = urllib.request.Request(url, headers={"Accept": "application/json"})  # noqa: S310
+    chunks: list[bytes] = []
+    size = 0
     try:
-        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_SECONDS) as response:  # noqa: S310
-            if urlsplit(response.geturl()).scheme != urlsplit(url).scheme:
-                raise AuthorizationServerUnavailable(f"{url} redirected to another scheme")
-            body = response.read(MAX_DOCUMENT_BYTES + 1)
+        with _OPENER.open(request, timeout=FETCH_TIMEOUT_SECONDS) as response:
+            while size <= MAX_DOCUMENT_BYTES:
+                if time.monotonic() > deadline:
+                    raise AuthorizationServerUnavailable(
+                        f"{url} did not answer within {FETCH_TIMEOUT_SECONDS:g} s"
+                    )
+                chunk = response.read1(16384)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
     except urllib.error.HTTPError as error:
         raise AuthorizationServerUnavailable(f"{url} answered HTTP {error.code}") from None
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
         raise AuthorizationServerUnavailable(f"{url} cannot be reached: {reason}") from None
-    if len(body) > MAX_DOCUMENT_BYTES:
+    if size > MAX_DOCUMENT_BYTES:
         raise AuthorizationServerUnavailable(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")
     try:
-        document = json.loads(body)
+        document = json.loads(b"".join(chunks))
     except ValueError:
         raise AuthorizationServerUnavailable(f"{url} did not send JSON") from None
     if not isinstance(document, dict):
@@ -130,8 +166,11 @@ def _keys_by_id(document: Mapping[str, Any], url: str) -> dict[str, dict[str, An
 
 class AuthorizationServer:
     """The issuer's keys, fetched on first use and again when stale or when a token names a
-    key they lack (at most once per REFRESH_INTERVAL_SECONDS). `fetch` and `clock` are the
-    tests' to replace."""
+    key they lack. Whatever the reason, the authorization server is asked at most once per
+    REFRESH_INTERVAL_SECONDS, counted from when the last attempt ended (a failure too: while it
+    is down, requests are answered at once instead of each waiting for a fetch), one fetch at
+    a time; while one runs, usable keys at hand answer the others. `fetch` and `clock` are
+    the tests' to replace."""
 
     def __init__(
         self,
@@ -148,11 +187,18 @@ class AuthorizationServer:
         #: Bumped whenever the keys are replaced: grants read with older keys are forgotten.
         self.generation = 0
         self._fetched_at = 0.0
-        self._last_attempt: float | None = None
+        self._attempt_ended: float | None = None
+        self._last_failure: AuthorizationServerUnavailable | None = None
         self._lock = asyncio.Lock()
 
     async def _get(self, url: str) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(self._fetch, url)
+        # The fetch bounds itself; this bounds the wait for it too (a thread cannot be
+        # interrupted, but nobody waits on it past the bound).
+        try:
+            with anyio.fail_after(FETCH_TIMEOUT_SECONDS + 1):
+                return await anyio.to_thread.run_sync(self._fetch, url, abandon_on_cancel=True)
+        except TimeoutError:
+            raise AuthorizationServerUnavailable(f"{url} did not answer in time") from None
 
     async def _discover(self) -> str:
         """The issuer's `jwks_uri`, from the first metadata document found whose `issuer` is
@@ -170,61 +216,83 @@ class AuthorizationServer:
                     f"not {self.issuer!r} (RFC 8414 section 3.3)"
                 )
             jwks_uri = metadata.get("jwks_uri")
-            if (
-                not isinstance(jwks_uri, str)
-                or urlsplit(jwks_uri).scheme != urlsplit(self.issuer).scheme
-            ):
-                raise AuthorizationServerUnavailable(f"{url} names no usable jwks_uri")
+            problem = (
+                "no jwks_uri"
+                if not isinstance(jwks_uri, str)
+                else https_uri_problem("jwks_uri", jwks_uri, query_allowed=True)
+            )
+            if problem is not None or not isinstance(jwks_uri, str):
+                raise AuthorizationServerUnavailable(f"{url} names no usable jwks_uri: {problem}")
             return jwks_uri
         raise AuthorizationServerUnavailable(
             "the authorization server's metadata cannot be had: " + "; ".join(problems)
         )
 
+    def _usable(self) -> dict[str, dict[str, Any]] | None:
+        """The keys at hand while they may still serve (twice their age: an outage must not
+        refuse every token, a withdrawn key must not verify for ever), else None."""
+        if self._keys is not None and self._clock() - self._fetched_at < 2 * KEYS_MAX_AGE_SECONDS:
+            return self._keys
+        return None
+
+    def _may_try(self) -> bool:
+        ended = self._attempt_ended
+        return ended is None or self._clock() - ended >= REFRESH_INTERVAL_SECONDS
+
     async def _refresh(self) -> dict[str, dict[str, Any]]:
-        self._last_attempt = self._clock()
-        if self._jwks_uri is None:
-            self._jwks_uri = await self._discover()
-        keys = _keys_by_id(await self._get(self._jwks_uri), self._jwks_uri)
-        self._keys, self._fetched_at = keys, self._clock()
+        """Fetch the keys (under the lock), or raise why not; either way the attempt's end
+        starts the interval before the next."""
+        try:
+            if self._jwks_uri is None:
+                self._jwks_uri = await self._discover()
+            keys = _keys_by_id(await self._get(self._jwks_uri), self._jwks_uri)
+        except AuthorizationServerUnavailable as error:
+            self._last_failure = error
+            raise
+        finally:
+            self._attempt_ended = self._clock()
+        self._keys, self._fetched_at, self._last_failure = keys, self._clock(), None
         self.generation += 1
         return keys
 
-    def _may_try(self) -> bool:
-        return (
-            self._last_attempt is None
-            or self._clock() - self._last_attempt >= REFRESH_INTERVAL_SECONDS
-        )
-
-    async def keys(self) -> dict[str, dict[str, Any]]:
-        """The keys at hand; fetched first when there are none or they are stale. Stale keys
-        still serve while the authorization server is down (a rotation removes keys, an
-        outage must not refuse every token), for at most twice their age."""
-        now = self._clock()
-        if self._keys is not None and now - self._fetched_at < KEYS_MAX_AGE_SECONDS:
-            return self._keys
+    async def _renewed(
+        self, wanted: Callable[[dict[str, dict[str, Any]]], bool]
+    ) -> dict[str, dict[str, Any]]:
+        """Keys for which `wanted` holds, fetched if need be and allowed; else the usable keys
+        at hand; else AuthorizationServerUnavailable."""
+        usable = self._usable()
+        if usable is not None and (wanted(usable) or self._lock.locked() or not self._may_try()):
+            return usable
         async with self._lock:
-            if self._keys is not None and self._clock() - self._fetched_at < KEYS_MAX_AGE_SECONDS:
-                return self._keys
-            if self._keys is not None and not self._may_try():
-                return self._keys
-            stale = self._keys
+            usable = self._usable()
+            if usable is not None and (wanted(usable) or not self._may_try()):
+                return usable
+            if not self._may_try():
+                raise self._last_failure or AuthorizationServerUnavailable(
+                    "the authorization server was asked moments ago; retry later"
+                )
             try:
                 return await self._refresh()
             except AuthorizationServerUnavailable:
-                if stale is None or self._clock() - self._fetched_at >= 2 * KEYS_MAX_AGE_SECONDS:
+                usable = self._usable()
+                if usable is None:
                     raise
-                _logger.warning("the authorization server's keys are stale and cannot be renewed")
-                return stale
+                _logger.warning(
+                    "the authorization server's keys cannot be renewed; using those at hand"
+                )
+                return usable
+
+    async def keys(self) -> dict[str, dict[str, Any]]:
+        """The keys, fetched first when there are none or they are older than
+        KEYS_MAX_AGE_SECONDS (older ones serve while the authorization server is down, up to
+        twice that age)."""
+        return await self._renewed(
+            lambda _: self._clock() - self._fetched_at < KEYS_MAX_AGE_SECONDS
+        )
 
     async def keys_lacking(self, kid: str) -> dict[str, dict[str, Any]]:
-        """The keys, fetched again because a token named `kid`, which they lack: at most once
-        per REFRESH_INTERVAL_SECONDS, the requests meanwhile sharing one fetch."""
-        async with self._lock:
-            if self._keys is not None and kid in self._keys:
-                return self._keys
-            if not self._may_try():
-                return self._keys or {}
-            return await self._refresh()
+        """The keys, fetched again because a token named `kid`, which they lack."""
+        return await self._renewed(lambda keys: kid in keys)
 
 
 class BearerAuthority:
@@ -279,6 +347,7 @@ class BearerAuthority:
             )
         digest = hashlib.sha256(token.encode()).digest()
         try:
+            token_header(token)  # garbage is refused before it costs a fetch
             keys = await self.server.keys()
             known = self._recalled(digest)
             if known is not None:

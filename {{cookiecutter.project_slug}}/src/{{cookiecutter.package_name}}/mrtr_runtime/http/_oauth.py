@@ -35,9 +35,11 @@ __all__ = (
     "UnknownSigningKey",
     "canonical_uri",
     "challenge",
+    "https_uri_problem",
     "metadata_document",
     "read_access_token",
     "scope_refusal",
+    "token_header",
 )
 
 #: The algorithms an access token may be signed with: asymmetric only. A resource server holds
@@ -101,8 +103,8 @@ class UnknownSigningKey(MrtrError):
 
 def canonical_uri(uri: str) -> str:
     """`uri` as compared: scheme and host lowercased (basic/authorization "Canonical Server
-    URI": implementations SHOULD accept uppercase ones), a default port dropped, no trailing
-    slash on the path."""
+    URI": implementations SHOULD accept uppercase ones), a default port dropped, one trailing
+    slash left off. ValueError for a port that is not one."""
     parts = urlsplit(uri.strip())
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
@@ -111,7 +113,7 @@ def canonical_uri(uri: str) -> str:
     port = parts.port
     default = {"http": 80, "https": 443}.get(scheme)
     netloc = host if port is None or port == default else f"{host}:{port}"
-    path = parts.path.rstrip("/")
+    path = parts.path[:-1] if parts.path.endswith("/") else parts.path
     query = f"?{parts.query}" if parts.query else ""
     return f"{scheme}://{netloc}{path}{query}"
 
@@ -125,7 +127,7 @@ def _is_loopback_host(host: str) -> bool:
         return False
 
 
-def _https_uri_problem(name: str, value: str, *, query_allowed: bool) -> str | None:
+def https_uri_problem(name: str, value: str, *, query_allowed: bool) -> str | None:
     """Why `value` cannot be an issuer or a resource URI, or None. OAuth 2.1 section 1.5: https,
     but for loopback addresses, where http serves local development."""
     try:
@@ -172,7 +174,7 @@ class ResourceServerSettings:
             # RFC 8707 section 2: an absolute URI without a fragment; SHOULD NOT have a query.
             ("MRTR_OAUTH_RESOURCE", resource, False),
         ):
-            problem = _https_uri_problem(name, value, query_allowed=query_allowed)
+            problem = https_uri_problem(name, value, query_allowed=query_allowed)
             if problem is not None:
                 raise ValueError(problem)
         required = tuple(dict.fromkeys(scope for scope in scopes if scope))
@@ -249,8 +251,8 @@ class Grant:
         """Who asks, wherever the runtime keeps one (requestState binding, task ownership,
         budgets): the subject, and the client acting for it, so that a task started from one
         application is not another's to read."""
-        client = "" if self.client_id is None else f"\nclient:{self.client_id}"
-        return f"oauth:{self.subject}{client}"
+        # JSON: no subject or client, whatever characters they hold, reads as another pair.
+        return "oauth:" + json.dumps([self.subject, self.client_id], separators=(",", ":"))
 
 
 def _signing_key(header: Mapping[str, Any], keys: Mapping[str, Mapping[str, Any]]) -> Any:
@@ -282,15 +284,36 @@ def _signing_key(header: Mapping[str, Any], keys: Mapping[str, Mapping[str, Any]
 
 def _scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
     """RFC 9068 section 2.2.3: `scope`, space-separated; some providers send a `scp` list."""
+    # RFC 6749 section 3.3: scopes are separated by spaces (0x20), and nothing else.
     scope = claims.get("scope")
     if isinstance(scope, str):
-        return frozenset(scope.split())
+        return frozenset(item for item in scope.split(" ") if item)
     listed = claims.get("scp")
     if isinstance(listed, list) and all(isinstance(item, str) for item in listed):
         return frozenset(listed)
     if isinstance(listed, str):
-        return frozenset(listed.split())
+        return frozenset(item for item in listed.split(" ") if item)
     return frozenset()
+
+
+#: What an audience may contain: visible ASCII, no backslash (parsers disagree on what it is).
+_AUDIENCE_TEXT: Final = re.compile(r"[!-\[\]-~]+")
+
+
+def _names_resource(audience: object, resource: str) -> bool:
+    """Whether one `aud` value names `resource`: the same URI once its scheme and host are
+    lowercased, a default port dropped and one trailing slash ignored (basic/authorization
+    "Canonical Server URI"), and nothing else. A value with whitespace, a backslash, a user
+    part, a query or a fragment names something else, whatever a lenient parser makes of it."""
+    if not isinstance(audience, str) or not _AUDIENCE_TEXT.fullmatch(audience):
+        return False
+    if "#" in audience or "?" in audience or "@" in audience:
+        return False
+    try:
+        named = canonical_uri(audience)
+    except ValueError:
+        return False
+    return named == resource
 
 
 def _audience_problem(claims: Mapping[str, Any], resource: str) -> str | None:
@@ -298,9 +321,28 @@ def _audience_problem(claims: Mapping[str, Any], resource: str) -> str | None:
     listed = [audience] if isinstance(audience, str) else audience
     if not isinstance(listed, list) or not listed:
         return "the token names no audience"
-    if any(isinstance(item, str) and canonical_uri(item) == resource for item in listed):
+    if any(_names_resource(item, resource) for item in listed):
         return None
     return "the token was issued for another resource, not this server"
+
+
+def token_header(token: str) -> dict[str, Any]:
+    """The JOSE header of what claims to be a JWT access token, checked as far as it can be
+    without keys (well-formed, `typ` at+jwt, an accepted algorithm); TokenRefused otherwise.
+    Checked before any key is fetched: garbage never costs the authorization server a fetch."""
+    import jwt
+
+    try:
+        header: dict[str, Any] = jwt.get_unverified_header(token)
+    except jwt.InvalidTokenError:
+        raise TokenRefused("the token is not a signed JWT") from None
+    token_type = header.get("typ")
+    if not isinstance(token_type, str) or token_type.lower() not in ACCESS_TOKEN_TYPES:
+        raise TokenRefused("the token is not a JWT access token (typ must be at+jwt, RFC 9068)")
+    algorithm = header.get("alg")
+    if algorithm not in SIGNING_ALGORITHMS:
+        raise TokenRefused(f"signing algorithm {str(algorithm)[:16]!r} is not accepted")
+    return header
 
 
 def read_access_token(
@@ -311,14 +353,7 @@ def read_access_token(
     JWKs by `kid`."""
     import jwt
 
-    try:
-        header = jwt.get_unverified_header(token)
-    except jwt.InvalidTokenError:
-        raise TokenRefused("the token is not a signed JWT") from None
-    token_type = header.get("typ")
-    if not isinstance(token_type, str) or token_type.lower() not in ACCESS_TOKEN_TYPES:
-        raise TokenRefused("the token is not a JWT access token (typ must be at+jwt, RFC 9068)")
-    key = _signing_key(header, keys)
+    key = _signing_key(token_header(token), keys)
     try:
         claims: dict[str, Any] = jwt.decode(
             token,
@@ -346,12 +381,17 @@ def read_access_token(
     subject = claims["sub"]
     if not isinstance(subject, str) or not subject:
         raise TokenRefused("the token's subject is not a string")
-    client = claims.get("client_id", claims.get("azp"))
+    client = claims.get("client_id")
+    if client is None:
+        client = claims.get("azp")
+    if client is not None and (not isinstance(client, str) or not client):
+        raise TokenRefused("the token's client_id is not a string")
+    try:
+        expires_at = float(claims["exp"])
+    except (OverflowError, TypeError, ValueError):
+        raise TokenRefused("the token's exp is not a time") from None
     grant = Grant(
-        subject=subject,
-        client_id=client if isinstance(client, str) and client else None,
-        scopes=_scopes_of(claims),
-        expires_at=float(claims["exp"]),
+        subject=subject, client_id=client, scopes=_scopes_of(claims), expires_at=expires_at
     )
     missing = scope_refusal(grant, settings.required_scopes)
     if missing is not None:

@@ -456,7 +456,12 @@ def serve_http(server: Server, settings: HttpSettings, *, name: str = "mcp") -> 
         sys.stderr.write(f"{name}: cannot listen on {settings.host}:{settings.port}: {error}\n")
         return 2
     bound_host, bound_port = sock.getsockname()[:2]
-    warning = access_warning(settings.policy(), settings.host, _other_login_accounts, ENV_TOKEN)
+    # With OAuth every request needs a token from the authorization server: nobody to warn of.
+    warning = (
+        None
+        if settings.oauth is not None
+        else access_warning(settings.policy(), settings.host, _other_login_accounts, ENV_TOKEN)
+    )
     if warning is not None:
         _logger.warning("%s", warning)
     shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
