@@ -120,6 +120,7 @@ INSTALLED_MODULES: dict[str, tuple[str, ...]] = {
     "pydantic-core": ("pydantic_core",),
     "pydantic-settings": ("pydantic_settings",),
     "pygments": ("pygments",),
+    "pyjwt": ("jwt",),
     "pyparsing": ("pyparsing",),
     "pytest": ("py", "pytest"),
     "pytest-timeout": ("pytest_timeout",),

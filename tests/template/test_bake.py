@@ -203,7 +203,12 @@ def test_pyproject_declares_exactly_the_promised_dependencies(
     # The Redis task store (replicas) is an extra too: redis-py, imported only for redis:// URLs.
     if redis_wing:
         assert extras["redis"] == ["redis>=8.1,<9"]
-    tested = [name for name, picked in (("http", http_wing), ("redis", redis_wing)) if picked]
+    # The OAuth resource server is the HTTP wing's own extra: PyJWT with its crypto backend.
+    assert ("oauth" in extras) == http_wing
+    if http_wing:
+        assert extras["oauth"] == ["pyjwt[crypto]>=2.10,<3"]
+    wings = (("http", http_wing), ("oauth", http_wing), ("redis", redis_wing))
+    tested = [name for name, picked in wings if picked]
     assert [dep for dep in extras["dev"] if dep.startswith(DEFAULT_SLUG)] == (
         [f"{DEFAULT_SLUG}[{','.join(tested)}]"] if tested else []
     )
