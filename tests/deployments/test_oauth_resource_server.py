@@ -338,6 +338,8 @@ def stack(
         # The whole configuration of the resource server: who issues tokens, and who we are.
         "MRTR_OAUTH_ISSUER": authorization.issuer,
         "MRTR_OAUTH_RESOURCE": resource,
+        # The consent audit trail, read back by the two-principals test.
+        "MRTR_AUDIT_LOG": str(home / "audit.jsonl"),
         **aws_env,
         "AWS_CONFIG_FILE": str(home / "no-aws-config"),
         "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-aws-credentials"),
@@ -448,6 +450,33 @@ def test_one_principal_deploys_and_another_can_neither_finish_its_rounds_nor_see
         time.sleep(0.2)
     transcript.append(f"alice: tasks/get -> {status.get('status')}")
     show("two principals, one deploy", transcript)
+    trail = [
+        json.loads(line)
+        for line in (stack.home / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    alice_lines = [
+        line
+        for line in trail
+        if line.get("tool") == "deploy_to_aws"
+        and (line.get("principal") or "").startswith('oauth:["alice-app"')
+    ]
+    mine = alice_lines + [
+        line for line in trail if line.get("event") == "task" and line["task"] == task_id
+    ]
+    show("the audit trail of that deploy", [json.dumps(line) for line in mine])
+    events = [(line["event"], line.get("outcome") or line.get("status")) for line in mine]
+    # Round 1 asks the role; round 2 decides on it and asks the yes (its own next round);
+    # round 3 decides on the yes and becomes the task, which ends.
+    assert events[:4] == [
+        ("asked", None),
+        ("decided", None),
+        ("asked", None),
+        ("finished", "asked-again"),
+    ]
+    assert ("finished", "task") in events and ("task", "completed") in events
+    # Bob's attempt failed verification: no decision of his is in the trail.
+    assert not [line for line in trail if "bob-app" in (line.get("principal") or "")]
+    assert ROLE_ARN not in json.dumps(trail)
     assert status.get("status") == "completed", status
     assert stack_status(aws_env, name, role_arn=None) == "CREATE_COMPLETE"
     assert ROLE_ARN.endswith(":role/deployer")

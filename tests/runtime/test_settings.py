@@ -46,6 +46,7 @@ VALID = {
         "https://mcp.example.com/mcp",
     ),
     "MRTR_OAUTH_SCOPES": ("mcp, tools deploy", "oauth_scopes", ("mcp", "tools", "deploy")),
+    "MRTR_AUDIT_LOG": (" /var/log/mcp-audit.jsonl ", "audit_log", "/var/log/mcp-audit.jsonl"),
     "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": ("25", "http_max_sessions_per_principal", 25),
     "MRTR_TASK_MAX_BYTES_PER_OWNER": ("1000000", "task_max_bytes_per_owner", 1_000_000),
     "MRTR_TASK_STORE": ("sqlite:///srv/tasks.db", "task_store", "sqlite:///srv/tasks.db"),

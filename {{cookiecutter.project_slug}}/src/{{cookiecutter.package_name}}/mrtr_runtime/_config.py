@@ -204,6 +204,9 @@ class Settings:
     oauth_issuer: str = ""
     oauth_resource: str = ""
     oauth_scopes: tuple[str, ...] = ()
+    #: ``MRTR_AUDIT_LOG``: where the consent audit trail goes (a file path, or ``stderr``);
+    #: "" for none (`_audit`).
+    audit_log: str = ""
     #: ``MRTR_TASK_STORE``: where tasks are kept (``sqlite:///abs/path.db``, ``redis://...``,
     #: ``rediss://...``, ``memory:``), as set; "" for the default (SQLite in the per-user state
     #: directory). Checked here; opened by ``_task_backends`` on the first task. Out of the repr:
@@ -274,6 +277,7 @@ class Settings:
             oauth_issuer=text("MRTR_OAUTH_ISSUER"),
             oauth_resource=text("MRTR_OAUTH_RESOURCE"),
             oauth_scopes=tuple(text("MRTR_OAUTH_SCOPES").replace(",", " ").split()),
+            audit_log=text("MRTR_AUDIT_LOG"),
             task_store=_task_store_of(text(TASK_STORE_VARIABLE), problems),
             task_max_stored=_task_bound_of(
                 TASK_MAX_STORED_VARIABLE, DEFAULT_TASK_MAX_STORED, environ, problems

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from ._answers import Accepted, Cancelled, Declined
 
+from ._audit import AuditTrail
 from ._capabilities import ClientCapabilities
 from ._errors import MrtrError
 from ._inputs import InputRequest
@@ -680,6 +681,8 @@ class RequestScope:
     cancellation: Cancellation | None = None
     #: Who the transport says is asking (an authenticated HTTP client); None on stdio.
     principal: str | None = None
+    #: The consent audit trail (`MRTR_AUDIT_LOG`), or None.
+    audit: AuditTrail | None = None
 
     def context(
         self,

@@ -12,12 +12,14 @@ now (`RoundFlights`): sendings of one token arriving together share one run.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 import anyio
 
+from ._audit import decision_of, round_id
 from ._capabilities import ClientCapabilities
 from ._context import (
     AnswerMisfit,
@@ -283,6 +285,7 @@ class RoundLedger(Protocol):
         run: Callable[[RoundClaim], Awaitable[JSONObject]],
         *,
         follows_tasks: bool,
+        on_replay: Callable[[], None] | None = None,
     ) -> JSONObject: ...
 
 
@@ -463,10 +466,27 @@ async def run_round(
         raise RpcError(INVALID_PARAMS, "Invalid requestState: malformed")
     once_key = round_key(token)
 
+    audit = scope.audit
+    trail_round = round_id(token) if audit is not None else ""
+
     async def run(claim: RoundClaim | None) -> JSONObject:
         # Under the round's claim: a sending answered from the record never gets here, so
         # nothing it carries (answers, extra keys, extra fields) is read at all.
         answers, parsed = _asked_answers(state.answers, state.asked, offered)
+        if audit is not None:
+            # What this round acts on: the decisions on what the round it closes asked.
+            decisions = {
+                key: decision_of(method, answers[key])
+                for key, method in state.asked.items()
+                if key in answers
+            }
+            audit.decided(
+                era=scope.version,
+                principal=scope.principal,
+                tool=call.target,
+                round=trail_round,
+                decisions=decisions,
+            )
 
         async def rerun() -> JSONObject:
             # The inline run of a task: the same round, in which start_task returns at once.
@@ -476,16 +496,32 @@ async def run_round(
         context = scope.context(
             answers, token, state.state, parsed, task_start=confirming, fence=claim
         )
-        return await _finish_round(
+        result = await _finish_round(
             call, scope, context, answers, binding, codec, tasks, once_key, rerun, claim
         )
+        if audit is not None:
+            audit.finished(
+                era=scope.version,
+                principal=scope.principal,
+                tool=call.target,
+                round=trail_round,
+                result=result,
+            )
+        return result
 
     def work() -> Awaitable[JSONObject]:
         if ledger is None:
             return run(None)
         # Single use: the round's record answers every later sending of this token, before
-        # any handler code runs (see _once).
-        return ledger.once(once_key, run, follows_tasks=extension)
+        # any handler code runs (see _once); the trail says so when it does.
+        replayed = (
+            None
+            if audit is None
+            else functools.partial(
+                audit.replayed, principal=scope.principal, tool=call.target, round=trail_round
+            )
+        )
+        return ledger.once(once_key, run, follows_tasks=extension, on_replay=replayed)
 
     if flights is None:
         return await work()
@@ -587,6 +623,16 @@ async def _finish_round(
     except (TypeError, ValueError, RecursionError):
         raise RpcError(INVALID_PARAMS, "Invalid inputResponses: not JSON") from None
     result: JSONObject = {"resultType": "input_required", "requestState": minted}
+    if scope.audit is not None and outcome.requests:
+        scope.audit.asked(
+            era=scope.version,
+            principal=scope.principal,
+            tool=call.target,
+            round=round_id(minted),
+            questions={
+                key: (request.method, request.params) for key, request in outcome.requests.items()
+            },
+        )
     if outcome.requests:
         result["inputRequests"] = {
             key: request.to_wire() for key, request in outcome.requests.items()

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ._audit import decision_of, plan_digest
 from ._context import RequestScope
 from ._dispatch import (
     Ask,
@@ -79,7 +80,16 @@ async def run_legacy(
         )
         match step:
             case Finish(value):
-                return call.finish(value)
+                result = call.finish(value)
+                if scope.audit is not None and round_number:
+                    scope.audit.finished(
+                        era=scope.version,
+                        principal=scope.principal,
+                        tool=call.target,
+                        round=None,
+                        result=result,
+                    )
+                return result
             case MissingCapability(missing) if round_number < max_rounds:
                 return call.refuse(
                     f"This host does not support {_capability_names(missing)}, which "
@@ -93,12 +103,16 @@ async def run_legacy(
         state = outcome.state
         answers = kept
         parsed = {key: model for key, model in parsed.items() if key in kept}
+        decisions: dict[str, str] = {}
+        plans: dict[str, str] = {}
         # In the handler's order, so the question it put first (a confirmation) comes first.
         for key, request in outcome.requests.items():
             request_params = dict(request.params)
             if request.method == ELICIT and request_params.get("mode") == "url":
                 # 2025-11-25 URL-mode elicitation carries an elicitationId; 2026-07-28 dropped it.
                 request_params["elicitationId"] = uuid.uuid4().hex
+            if scope.audit is not None:
+                plans[key] = plan_digest(request.method, request.params)
             try:
                 answer = await scope.peer.request(request.method, request_params)
             except RpcError as error:
@@ -113,10 +127,22 @@ async def run_legacy(
             answers[key] = answer
             if model is not None:
                 parsed[key] = model
+            decisions[key] = decision_of(request.method, answer)
             if request.method == ELICIT and answer.get("action") != "accept":
                 # A decline or cancel may make the rest moot ("Deploy?" -> no): the handler
                 # decides with what it has before the user is asked anything more.
                 break
+        if scope.audit is not None:
+            # Asked and answered in this request: one line with the decisions and what each
+            # was a decision on (the trail's `plan`).
+            scope.audit.decided(
+                era=scope.version,
+                principal=scope.principal,
+                tool=call.target,
+                round=None,
+                decisions=decisions,
+                plans={key: plans[key] for key in decisions},
+            )
     return call.refuse(
         f"{call.target!r} asked for input more than {max_rounds} times without finishing"
     )

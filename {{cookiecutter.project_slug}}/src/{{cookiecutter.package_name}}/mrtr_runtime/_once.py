@@ -210,9 +210,11 @@ class RoundLedger:
         run: Callable[[RoundHold], Awaitable[JSONObject]],
         *,
         follows_tasks: bool,
+        on_replay: Callable[[], None] | None = None,
     ) -> JSONObject:
         """The answer to the round keyed `key`: `run`'s (it runs only under this process's
-        claim), or what the record says came of an earlier sending."""
+        claim), or what the record says came of an earlier sending (then `on_replay` is
+        called: the audit trail's line for it)."""
         try:
             store = await self._open_store()
         except RpcError as error:
@@ -230,7 +232,10 @@ class RoundLedger:
             try:
                 record = await store.claim_round(claim, now)
             except TaskStoreUnavailable as error:
-                return await self._answer_unwritable(store, key, error, follows_tasks)
+                answered = await self._answer_unwritable(store, key, error, follows_tasks)
+                if on_replay is not None:
+                    on_replay()
+                return answered
             if record.holder == claim.holder and record.outcome is None:
                 if record.version > 1:
                     _logger.info(
@@ -244,6 +249,8 @@ class RoundLedger:
                     "confirming round %s: sent again; answered from its record, not run again",
                     key[:12],
                 )
+                if on_replay is not None:
+                    on_replay()
                 return await self._answer(record.outcome, follows_tasks)
             if record.lease_expires <= now:
                 # Its run died past its point of no return: the truth is "maybe", for good.

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
+from ._audit import AuditTrail
 from ._capabilities import ClientCapabilities
 from ._config import Settings
 from ._context import Cancellation, LoggingLevel, Peer, RequestScope
@@ -170,6 +171,8 @@ class Server:
         #: the transport reads it (`Settings.from_environment`) when it starts. The core itself
         #: reads no environment.
         self.settings = settings
+        #: The consent audit trail, where the settings name one (`_audit`).
+        self.audit = AuditTrail.open_target(settings.audit_log) if settings is not None else None
         self.instructions = instructions
         self.info: dict[str, Any] = {"name": name, "version": version}
         if title is not None:
@@ -219,6 +222,7 @@ class Server:
                 open_store=self._task_store,
                 store_exists=self._task_store_exists,
                 token_ttl_seconds=self.signing.ttl_seconds,
+                audit=self.audit,
             )
         return engine
 
@@ -405,6 +409,7 @@ class Server:
                 peer,
                 cancellation,
                 principal,
+                self.audit,
             )
         # basic/index: "A request missing any required field is malformed; the server MUST
         # reject it with JSON-RPC error code -32602".
@@ -445,6 +450,7 @@ class Server:
             peer,
             cancellation,
             principal,
+            self.audit,
         )
 
     def _initialize(self, params: Mapping[str, Any], session: Session, peer: Peer) -> JSONObject:

@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
+from ._audit import AuditTrail
 from ._capabilities import ClientCapabilities
 from ._context import Cancellation, Context, RequestCancelled, write_mark
 from ._dispatch import (
@@ -320,8 +321,11 @@ class TaskEngine:
         token_ttl_seconds: float = 0.0,
         inline_wait_seconds: float = INLINE_WAIT_SECONDS,
         clock: Callable[[], float] = time.time,
+        audit: AuditTrail | None = None,
     ) -> None:
         self.server_name = server_name
+        #: The consent audit trail: every task's end is a line there (`_mutate`).
+        self.audit = audit
         self.registry = registry
         self._call_of = call_of
         self._open_store = open_store or memory_store
@@ -408,6 +412,14 @@ class TaskEngine:
             if await store.swap(changed):
                 if changed.updated_at != record.updated_at:
                     self._announce(task_id)
+                if self.audit is not None and changed.terminal and not record.terminal:
+                    # Every write of a task goes through here: its end is recorded once.
+                    self.audit.task_ended(
+                        task=task_id,
+                        tool=changed.target,
+                        status=changed.status,
+                        message=changed.status_message,
+                    )
                 return changed
         raise RpcError(INTERNAL_ERROR, "The task changed too often to be updated; try again")
 
