@@ -41,6 +41,7 @@ from host_client import MODERN
 from jwt.algorithms import RSAAlgorithm
 from peers.aws_moto import moto_server, stack_status
 from peers.node import NodePeers, PeersUnavailableError, ensure_node_peers
+from runtime.redis_server import find_redis_server, running_redis
 from test_http_replicas import (
     FORM_ANSWERS,
     ROLE_ARN,
@@ -618,3 +619,70 @@ def test_with_the_authorization_server_unreachable_a_call_is_503_and_nothing_run
         assert stack_status(aws_env, name, role_arn=None) is None
     finally:
         server.stop()
+
+
+# -- limits per principal, and readiness --------------------------------------------------------
+
+
+def pause_redis(port: int, milliseconds: int) -> None:
+    """CLIENT PAUSE: redis answers no client for that long, as a store that hangs would."""
+    words = [b"CLIENT", b"PAUSE", str(milliseconds).encode(), b"ALL"]
+    command = b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        connection.sendall(command)
+        assert connection.recv(64).startswith(b"+OK")
+
+
+def test_one_principal_past_its_rate_is_429_while_another_is_served_and_readiness_follows_the_store(
+    project: Installed, stack: Stack
+) -> None:
+    port = free_port()
+    with running_redis(find_redis_server()) as redis:
+        # The same resource as the stack's (its tokens are for it); its own port and store.
+        env = {
+            **stack.env,
+            "MRTR_TASK_STORE": redis.url,
+            "MRTR_HTTP_RATE_PER_PRINCIPAL": "3",
+        }
+        command = [str(project.tool(DEFAULT_SLUG)), "http", "--host", "127.0.0.1"]
+        server = start_replica("limits", [*command, "--port", str(port)], env, stack.home)
+        try:
+            url = server.url
+            alice = stack.authorization.token("alice-app")
+            bob = stack.authorization.token("bob-app")
+            lines = []
+            statuses = []
+            for _ in range(8):
+                answer = call(url, alice, "tools/list", {})
+                statuses.append(answer.status)
+            refused = call(url, alice, "tools/list", {})
+            served = call(url, bob, "tools/list", {})
+            lines.append(f"alice, 8 requests at once (rate 3/s, burst 6): {statuses}")
+            retry = refused.headers.get("retry-after")
+            message = refused.messages[0]["error"]["message"]
+            lines.append(f"alice again -> {refused.status}, Retry-After {retry}: {message}")
+            lines.append(f"bob meanwhile -> {served.status}")
+            assert statuses[:6] == [200] * 6 and 429 in statuses[6:]
+            assert refused.status == 429 and refused.headers["retry-after"] == "1"
+            assert served.status == 200
+            # Readiness: not behind OAuth; false while the store does not answer, then true.
+            base = url.removesuffix("/mcp")
+            before = http_request("GET", base + "/readyz")
+            pause_redis(redis.port, 4000)
+            during = http_request("GET", base + "/readyz")
+            live = http_request("GET", base + "/healthz")
+            time.sleep(4.5)
+            after = http_request("GET", base + "/readyz")
+            for label, (status, _, body) in (
+                ("/readyz", before),
+                ("/readyz, redis paused", during),
+                ("/healthz, redis paused", live),
+                ("/readyz, redis back", after),
+            ):
+                lines.append(f"{label} -> {status} {body.decode().strip()}")
+            show("limits and readiness (OAuth principals, tasks on Redis)", lines)
+            assert before[0] == 200 and after[0] == 200 and live[0] == 200
+            assert during[0] == 503
+            assert "task store did not answer" in json.loads(during[2])["reason"]
+        finally:
+            server.stop()

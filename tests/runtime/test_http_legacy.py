@@ -1021,7 +1021,13 @@ async def test_a_shared_token_beside_a_named_one_cannot_lock_it_out() -> None:
 
 async def test_a_principal_at_its_share_is_refused_503_naming_the_setting() -> None:
     tokens = (("alice", "alice-token-123456"), ("mallory", "mallory-token-12345"))
-    app = app_over(bearer_tokens=tokens, max_sessions=40, max_sessions_per_principal=10)
+    # Its own request rate lifted: what refuses it here is the session share alone.
+    app = app_over(
+        bearer_tokens=tokens,
+        max_sessions=40,
+        max_sessions_per_principal=10,
+        rate_per_principal=1_000_000,
+    )
     assert app.sessions.max_per_principal == 10
     streams = []
     for _ in range(10):

@@ -128,6 +128,8 @@ _MAX_SESSIONS_VARIABLE: Final = "MRTR_HTTP_MAX_SESSIONS"
 _SESSION_IDLE_VARIABLE: Final = "MRTR_HTTP_SESSION_IDLE_SECONDS"
 _SESSIONS_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL"
 _SSE_POLL_VARIABLE: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
+_RATE_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_RATE_PER_PRINCIPAL"
+_CALLS_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_CALLS_PER_PRINCIPAL"
 _HTTP_TOKEN_VARIABLE: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 TASK_STORE_VARIABLE: Final = "MRTR_TASK_STORE"
 TASK_MAX_STORED_VARIABLE: Final = "MRTR_TASK_MAX_STORED"
@@ -197,6 +199,11 @@ class Settings:
     #: SSE polling). For a proxy that ends connections older than some age: set it below that
     #: age. A whole number of seconds from 1; None (the default) holds connections open.
     http_sse_poll_seconds: int | None = None
+    #: ``MRTR_HTTP_RATE_PER_PRINCIPAL`` (requests a second) and ``MRTR_HTTP_CALLS_PER_PRINCIPAL``
+    #: (tool calls running at once): what one principal may take over HTTP, whole numbers from
+    #: 1; None for the transport's defaults (`http/_limits.py`).
+    http_rate_per_principal: int | None = None
+    http_calls_per_principal: int | None = None
     #: ``MRTR_OAUTH_ISSUER``: the authorization server whose access tokens the HTTP transport
     #: accepts (it becomes an OAuth 2.1 resource server); "" when unset. Checked by the HTTP
     #: wing, with ``MRTR_OAUTH_RESOURCE`` (this server's canonical URI, the tokens' audience)
@@ -274,6 +281,8 @@ class Settings:
             ),
             http_session_idle_seconds=_whole_of(_SESSION_IDLE_VARIABLE, environ, problems),
             http_sse_poll_seconds=_whole_of(_SSE_POLL_VARIABLE, environ, problems),
+            http_rate_per_principal=_whole_of(_RATE_PER_PRINCIPAL_VARIABLE, environ, problems),
+            http_calls_per_principal=_whole_of(_CALLS_PER_PRINCIPAL_VARIABLE, environ, problems),
             oauth_issuer=text("MRTR_OAUTH_ISSUER"),
             oauth_resource=text("MRTR_OAUTH_RESOURCE"),
             oauth_scopes=tuple(text("MRTR_OAUTH_SCOPES").replace(",", " ").split()),

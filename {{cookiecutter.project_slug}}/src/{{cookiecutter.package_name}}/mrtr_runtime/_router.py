@@ -47,7 +47,7 @@ from ._jsonrpc import (
 from ._legacy import run_legacy
 from ._registry import NOT_CACHED, Registry
 from ._subscriptions import LIST_KINDS, MAX_RESOURCE_SUBSCRIPTIONS, Listener, Subscriptions
-from ._tokens import RequestStateCodec
+from ._tokens import Binding, RequestStateCodec
 from ._wire import (
     LEGACY_VERSIONS,
     LOG_LEVELS,
@@ -286,6 +286,17 @@ class Server:
             _logger.exception("internal error serving %s", request.method)
             return Reply(error_response(request.id, INTERNAL_ERROR, "Internal error"), False)
         return Reply(success_response(request.id, result), False)
+
+    def signing_works(self) -> bool:
+        """Whether the signing key signs a requestState and verifies it (readiness): a probe
+        token, bound to nothing a client could call."""
+        probe = Binding("tools/call", "readiness-probe", "")
+        try:
+            self.signing.verify(self.signing.mint(probe, {}, {}), probe)
+        except Exception:
+            _logger.exception("the signing key cannot sign and verify a requestState")
+            return False
+        return True
 
     def end_subscriptions(self) -> int:
         """End every open `subscriptions/listen` (the server is stopping); how many there were.

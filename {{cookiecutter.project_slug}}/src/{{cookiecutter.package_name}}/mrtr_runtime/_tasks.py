@@ -360,6 +360,12 @@ class TaskEngine:
 
     # -- the store ----------------------------------------------------------------------
 
+    async def check_store(self) -> None:
+        """Whether the store answers now (readiness): opened if need be, then one read of a
+        task that does not exist. Raises TaskStoreUnavailable or RpcError saying why not."""
+        store = await self.store()
+        await store.load("readiness-probe")
+
     async def store(self) -> TaskStore:
         """The store, opened on first use."""
         if self._store is not None:

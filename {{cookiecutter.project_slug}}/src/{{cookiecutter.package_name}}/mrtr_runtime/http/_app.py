@@ -57,8 +57,10 @@ from .._jsonrpc import (
 from .._legacy import client_result
 from .._permissions import open_to_others
 from .._router import Server, Session
+from .._task_store import TaskStoreUnavailable
 from .._wire import META_PROTOCOL_VERSION
 from ._authorization_server import BearerAuthority
+from ._limits import DEFAULT_CALLS_PER_PRINCIPAL, DEFAULT_RATE_PER_PRINCIPAL, PrincipalLimits
 from ._oauth import Grant, ResourceServerSettings, metadata_document, scope_refusal
 from ._rules import (
     HEADER_MISMATCH,
@@ -75,6 +77,7 @@ from ._rules import (
     refuse_post,
     refuse_request,
     refuse_session_get,
+    too_many,
 )
 from ._sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -131,6 +134,14 @@ ENV_MAX_SESSIONS: Final = "MRTR_HTTP_MAX_SESSIONS"
 ENV_SESSION_IDLE: Final = "MRTR_HTTP_SESSION_IDLE_SECONDS"
 ENV_SESSIONS_PER_PRINCIPAL: Final = "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL"
 ENV_SSE_POLL: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
+ENV_RATE_PER_PRINCIPAL: Final = "MRTR_HTTP_RATE_PER_PRINCIPAL"
+ENV_CALLS_PER_PRINCIPAL: Final = "MRTR_HTTP_CALLS_PER_PRINCIPAL"
+#: Liveness and readiness, for load balancers and orchestrators: outside the MCP endpoint, never
+#: behind authorization, and saying nothing but whether (and, when not ready, why not).
+LIVE_PATH: Final = "/healthz"
+READY_PATH: Final = "/readyz"
+#: A readiness check (the task store's answer) must come within this, else "not ready".
+READY_TIMEOUT_SECONDS: Final = 2.0
 #: 2025-11-25 "Sending Messages" 6.: the `retry` (milliseconds) sent before the server closes a
 #: stream's connection early (a newer connection took the stream over, or it was held for
 #: `MRTR_HTTP_SSE_POLL_SECONDS`); the client waits this long, then resumes with `Last-Event-ID`.
@@ -332,6 +343,9 @@ class HttpSettings:
     #: OAuth 2.1 resource server (basic/authorization): whose access tokens are accepted, and
     #: this server's canonical URI; None: no OAuth (the bearer tokens above, or nothing).
     oauth: ResourceServerSettings | None = None
+    #: What one principal may take (`_limits`): requests a second, tool calls at once.
+    rate_per_principal: int = DEFAULT_RATE_PER_PRINCIPAL
+    calls_per_principal: int = DEFAULT_CALLS_PER_PRINCIPAL
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], *, host: str, port: int) -> HttpSettings:
@@ -357,6 +371,8 @@ class HttpSettings:
             ENV_SESSION_IDLE,
             ENV_SSE_POLL,
             ENV_SESSIONS_PER_PRINCIPAL,
+            ENV_RATE_PER_PRINCIPAL,
+            ENV_CALLS_PER_PRINCIPAL,
         )
         return cls(
             host=host,
@@ -372,6 +388,8 @@ class HttpSettings:
             sse_poll_seconds=settings.http_sse_poll_seconds,
             client_request_timeout=settings.client_request_timeout,
             oauth=_oauth_settings(settings),
+            rate_per_principal=settings.http_rate_per_principal or DEFAULT_RATE_PER_PRINCIPAL,
+            calls_per_principal=settings.http_calls_per_principal or DEFAULT_CALLS_PER_PRINCIPAL,
         )
 
     def session_share(self) -> int:
@@ -507,6 +525,11 @@ class HttpApp:
         self.authority = (
             None if self.settings.oauth is None else BearerAuthority(self.settings.oauth)
         )
+        #: What each principal may take (none is limited when nobody is named).
+        self.limits = PrincipalLimits(
+            self.settings.rate_per_principal, self.settings.calls_per_principal
+        )
+        self._clock = clock
         #: 2025-11-25 sessions; 2026-07-28 requests never touch it.
         self.sessions = SessionTable(
             max_sessions=self.settings.max_sessions,
@@ -601,6 +624,9 @@ class HttpApp:
         if authority is not None and scope["path"] == authority.settings.metadata_path:
             await self._resource_metadata(authority, scope["method"], send)
             return
+        if scope["path"] in (LIVE_PATH, READY_PATH):
+            await self._health(scope["path"], scope["method"], send)
+            return
         path_is_endpoint = scope["path"] == ENDPOINT
         headers = _headers(scope) if path_is_endpoint else {}
         method = scope["method"]
@@ -634,6 +660,8 @@ class HttpApp:
             return
         if method != "POST":
             principal = self._principal_of(scope, authorization, grant)
+            if await self._past_rate(principal, send):
+                return
             if method == "GET":
                 await self._get(headers, principal, receive, send)
             else:
@@ -669,7 +697,73 @@ class HttpApp:
                 await _refuse(send, oauth_refusal(self.authority.settings, missing))
                 return
         principal = self._principal_of(scope, authorization, grant)
-        await self._post(message, headers, accept, principal, receive, send)
+        if await self._past_rate(principal, send):
+            return
+        if not (isinstance(message, Request) and message.method == "tools/call"):
+            await self._post(message, headers, accept, principal, receive, send)
+            return
+        if not self.limits.enter_call(principal):
+            calls = self.limits.calls
+            await _refuse(
+                send,
+                too_many(
+                    f"you have {calls} tool calls running, the most one principal may "
+                    f"({ENV_CALLS_PER_PRINCIPAL}); retry when one has finished",
+                    1.0,
+                ),
+            )
+            return
+        try:
+            await self._post(message, headers, accept, principal, receive, send)
+        finally:
+            self.limits.leave_call(principal)
+
+    async def _past_rate(self, principal: str | None, send: Send) -> bool:
+        """Whether `principal` sends faster than its share (then the 429 is sent here)."""
+        wait = self.limits.admit(principal, self._clock())
+        if wait is None:
+            return False
+        rate = self.limits.rate
+        await _refuse(
+            send,
+            too_many(
+                f"more than {rate} requests a second from you ({ENV_RATE_PER_PRINCIPAL})", wait
+            ),
+        )
+        return True
+
+    async def _health(self, path: str, method: str, send: Send) -> None:
+        """Liveness (`/healthz`: this process answers) and readiness (`/readyz`: it can serve a
+        request now: the signing key signs and verifies, the task store answers). Open to any
+        caller, like a load balancer's; they say nothing but the verdict and, when not ready,
+        which part is not."""
+        if method != "GET":
+            await _refuse(
+                send, Refusal(405, "Method Not Allowed: GET only", None, ((b"allow", b"GET"),))
+            )
+            return
+        problem = None if path == LIVE_PATH else await self._readiness_problem()
+        body: dict[str, object] = {"status": "ok" if problem is None else "unavailable"}
+        if problem is not None:
+            body["reason"] = problem
+        headers = [_JSON, (b"cache-control", b"no-store")]
+        await _respond(send, 200 if problem is None else 503, encode(body), headers)
+
+    async def _readiness_problem(self) -> str | None:
+        if self._stopping:
+            return "stopping"
+        if not self.server.signing_works():
+            return "the signing key cannot sign and verify a requestState"
+        try:
+            async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+                await self.server.tasks.check_store()
+        except TimeoutError:
+            return f"the task store did not answer within {READY_TIMEOUT_SECONDS:g} s"
+        except TaskStoreUnavailable as error:
+            return f"the task store cannot be used: {error}"
+        except RpcError as error:
+            return f"the task store cannot be used: {error.message}"
+        return None
 
     def _principal_of(
         self, scope: Scope, authorization: str | None, grant: Grant | None

@@ -23,6 +23,7 @@ import binascii
 import decimal
 import hmac
 import ipaddress
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from urllib.parse import urlsplit
 
 from .._errors import MrtrError
 from .._jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -62,6 +64,7 @@ __all__ = (
     "refuse_post",
     "refuse_request",
     "refuse_session_get",
+    "too_many",
 )
 
 #: basic/transports/streamable-http "Server Validation": HeaderMismatch. Defined for HTTP only.
@@ -701,6 +704,13 @@ def oauth_refusal(
         f"{word}: {problem.description}",
         headers=((b"www-authenticate", header),),
     )
+
+
+def too_many(message: str, wait_seconds: float) -> Refusal:
+    """429 with Retry-After (RFC 6585 section 4): one principal past its own limits, while the
+    server serves everyone else."""
+    retry = str(max(1, math.ceil(wait_seconds))).encode("ascii")
+    return Refusal(429, f"Too Many Requests: {message}", INTERNAL_ERROR, ((b"retry-after", retry),))
 
 
 def refuse_post(*, content_type: str, accepts_json: bool) -> Refusal | None:
