@@ -110,6 +110,7 @@ INSTALLED_MODULES: dict[str, tuple[str, ...]] = {
     "networkx": ("networkx",),
     "openapi-schema-validator": ("openapi_schema_validator",),
     "openapi-spec-validator": ("openapi_spec_validator",),
+    "opentelemetry-api": ("opentelemetry",),
     "packaging": ("packaging",),
     "pathable": ("pathable",),
     "pathspec": ("pathspec",),

@@ -216,9 +216,17 @@ def dev_pin(name: str) -> str:
 
 
 #: What the template's runtime suite (tests/runtime) needs beyond a project's own dev extra
-#: (pytest-xdist and execnet: it runs on ``SUITE_WORKERS`` workers); the samples suite
+#: (pytest-xdist and execnet: it runs on ``SUITE_WORKERS`` workers; the OpenTelemetry SDK: its
+#: telemetry tests export what the runtime records); the samples suite
 #: (tests/samples) needs nothing more (moto is in the AWS bake's dev extra).
-RUNTIME_SUITE_NEEDS = ("hypothesis", "pytest-xdist", "execnet")
+RUNTIME_SUITE_NEEDS = (
+    "hypothesis",
+    "pytest-xdist",
+    "execnet",
+    "opentelemetry-sdk",
+    "opentelemetry-semantic-conventions",
+    "opentelemetry-exporter-otlp-proto-http",
+)
 #: The runtime suite's workers in an installed bake (tests/runtime/conftest.py reads
 #: MRTR_SUITE_WORKERS): one per core, at most 4. It is the longest single test of the run
 #: (hundreds of server starts); spread over the cores it stays far inside its subprocess

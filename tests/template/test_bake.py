@@ -207,7 +207,9 @@ def test_pyproject_declares_exactly_the_promised_dependencies(
     assert ("oauth" in extras) == http_wing
     if http_wing:
         assert extras["oauth"] == ["pyjwt[crypto]>=2.10,<3"]
-    wings = (("http", http_wing), ("oauth", http_wing), ("redis", redis_wing))
+    # OpenTelemetry (the API) is an extra of every project, and tested in every one.
+    assert extras["otel"] == ["opentelemetry-api>=1.30,<2"]
+    wings = (("http", http_wing), ("oauth", http_wing), ("redis", redis_wing), ("otel", True))
     tested = [name for name, picked in wings if picked]
     assert [dep for dep in extras["dev"] if dep.startswith(DEFAULT_SLUG)] == (
         [f"{DEFAULT_SLUG}[{','.join(tested)}]"] if tested else []

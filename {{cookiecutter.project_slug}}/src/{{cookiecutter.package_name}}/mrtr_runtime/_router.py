@@ -47,6 +47,7 @@ from ._jsonrpc import (
 from ._legacy import run_legacy
 from ._registry import NOT_CACHED, Registry
 from ._subscriptions import LIST_KINDS, MAX_RESOURCE_SUBSCRIPTIONS, Listener, Subscriptions
+from ._telemetry import Telemetry
 from ._tokens import Binding, RequestStateCodec
 from ._wire import (
     LEGACY_VERSIONS,
@@ -171,6 +172,8 @@ class Server:
         #: the transport reads it (`Settings.from_environment`) when it starts. The core itself
         #: reads no environment.
         self.settings = settings
+        #: OpenTelemetry, where `opentelemetry-api` is installed (the `otel` extra); else None.
+        self.telemetry = Telemetry.from_installed(version)
         #: The consent audit trail, where the settings name one (`_audit`).
         self.audit = AuditTrail.open_target(settings.audit_log) if settings is not None else None
         self.instructions = instructions
@@ -223,6 +226,7 @@ class Server:
                 store_exists=self._task_store_exists,
                 token_ttl_seconds=self.signing.ttl_seconds,
                 audit=self.audit,
+                telemetry=self.telemetry,
             )
         return engine
 
@@ -271,6 +275,23 @@ class Server:
         principal: str | None = None,
     ) -> Reply:
         """`handle_request`, telling also whether the request itself was malformed."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return await self._reply(request, session, peer, cancellation, principal)
+        # One span per request, whatever the transport and the era (`_telemetry`).
+        with telemetry.request(request, principal) as observed:
+            answered = await self._reply(request, session, peer, cancellation, principal)
+            observed.result(answered.message)
+            return answered
+
+    async def _reply(
+        self,
+        request: Request,
+        session: Session,
+        peer: Peer,
+        cancellation: Cancellation | None,
+        principal: str | None,
+    ) -> Reply:
         try:
             result = await self._serve(request, session, peer, cancellation, principal)
         except RpcError as error:

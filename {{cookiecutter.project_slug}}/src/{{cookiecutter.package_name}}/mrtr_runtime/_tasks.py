@@ -62,6 +62,7 @@ from ._task_store import (
     TaskStoreUnavailable,
     new_task_id,
 )
+from ._telemetry import Telemetry
 from ._tokens import digest_principal
 from ._wire import MODERN_VERSIONS
 
@@ -322,8 +323,11 @@ class TaskEngine:
         inline_wait_seconds: float = INLINE_WAIT_SECONDS,
         clock: Callable[[], float] = time.time,
         audit: AuditTrail | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.server_name = server_name
+        #: OpenTelemetry: each task's work is a span of its own, linked to its creator.
+        self.telemetry = telemetry
         #: The consent audit trail: every task's end is a line there (`_mutate`).
         self.audit = audit
         self.registry = registry
@@ -915,8 +919,22 @@ class TaskEngine:
         """Start a worker for `record`, whose lease this process holds (its slot counted)."""
         run = _Run(self, record)
         self._runs[record.task_id] = run
-        run.task = asyncio.get_running_loop().create_task(self._work(run, record))
+        telemetry = self.telemetry
+        # Started in the request that created the task (its span is current), or by the loop
+        # that resumes tasks (then it links to nothing).
+        work = (
+            self._work(run, record)
+            if telemetry is None
+            else self._traced(run, record, telemetry, telemetry.current())
+        )
+        run.task = asyncio.get_running_loop().create_task(work)
         run.renewal = asyncio.get_running_loop().create_task(run.renew())
+
+    async def _traced(
+        self, run: _Run, record: TaskRecord, telemetry: Telemetry, creator: Any
+    ) -> None:
+        with telemetry.task_work(run.task_id, record.target, creator):
+            await self._work(run, record)
 
     async def _work(self, run: _Run, record: TaskRecord) -> None:
         try:
