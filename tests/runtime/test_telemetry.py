@@ -166,6 +166,19 @@ async def test_any_trace_context_a_client_sends_is_served_and_ignored_if_unusabl
     assert span.parent is None
 
 
+def test_with_the_api_s_placeholders_only_nothing_is_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No SDK set (this module's fixture aside): a request skips the span entirely.
+    fresh_telemetry = Telemetry.from_installed("1")
+    assert fresh_telemetry is not None
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    monkeypatch.setattr(metrics, "get_meter_provider", metrics.NoOpMeterProvider)
+    assert not fresh_telemetry.active()
+    monkeypatch.undo()
+    assert fresh_telemetry.active()
+
+
 def test_without_the_api_there_is_no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     assert Telemetry.from_installed("1") is None

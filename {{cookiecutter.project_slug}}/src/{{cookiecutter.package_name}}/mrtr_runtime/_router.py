@@ -276,7 +276,7 @@ class Server:
     ) -> Reply:
         """`handle_request`, telling also whether the request itself was malformed."""
         telemetry = self.telemetry
-        if telemetry is None:
+        if telemetry is None or not telemetry.active():
             return await self._reply(request, session, peer, cancellation, principal)
         # One span per request, whatever the transport and the era (`_telemetry`).
         with telemetry.request(request, principal) as observed:

@@ -924,7 +924,7 @@ class TaskEngine:
         # that resumes tasks (then it links to nothing).
         work = (
             self._work(run, record)
-            if telemetry is None
+            if telemetry is None or not telemetry.active()
             else self._traced(run, record, telemetry, telemetry.current())
         )
         run.task = asyncio.get_running_loop().create_task(work)

@@ -6,7 +6,7 @@ It uses the OpenTelemetry API only (the project's `otel` extra), and only where 
 installed: without it `Telemetry.from_installed()` is None and nothing here runs. With it,
 spans and metrics go wherever the application configured the SDK: `opentelemetry-instrument`
 with the standard `OTEL_*` variables, or an SDK set up in code. There is no switch of our own.
-Without an SDK the API's no-op providers make all of this nearly free. Over stdio nothing can
+Until a provider is set, a request makes no span at all (`Telemetry.active`). Over stdio nothing can
 reach the wire: the transport has moved fd 1 to stderr before anything runs.
 
 What a trace shows beyond one request:
@@ -41,6 +41,11 @@ MAX_NAME_CHARS: Final = 256
 DURATION_METRIC: Final = "mcp.server.operation.duration"
 #: The OpenTelemetry semantic conventions' buckets for GenAI/MCP operation durations (s).
 _BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+#: The API's own providers, before an application sets one (by their class names: the metrics
+#: one is private to the API). Anything else counts as configured.
+_PLACEHOLDERS: Final = frozenset(
+    {"ProxyTracerProvider", "NoOpTracerProvider", "_ProxyMeterProvider", "NoOpMeterProvider"}
+)
 _NAMED_BY: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -110,6 +115,7 @@ class Telemetry:
         self.version = version
         self.rounds = _Remembered()
         self.tasks = _Remembered()
+        self._configured = False
 
     @classmethod
     def from_installed(cls, version: str) -> Telemetry | None:
@@ -119,6 +125,7 @@ class Telemetry:
         except ImportError:
             return None
         tracer = trace.get_tracer(INSTRUMENTATION, version)
+        cls._trace, cls._metrics = trace, metrics
         meter = metrics.get_meter(INSTRUMENTATION, version)
         histogram = meter.create_histogram(
             DURATION_METRIC,
@@ -127,6 +134,20 @@ class Telemetry:
             explicit_bucket_boundaries_advisory=list(_BUCKETS),
         )
         return cls(tracer, histogram, version)
+
+    _trace: Any = None
+    _metrics: Any = None
+
+    def active(self) -> bool:
+        """Whether an SDK (or any provider) is set for traces or metrics. With the API's own
+        placeholders only, a request pays for this check and nothing more (no no-op span:
+        about 12 us a request otherwise)."""
+        if self._configured:
+            return True  # a provider, once set, is not unset
+        tracing = type(self._trace.get_tracer_provider()).__name__
+        measuring = type(self._metrics.get_meter_provider()).__name__
+        self._configured = tracing not in _PLACEHOLDERS or measuring not in _PLACEHOLDERS
+        return self._configured
 
     @contextlib.contextmanager
     def request(self, request: Request, principal: str | None) -> Iterator[Observed]:
