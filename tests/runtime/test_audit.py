@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from mrtr_runtime import Cancelled, Declined
-from mrtr_runtime._audit import AuditTrail, decision_of, plan_digest, round_id
+from mrtr_runtime._audit import AuditTrail, AuditTrailError, decision_of, plan_digest, round_id
 from mrtr_runtime._config import Settings
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import MemoryClient, answers
@@ -154,6 +154,11 @@ async def test_the_2025_11_25_bridge_records_each_decision_with_what_it_was_on()
     (finished,) = lines.of("finished")
     assert finished["outcome"] == "complete"
     assert not any(ARN in line for line in lines.raw)
+    # What was asked is a line too, and every line of this call shares one id.
+    asked_keys = {key for line in lines.of("asked") for key in line["questions"]}
+    assert asked_keys == {"confirm", "role-arn"}
+    ids = {line["round"] for line in lines.events}
+    assert len(ids) == 1 and None not in ids
 
 
 async def test_a_task_that_ends_is_a_line_with_its_status() -> None:
@@ -200,11 +205,33 @@ def test_the_trail_goes_to_a_file_only_its_owner_reads(tmp_path: Path) -> None:
     assert Settings.from_environment({"MRTR_AUDIT_LOG": str(path)}).audit_log == str(path)
 
 
-def test_a_trail_that_cannot_be_written_is_reported_not_raised(
+def test_a_trail_that_cannot_be_kept_stops_the_server_saying_why(tmp_path: Path) -> None:
+    with pytest.raises(AuditTrailError, match="cannot be the audit trail"):
+        AuditTrail.open_target(str(tmp_path / "missing" / "audit.jsonl"))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("", encoding="utf-8")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(victim)
+    with pytest.raises(AuditTrailError, match="symbolic link"):
+        AuditTrail.open_target(str(link))
+    shared = tmp_path / "shared.jsonl"
+    shared.write_text("", encoding="utf-8")
+    shared.chmod(0o644)
+    with pytest.raises(AuditTrailError, match="chmod 600"):
+        AuditTrail.open_target(str(shared))
+    with pytest.raises(AuditTrailError, match="Is a directory|not a regular file"):
+        AuditTrail.open_target(str(tmp_path))
+
+
+def test_a_line_that_cannot_be_written_later_is_reported_not_raised(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    trail = AuditTrail.open_target(str(tmp_path / "missing" / "audit.jsonl"))
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    trail = AuditTrail.open_target(str(folder / "audit.jsonl"))
     assert trail is not None
+    (folder / "audit.jsonl").unlink()
+    folder.rmdir()  # the disk went away under it
     with caplog.at_level(logging.ERROR, logger="mrtr_runtime"):
         for _ in range(3):
             trail.task_ended(task="t", tool="deploy", status="completed", message=None)

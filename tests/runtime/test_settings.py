@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import mrtr_runtime
-from mrtr_runtime._config import Settings, codec_from_settings
+from mrtr_runtime._config import Settings, codec_from_settings, shown_store_url
 from mrtr_runtime.server import SigningConfigError
 
 RUNTIME = Path(mrtr_runtime.__file__).parent
@@ -154,3 +154,12 @@ def test_the_codec_takes_its_key_and_ttl_from_the_settings() -> None:
     settings = Settings(signing_key=secrets.token_hex(32), state_ttl_seconds=60)
     codec = codec_from_settings(settings, default_key_file=None)
     assert codec.ttl_seconds == 60
+
+
+def test_a_store_password_never_shows_whatever_characters_it_holds() -> None:
+    for password in ("Ab3/xyzSECRET+q=", "p?a#s@s", "plain"):
+        url = f"redis://user:{password}@db.example:6379/0"
+        shown = shown_store_url(url)
+        assert password not in shown and "SECRET" not in shown, shown
+        problems = Settings.from_environment({"MRTR_TASK_STORE": url}).problems
+        assert all(password not in text for text in problems.values()), problems

@@ -22,9 +22,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import support
+from mrtr_runtime._jsonrpc import Request
 from mrtr_runtime._telemetry import DURATION_METRIC, Telemetry
 from mrtr_runtime.testing import MemoryClient
-from support import BOTH_ANSWERS, DEPLOY, make_server, meta, rpc_error
+from support import BOTH_ANSWERS, DEPLOY, META_VERSION, make_server, meta, rpc_error
 from task_tools import Flags, build
 
 pytestmark = pytest.mark.anyio
@@ -177,6 +178,19 @@ def test_with_the_api_s_placeholders_only_nothing_is_recorded(
     assert not fresh_telemetry.active()
     monkeypatch.undo()
     assert fresh_telemetry.active()
+
+
+def test_a_client_s_long_or_odd_names_are_bounded_in_spans_and_metrics() -> None:
+    telemetry = Telemetry.from_installed("1")
+    assert telemetry is not None
+    odd = Request("i" * 100_000, "x" * 5000, {"_meta": {META_VERSION: "v" * 10_000}})
+    with telemetry.request(odd, None) as observed:
+        observed.result({"jsonrpc": "2.0", "id": 1, "result": {}})
+    (span,) = named("_OTHER")
+    assert span.attributes["mcp.method.name"] == "_OTHER"
+    assert len(span.attributes["jsonrpc.request.id"]) == 256
+    assert "mcp.protocol.version" not in span.attributes
+    assert all(len(p.attributes.get("mcp.method.name", "")) <= 64 for p in durations())
 
 
 def test_without_the_api_there_is_no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -153,7 +153,8 @@ def test_aws_off_leaves_no_trace(bake: BakeFactory) -> None:
     readme = (baked.project / "README.md").read_text(encoding="utf-8")
     assert not re.search(r"^#+ .*\bAWS\b", readme, re.MULTILINE)
     pyproject = tomllib.loads((baked.project / "pyproject.toml").read_text(encoding="utf-8"))
-    assert set(pyproject["project"]["optional-dependencies"]) == {"dev"}
+    # Only what every project has: the tests' and OpenTelemetry's (the API, any transport).
+    assert set(pyproject["project"]["optional-dependencies"]) == {"dev", "otel"}
 
 
 def test_the_default_combination_is_what_cookiecutter_bakes_with_no_answers() -> None:

@@ -11,7 +11,8 @@ for a sampling or roots reply, `replayed-from-record` for a sending answered fro
 record), what came of the round, and how a task ended. It never holds an answer's content (a
 form's values, a secret a user typed): decisions only.
 
-Standard library only: `_once`, the eras and the task engine call it; it imports none of them.
+Standard library and the runtime's root error only: `_once`, the eras and the task engine call
+it; it imports none of them.
 """
 
 from __future__ import annotations
@@ -20,13 +21,23 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TextIO
 
-__all__ = ("AUDIT_LOG_VARIABLE", "AuditTrail", "decision_of", "plan_digest", "round_id")
+from ._errors import MrtrError
+
+__all__ = (
+    "AUDIT_LOG_VARIABLE",
+    "AuditTrail",
+    "AuditTrailError",
+    "decision_of",
+    "plan_digest",
+    "round_id",
+)
 
 AUDIT_LOG_VARIABLE: Final = "MRTR_AUDIT_LOG"
 #: A write that fails is reported at most this often (the trail must not flood the log).
@@ -34,6 +45,11 @@ _REPORT_EVERY_SECONDS: Final = 60.0
 _DECISIONS: Final = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}
 
 _logger = logging.getLogger("mrtr_runtime")
+
+
+class AuditTrailError(MrtrError, ValueError):
+    """`MRTR_AUDIT_LOG` names a file that cannot be the trail; the message says why. A server
+    does not start with a trail it cannot keep: consents would go unrecorded."""
 
 
 def round_id(request_state: str) -> str:
@@ -67,14 +83,17 @@ class AuditTrail:
 
     @classmethod
     def open_target(cls, target: str) -> AuditTrail | None:
-        """`stderr`, a file path (appended to, created owner-only), or "" for no trail. The
-        file is opened for each line, so a server starts whatever the disk says; a line that
-        cannot be written is reported on stderr (at most once a minute)."""
+        """`stderr`, a file path (appended to, created owner-only), or "" for no trail.
+        AuditTrailError when the file cannot be created or appended to, is a symbolic link or
+        not a regular file, or others may read or write it. Later, a line that cannot be
+        written (a full disk) is reported on stderr, at most once a minute."""
         if not target:
             return None
         if target == "stderr":
             return cls(_stream_writer(sys.stderr))
-        return cls(_file_writer(os.path.expanduser(target)))
+        path = os.path.expanduser(target)
+        _check_file(path)
+        return cls(_file_writer(path))
 
     def _emit(self, event: str, fields: Mapping[str, Any]) -> None:
         line = {"time": _timestamp(self._clock()), "event": event}
@@ -205,6 +224,29 @@ def _stream_writer(stream: TextIO) -> Callable[[str], None]:
     return write
 
 
+_OPEN_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _check_file(path: str) -> None:
+    """The trail's file can be appended to, and is its owner's alone (the trail names who
+    decided what); made now, owner-only, when it does not exist."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS, 0o600)
+    except OSError as error:
+        reason = "it is a symbolic link" if os.path.islink(path) else error.strerror
+        raise AuditTrailError(
+            f"{AUDIT_LOG_VARIABLE} {path} cannot be the audit trail: {reason}"
+        ) from None
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise AuditTrailError(f"{AUDIT_LOG_VARIABLE} {path} is not a regular file")
+    if os.name == "posix" and stat.S_IMODE(info.st_mode) & 0o077:
+        raise AuditTrailError(f"{AUDIT_LOG_VARIABLE} {path} is open to other users; chmod 600 it")
+
+
 def _file_writer(path: str) -> Callable[[str], None]:
     """Appends each line with its own open and close: lines are few (a consent, a task's end),
     a log rotated away (`logrotate` moving the file) is followed by a new file at once, and the
@@ -214,7 +256,7 @@ def _file_writer(path: str) -> Callable[[str], None]:
     def write(line: str) -> None:
         data = line.encode("utf-8")
         with lock:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(path, _OPEN_FLAGS, 0o600)
             try:
                 os.write(fd, data)
             finally:

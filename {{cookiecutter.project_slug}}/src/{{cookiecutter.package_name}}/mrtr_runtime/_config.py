@@ -374,14 +374,14 @@ def shown_store_url(url: str) -> str:
             pairs.append(f"{name}=***" if equals and _secret_parameter(name) else pair)
         url = f"{head}?{''.join(pairs)}{hash_mark}{fragment}"
     scheme, separator, rest = url.partition("://")
-    ends = [found for found in (rest.find(mark) for mark in "/?#") if found >= 0]
-    end = min(ends, default=len(rest))
-    authority, tail = rest[:end], rest[end:]
-    if separator and "@" in authority:
-        userinfo, _, host = authority.rpartition("@")
+    if separator and "@" in rest:
+        # Everything before the last "@" is userinfo, whatever it holds: a password with an
+        # unescaped "/", "?" or "#" (as `openssl rand -base64` makes) must not end it early.
+        userinfo, _, after = rest.rpartition("@")
         user, colon, _password = userinfo.partition(":")
-        shown = f"{user}:***" if colon else "***"
-        return f"{scheme}://{shown}@{host}{tail}"
+        plain_user = colon and user and not any(mark in user for mark in "/?#")
+        shown = f"{user}:***" if plain_user else "***"
+        return f"{scheme}://{shown}@{after}"
     return url
 
 
@@ -411,8 +411,9 @@ def _redis_url_problem(value: str) -> str | None:
     try:
         parts = urlsplit(value)
         port = parts.port
-    except ValueError as exc:
-        return f"not a URL ({exc})"
+    except ValueError:
+        # Not the parser's words: they quote the text after a colon, a password's, say.
+        return "not a URL (a password with / ? # or @ must be percent-encoded)"
     if not parts.hostname:
         return "a Redis URL needs a host: redis://host:port/db"
     database = parts.path.strip("/")

@@ -496,9 +496,22 @@ async def run_round(
         context = scope.context(
             answers, token, state.state, parsed, task_start=confirming, fence=claim
         )
-        result = await _finish_round(
-            call, scope, context, answers, binding, codec, tasks, once_key, rerun, claim
-        )
+        try:
+            result = await _finish_round(
+                call, scope, context, answers, binding, codec, tasks, once_key, rerun, claim
+            )
+        except BaseException:
+            if audit is not None:
+                # Acted on decisions and ended without a result: the trail says so.
+                failed: JSONObject = {"isError": True}
+                audit.finished(
+                    era=scope.version,
+                    principal=scope.principal,
+                    tool=call.target,
+                    round=trail_round,
+                    result=failed,
+                )
+            raise
         if audit is not None:
             audit.finished(
                 era=scope.version,

@@ -72,6 +72,8 @@ async def run_legacy(
     answers = call.unasked_answers(received.responses)
     parsed: dict[str, BaseModel] = {}
     state: object = None  # the handler's own value, kept here between the bridge's rounds
+    # The audit trail's id of this call: its lines, asked and decided, share it.
+    trail_call = uuid.uuid4().hex[:16] if scope.audit is not None else None
     for round_number in range(max_rounds + 1):
         step = round_step(
             await call.run(scope.context(answers, None, state, parsed)),
@@ -86,7 +88,7 @@ async def run_legacy(
                         era=scope.version,
                         principal=scope.principal,
                         tool=call.target,
-                        round=None,
+                        round=trail_call,
                         result=result,
                     )
                 return result
@@ -105,6 +107,17 @@ async def run_legacy(
         parsed = {key: model for key, model in parsed.items() if key in kept}
         decisions: dict[str, str] = {}
         plans: dict[str, str] = {}
+        if scope.audit is not None:
+            scope.audit.asked(
+                era=scope.version,
+                principal=scope.principal,
+                tool=call.target,
+                round=trail_call,
+                questions={
+                    key: (request.method, request.params)
+                    for key, request in outcome.requests.items()
+                },
+            )
         # In the handler's order, so the question it put first (a confirmation) comes first.
         for key, request in outcome.requests.items():
             request_params = dict(request.params)
@@ -139,7 +152,7 @@ async def run_legacy(
                 era=scope.version,
                 principal=scope.principal,
                 tool=call.target,
-                round=None,
+                round=trail_call,
                 decisions=decisions,
                 plans={key: plans[key] for key in decisions},
             )

@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import re
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
@@ -46,6 +47,9 @@ _BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 30
 _PLACEHOLDERS: Final = frozenset(
     {"ProxyTracerProvider", "NoOpTracerProvider", "_ProxyMeterProvider", "NoOpMeterProvider"}
 )
+#: What a method name and a protocol version look like (anything else is a client's text).
+_METHOD: Final = re.compile(r"[a-z][a-zA-Z/_]{0,63}")
+_VERSION: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 _NAMED_BY: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -167,19 +171,23 @@ class Telemetry:
             if isinstance(value := meta.get(key), str) and len(value) <= 512
         }
         parent = propagate.extract(carrier) if carrier else None
+        # Everything a client sends is bounded before it is kept (spans wait in exporters'
+        # queues, metric series in the SDK): names to MAX_NAME_CHARS, methods that are not
+        # method names to "_OTHER".
+        method = request.method if _METHOD.fullmatch(request.method) else "_OTHER"
         attributes: dict[str, Any] = {
-            "mcp.method.name": request.method,
-            "jsonrpc.request.id": str(request.id),
+            "mcp.method.name": method,
+            "jsonrpc.request.id": str(request.id)[:MAX_NAME_CHARS],
             "rpc.system": "jsonrpc",
         }
         version = meta.get("io.modelcontextprotocol/protocolVersion")
-        if isinstance(version, str):
+        if isinstance(version, str) and _VERSION.fullmatch(version):
             attributes["mcp.protocol.version"] = version
         target = params.get(_NAMED_BY.get(request.method, ""))
-        name: str = request.method
+        name: str = method
         if isinstance(target, str):
             target = target[:MAX_NAME_CHARS]  # a client's text: bounded in every span
-            name = f"{request.method} {target}"
+            name = f"{method} {target}"
             if request.method == "tools/call":
                 attributes["gen_ai.tool.name"] = target
                 attributes["gen_ai.operation.name"] = "execute_tool"

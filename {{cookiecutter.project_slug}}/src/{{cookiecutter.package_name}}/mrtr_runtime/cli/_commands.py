@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._audit import AuditTrailError
 from .._config import (
     PREVIOUS_KEYS_FILE_NAME,
     Rotation,
@@ -264,7 +265,7 @@ def server_or_none(project: Project) -> Server | None:
     configure_logging(settings)
     try:
         return project.build_server(settings=settings)
-    except SigningConfigError as error:
+    except (SigningConfigError, AuditTrailError) as error:
         # The message names the variable or file and how to fix it; it never quotes a key.
         sys.stderr.write(f"{project.name}: cannot start: {error}\n")
         return None

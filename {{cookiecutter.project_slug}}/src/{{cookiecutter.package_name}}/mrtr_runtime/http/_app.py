@@ -485,6 +485,11 @@ def _read_tokens_file(path: str | None, *, platform: str = os.name) -> tuple[tup
     return parse_token_lines(text, source=ENV_TOKENS_FILE)
 
 
+def _subject_key(grant: Grant) -> str:
+    """What an OAuth caller's limits are counted by: its subject, whichever client it uses."""
+    return "oauth-subject:" + grant.subject
+
+
 def _principal(scope: Scope, bearer: str | None) -> str | None:
     """Who is asking, as far as anything in front of the router can say; None for nobody.
 
@@ -625,6 +630,12 @@ class HttpApp:
             await self._resource_metadata(authority, scope["method"], send)
             return
         if scope["path"] in (LIVE_PATH, READY_PATH):
+            # The DNS-rebinding checks hold here too: a page must not read a local server.
+            headers = _headers(scope)
+            problem = _access_problem(self.policy, headers.get("host"), headers.get("origin"))
+            if problem is not None:
+                await _refuse(send, Refusal(403, problem, None))
+                return
             await self._health(scope["path"], scope["method"], send)
             return
         path_is_endpoint = scope["path"] == ENDPOINT
@@ -660,7 +671,8 @@ class HttpApp:
             return
         if method != "POST":
             principal = self._principal_of(scope, authorization, grant)
-            if await self._past_rate(principal, send):
+            limited = principal if grant is None else _subject_key(grant)
+            if await self._past_rate(limited, send):
                 return
             if method == "GET":
                 await self._get(headers, principal, receive, send)
@@ -697,12 +709,16 @@ class HttpApp:
                 await _refuse(send, oauth_refusal(self.authority.settings, missing))
                 return
         principal = self._principal_of(scope, authorization, grant)
-        if await self._past_rate(principal, send):
+        # What one principal may take is counted by who it is: an OAuth subject whatever
+        # client it registers (a user with ten clients is one user). A client's answer to the
+        # server's own request (2025-11-25) is never refused: it is the end of a call.
+        limited = principal if grant is None else _subject_key(grant)
+        if not isinstance(message, Response) and await self._past_rate(limited, send):
             return
         if not (isinstance(message, Request) and message.method == "tools/call"):
             await self._post(message, headers, accept, principal, receive, send)
             return
-        if not self.limits.enter_call(principal):
+        if not self.limits.enter_call(limited):
             calls = self.limits.calls
             await _refuse(
                 send,
@@ -716,7 +732,7 @@ class HttpApp:
         try:
             await self._post(message, headers, accept, principal, receive, send)
         finally:
-            self.limits.leave_call(principal)
+            self.limits.leave_call(limited)
 
     async def _past_rate(self, principal: str | None, send: Send) -> bool:
         """Whether `principal` sends faster than its share (then the 429 is sent here)."""
@@ -750,6 +766,8 @@ class HttpApp:
         await _respond(send, 200 if problem is None else 503, encode(body), headers)
 
     async def _readiness_problem(self) -> str | None:
+        """Which part is not ready, in fixed words (the details, which may name hosts, go to
+        the log only: anyone may ask this)."""
         if self._stopping:
             return "stopping"
         if not self.server.signing_works():
@@ -759,10 +777,10 @@ class HttpApp:
                 await self.server.tasks.check_store()
         except TimeoutError:
             return f"the task store did not answer within {READY_TIMEOUT_SECONDS:g} s"
-        except TaskStoreUnavailable as error:
-            return f"the task store cannot be used: {error}"
-        except RpcError as error:
-            return f"the task store cannot be used: {error.message}"
+        except (TaskStoreUnavailable, RpcError) as error:
+            detail = error.message if isinstance(error, RpcError) else str(error)
+            _logger.warning("not ready: the task store cannot be used: %s", detail)
+            return "the task store cannot be used (see the server log)"
         return None
 
     def _principal_of(
