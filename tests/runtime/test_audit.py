@@ -219,7 +219,7 @@ def test_a_trail_that_cannot_be_kept_stops_the_server_saying_why(tmp_path: Path)
     shared.chmod(0o644)
     with pytest.raises(AuditTrailError, match="chmod 600"):
         AuditTrail.open_target(str(shared))
-    with pytest.raises(AuditTrailError, match="Is a directory|not a regular file"):
+    with pytest.raises(AuditTrailError, match=r"Is a directory|not a regular file"):
         AuditTrail.open_target(str(tmp_path))
 
 
