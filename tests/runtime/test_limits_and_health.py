@@ -19,6 +19,7 @@ from mrtr_runtime.http._app import HttpApp, HttpSettings
 from mrtr_runtime.http._limits import PrincipalLimits
 from mrtr_runtime.server import Server
 from support import make_codec
+from task_tools import Flags, build
 
 # -- the buckets, sans-IO -----------------------------------------------------------------------
 
@@ -248,3 +249,50 @@ async def test_the_health_endpoints_keep_the_dns_rebinding_rules() -> None:
         )
         assert foreign.status == 403
         assert (await client.post(b"", method="GET", path=path)).status == 200
+
+
+@pytest.mark.anyio
+async def test_one_principal_s_tasks_take_their_share_of_the_workers_and_another_s_start() -> None:
+    flags = Flags()
+    server = Server(name="share", version="1", registry=build(flags), signing=make_codec())
+    server.tasks.max_running_per_owner = 1
+    client = Client(HttpApp(server, HttpSettings(bearer_tokens=TOKENS)))
+    tasks_on = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    slow = {"name": "slow", "arguments": {"seconds": 0.3}}
+    created = []
+    for name in ("alice", "alice", "bob"):
+        reply = await client.rpc("tools/call", slow, headers=bearer(name), capabilities=tasks_on)
+        created.append(reply.json()["result"]["resultType"])
+    assert created == ["task", "task", "task"]
+    await anyio.sleep(0.1)
+    # Alice's second waits for her first; bob's started at once beside it.
+    assert flags.running == 2
+    # 0.3 s each: alice's second ends by ~0.6 s, after her first.
+    await anyio.sleep(1.5)
+    assert flags.runs["slow"] == 3 and flags.running == 0
+    assert flags.most_running == 2
+
+
+@pytest.mark.anyio
+async def test_one_principal_holds_at_most_its_share_of_the_listen_streams() -> None:
+    from mrtr_runtime._subscriptions import (
+        MAX_LISTENS,
+        MAX_LISTENS_PER_PRINCIPAL,
+        Listener,
+        Subscriptions,
+    )
+
+    async def notify(method: str, params: dict[str, object]) -> None:
+        return None
+
+    subscriptions = Subscriptions()
+    for _ in range(MAX_LISTENS_PER_PRINCIPAL):
+        subscriptions.open_listen(Listener(notify, lists=()), "alice")
+    for _ in range(10 * MAX_LISTENS_PER_PRINCIPAL):
+        with pytest.raises(OverflowError, match="the most one principal may"):
+            subscriptions.open_listen(Listener(notify, lists=()), "alice")
+    subscriptions.open_listen(Listener(notify, lists=()), "bob")
+    # Nobody in particular (one user's own server) may hold them all.
+    for _ in range(MAX_LISTENS - MAX_LISTENS_PER_PRINCIPAL - 1):
+        subscriptions.open_listen(Listener(notify, lists=()), None)
+    assert len(subscriptions.listens) == MAX_LISTENS

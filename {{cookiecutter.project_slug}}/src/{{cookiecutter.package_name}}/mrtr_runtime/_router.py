@@ -653,7 +653,7 @@ class Server:
             started=False,
         )
         try:
-            self._subscriptions.open_listen(listener)
+            self._subscriptions.open_listen(listener, scope.principal)
         except OverflowError as error:
             raise RpcError(INTERNAL_ERROR, f"{error}; cancel one first") from None
         try:

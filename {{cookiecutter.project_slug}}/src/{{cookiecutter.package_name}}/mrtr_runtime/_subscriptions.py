@@ -26,6 +26,7 @@ from ._registry import RegistryChange
 __all__ = (
     "LIST_KINDS",
     "MAX_LISTENS",
+    "MAX_LISTENS_PER_PRINCIPAL",
     "MAX_RESOURCE_SUBSCRIPTIONS",
     "Listener",
     "Subscriptions",
@@ -34,6 +35,9 @@ __all__ = (
 #: Open `subscriptions/listen` streams per server. Each holds a request slot of the transport
 #: and a little state; a client that keeps opening them is refused past this many.
 MAX_LISTENS: Final = 16
+#: Of those, how many one principal may hold (a principal the transport names; a server with
+#: none, one user's own, lets that user hold them all): one user cannot close the door on all.
+MAX_LISTENS_PER_PRINCIPAL: Final = MAX_LISTENS // 4
 #: Resource URIs one listener follows (a listen's `resourceSubscriptions`, or a legacy
 #: session's `resources/subscribe` calls): a client must not grow the server without bound.
 MAX_RESOURCE_SUBSCRIPTIONS: Final = 256
@@ -76,6 +80,8 @@ class Listener:
         self._pending: dict[tuple[str, str | None], None] = {}
         self._sending: asyncio.Task[None] | None = None
         self.closed = False
+        #: Who opened it (`Subscriptions.open_listen`), for the per-principal bound.
+        self.principal: str | None = None
         #: A listen stream holds its notices until its acknowledgment is out (`start`).
         self._started = started
         #: Set when the server ends the stream on its own (shutdown): the listen then answers.
@@ -158,10 +164,16 @@ class Subscriptions:
         #: `announce` may run in any thread while the loop opens and closes listeners.
         self._lock = threading.Lock()
 
-    def open_listen(self, listener: Listener) -> None:
+    def open_listen(self, listener: Listener, principal: str | None = None) -> None:
         with self._lock:
             if len(self.listens) >= MAX_LISTENS:
                 raise OverflowError(f"at most {MAX_LISTENS} subscriptions/listen streams are open")
+            held = sum(1 for other in self.listens if other.principal == principal)
+            if principal is not None and held >= MAX_LISTENS_PER_PRINCIPAL:
+                raise OverflowError(
+                    f"you have {held} subscriptions/listen streams open, the most one principal may"
+                )
+            listener.principal = principal
             self.listens.add(listener)
 
     def close_listen(self, listener: Listener) -> None:

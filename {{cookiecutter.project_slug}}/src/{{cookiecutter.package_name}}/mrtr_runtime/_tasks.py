@@ -26,6 +26,7 @@ that must be used once must be enforced server-side).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import logging
@@ -85,6 +86,10 @@ __all__ = (
 
 #: Workers one process runs at once; a task started past this waits `working` for a slot.
 MAX_RUNNING: Final = 32
+#: Of those, how many one principal's tasks may take (a principal named by the transport: a
+#: server with no principals, one user's own, lets that user take them all); the rest wait
+#: `working` and start as that principal's others end, so one user cannot fill the workers.
+MAX_RUNNING_PER_OWNER: Final = MAX_RUNNING // 4
 #: The JSON a task keeps as its result: a bigger one ends the task `failed`, saying so.
 MAX_RESULT_BYTES: Final = 1024 * 1024
 #: How long a task is kept after it is created, unless its tool says (`task_ttl_seconds`).
@@ -315,6 +320,7 @@ class TaskEngine:
         open_store: StoreOpener | None = None,
         store_exists: Callable[[], bool] | None = None,
         max_running: int = MAX_RUNNING,
+        max_running_per_owner: int = MAX_RUNNING_PER_OWNER,
         poll_interval_ms: int = POLL_INTERVAL_MS,
         lease_seconds: float = LEASE_SECONDS,
         renew_seconds: float = RENEW_SECONDS,
@@ -335,6 +341,9 @@ class TaskEngine:
         self._open_store = open_store or memory_store
         self._store_exists = store_exists
         self.max_running = max_running
+        self.max_running_per_owner = max_running_per_owner
+        #: Workers running here by owner (`_spawn` counts, `_work` gives back).
+        self._running_by_owner: collections.Counter[str] = collections.Counter()
         self.poll_interval_ms = poll_interval_ms
         self.lease_seconds = lease_seconds
         self.renew_seconds = renew_seconds
@@ -468,10 +477,13 @@ class TaskEngine:
         if opening.once_key is not None:
             ttl = max(ttl, self.token_ttl_seconds)
         # A stopping server still records the task, for a server to come to run.
-        claim = opening.inline or (self._workers < self.max_running and not self._stopping)
+        owner = self.owner(scope.principal)
+        claim = opening.inline or (
+            self._workers < self.max_running and not self._over_share(owner) and not self._stopping
+        )
         record = TaskRecord(
             task_id=new_task_id(),
-            owner=self.owner(scope.principal),
+            owner=owner,
             method=call.method,
             target=call.target,
             arguments=dict(call.arguments),
@@ -843,6 +855,8 @@ class TaskEngine:
         now = self.clock()
         if record.status != "working" or record.lease_expires > now:
             return None
+        if self._over_share(record.owner):
+            return None  # its owner's other tasks hold its share: it starts after one ends
         if record.committed and not self._idempotent(record):
             # The run that died had passed its point of no return: its action may
             # have happened, and running a handler that is not idempotent again
@@ -915,8 +929,15 @@ class TaskEngine:
             **changes,
         )
 
+    def _over_share(self, owner: str) -> bool:
+        """Whether `owner` (a principal's, not nobody's) runs its share of the workers here."""
+        if owner == self.owner(None):
+            return False
+        return self._running_by_owner[owner] >= self.max_running_per_owner
+
     def _spawn(self, record: TaskRecord) -> None:
         """Start a worker for `record`, whose lease this process holds (its slot counted)."""
+        self._running_by_owner[record.owner] += 1
         run = _Run(self, record)
         self._runs[record.task_id] = run
         telemetry = self.telemetry
@@ -965,6 +986,9 @@ class TaskEngine:
                 run.renewal.cancel()
             self._runs.pop(run.task_id, None)
             self._workers -= 1
+            self._running_by_owner[run.owner] -= 1
+            if self._running_by_owner[run.owner] <= 0:
+                del self._running_by_owner[run.owner]
             if not self._stopping:
                 self._pump_soon()
 
@@ -1165,7 +1189,10 @@ class TaskEngine:
                 free = self.max_running - self._workers
                 if free <= 0 or self._store is None:
                     break
-                ready = await self._store.runnable(self.clock(), free + len(self._runs))
+                # Past this owner's share, a task is skipped: look far enough that another
+                # owner's waiting task is among those found.
+                window = free + len(self._runs) + 4 * self.max_running
+                ready = await self._store.runnable(self.clock(), window)
                 for task_id in ready:
                     if task_id in self._runs:
                         continue
