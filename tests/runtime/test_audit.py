@@ -277,3 +277,25 @@ async def test_over_stdio_the_trail_goes_to_its_file_and_stdout_stays_the_wire(
     assert asked["event"] == "asked" and asked["tool"] == "plan_release"
     assert asked["round"] == round_id(result["requestState"])
     assert set(asked["questions"]) == set(result["inputRequests"])
+
+
+async def test_a_task_s_own_questions_and_their_answers_by_tasks_update_are_lines() -> None:
+    flags = Flags()
+    server = make_server(registry=build(flags))
+    lines = audited(server)
+    client = MemoryClient(
+        server,
+        tasks=True,
+        elicitation=answers({"name": {"name": "Ada"}, "confirm": {"confirmed": True}}),
+    )
+    result = await client.call_tool("two_questions", {})
+    assert not result.is_error
+    (asked,) = [line for line in lines.of("asked") if "task" in line]
+    decided = [line for line in lines.of("decided") if "task" in line]
+    assert decided and {line["task"] for line in decided} == {asked["task"]}
+    keys = {key for line in decided for key in line["decisions"]}
+    assert keys == set(asked["questions"])
+    assert all(value == "accepted" for line in decided for value in line["decisions"].values())
+    assert not any("Ada" in line for line in lines.raw)
+    (ended,) = lines.of("task")
+    assert ended["task"] == asked["task"] and ended["status"] == "completed"

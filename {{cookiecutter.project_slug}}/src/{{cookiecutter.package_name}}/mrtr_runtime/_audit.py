@@ -116,9 +116,11 @@ class AuditTrail:
         tool: str,
         round: str | None,
         questions: Mapping[str, tuple[str, Mapping[str, Any]]],
+        task: str | None = None,
     ) -> None:
         """A round asked `questions` (key -> (method, params)); `round` is the id of the
-        requestState it minted (None in 2025-11-25, where the answer comes in this request)."""
+        requestState it minted, or of the 2025-11-25 call; `task` the task that asks (its
+        answers come by tasks/update)."""
         self._emit(
             "asked",
             {
@@ -126,6 +128,7 @@ class AuditTrail:
                 "principal": principal,
                 "tool": tool,
                 "round": round,
+                "task": task,
                 "questions": {
                     key: {"method": method, "plan": plan_digest(method, params)}
                     for key, (method, params) in questions.items()
@@ -142,9 +145,11 @@ class AuditTrail:
         round: str | None,
         decisions: Mapping[str, str],
         plans: Mapping[str, str] | None = None,
+        task: str | None = None,
     ) -> None:
         """The answers a round acts on, as decisions by key (`decision_of`); `plans` the
-        digests of what was asked, where this request knows them (2025-11-25)."""
+        digests of what was asked, where this request knows them (2025-11-25); `task` the
+        task whose questions they answer (tasks/update)."""
         self._emit(
             "decided",
             {
@@ -152,6 +157,7 @@ class AuditTrail:
                 "principal": principal,
                 "tool": tool,
                 "round": round,
+                "task": task,
                 "decisions": dict(decisions),
                 "plans": dict(plans) if plans else None,
             },

@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
-from ._audit import AuditTrail
+from ._audit import AuditTrail, decision_of
 from ._capabilities import ClientCapabilities
 from ._context import Cancellation, Context, RequestCancelled, write_mark
 from ._dispatch import (
@@ -692,6 +692,22 @@ class TaskEngine:
             )
 
         updated = await self._mutate(record.task_id, change)
+        applied = updated is not None and updated.input_requests != record.input_requests
+        if self.audit is not None and applied:
+            answered = {
+                key: decision_of(record.asked[key][1], answer)
+                for key, answer in responses.items()
+                if key in record.asked and key in record.input_requests
+            }
+            if answered:
+                self.audit.decided(
+                    era=MODERN_VERSIONS[0],
+                    principal=principal,
+                    tool=record.target,
+                    round=None,
+                    task=record.task_id,
+                    decisions=answered,
+                )
         if updated is not None and updated.status == "working":
             self._pump_soon()
 
@@ -1096,7 +1112,20 @@ class TaskEngine:
                 updated_at=self.clock(),
             )
 
-        await self._as_holder(run, change)
+        asked = await self._as_holder(run, change)
+        if self.audit is not None and asked is not None and asked.status == "input_required":
+            # A task's own questions: answered later by tasks/update (`update` writes that).
+            self.audit.asked(
+                era=MODERN_VERSIONS[0],
+                principal=None,
+                tool=run.target,
+                round=None,
+                task=run.task_id,
+                questions={
+                    wire_key: (str(request.get("method")), request.get("params") or {})
+                    for wire_key, request in asked.input_requests.items()
+                },
+            )
 
     async def _within_budget(self, run: _Run, result: Mapping[str, Any]) -> Mapping[str, Any]:
         """`result`, or if keeping it would take its owner past the store's byte bound
