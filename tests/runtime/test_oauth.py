@@ -244,6 +244,29 @@ def test_only_jwt_access_tokens_are_taken() -> None:
     assert read_access_token(token(typ="application/at+jwt"), KEYS, SETTINGS).subject == "alice"
 
 
+def test_plain_jwt_access_tokens_are_taken_only_when_asked_for_and_id_tokens_never() -> None:
+    # Providers that predate RFC 9068 sign access tokens `typ: JWT`: opt-in, and then the
+    # audience (this server, never a client id) is what keeps their ID tokens out.
+    lenient = ResourceServerSettings.from_values(
+        issuer=ISSUER, resource=RESOURCE, scopes=["mcp"], accept_plain_jwt=True
+    )
+    assert read_access_token(token(typ="JWT"), KEYS, lenient).subject == "alice"
+    assert "typ must be at+jwt" in refused(token(typ="JWT")).description
+    id_token = token(claims(aud="claude-code"), typ="JWT")
+    assert "another resource" in refused(id_token, lenient).description
+    assert "typ must be at+jwt" in refused(token(typ="id_token+jwt"), lenient).description
+    made = http_settings(
+        MRTR_OAUTH_ISSUER=ISSUER, MRTR_OAUTH_RESOURCE=RESOURCE, MRTR_OAUTH_ACCEPT_PLAIN_JWT="1"
+    )
+    assert made.oauth is not None and made.oauth.accept_plain_jwt
+    with pytest.raises(ValueError, match=r"must be 1 \(on\) or 0 \(off\)"):
+        http_settings(
+            MRTR_OAUTH_ISSUER=ISSUER,
+            MRTR_OAUTH_RESOURCE=RESOURCE,
+            MRTR_OAUTH_ACCEPT_PLAIN_JWT="yes",
+        )
+
+
 def test_a_token_naming_an_unknown_key_asks_for_the_keys_again() -> None:
     with pytest.raises(UnknownSigningKey):
         read_access_token(token(kid="rsa-2"), KEYS, SETTINGS)

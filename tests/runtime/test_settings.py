@@ -48,6 +48,7 @@ VALID = {
     "MRTR_OAUTH_SCOPES": ("mcp, tools deploy", "oauth_scopes", ("mcp", "tools", "deploy")),
     "MRTR_HTTP_RATE_PER_PRINCIPAL": ("20", "http_rate_per_principal", 20),
     "MRTR_HTTP_CALLS_PER_PRINCIPAL": ("4", "http_calls_per_principal", 4),
+    "MRTR_OAUTH_ACCEPT_PLAIN_JWT": ("1", "oauth_accept_plain_jwt", True),
     "MRTR_AUDIT_LOG": (" /var/log/mcp-audit.jsonl ", "audit_log", "/var/log/mcp-audit.jsonl"),
     "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": ("25", "http_max_sessions_per_principal", 25),
     "MRTR_TASK_MAX_BYTES_PER_OWNER": ("1000000", "task_max_bytes_per_owner", 1_000_000),

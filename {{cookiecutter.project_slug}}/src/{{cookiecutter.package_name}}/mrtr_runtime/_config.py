@@ -129,6 +129,7 @@ _SESSION_IDLE_VARIABLE: Final = "MRTR_HTTP_SESSION_IDLE_SECONDS"
 _SESSIONS_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL"
 _SSE_POLL_VARIABLE: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
 _RATE_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_RATE_PER_PRINCIPAL"
+_PLAIN_JWT_VARIABLE: Final = "MRTR_OAUTH_ACCEPT_PLAIN_JWT"
 _CALLS_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_CALLS_PER_PRINCIPAL"
 _HTTP_TOKEN_VARIABLE: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 TASK_STORE_VARIABLE: Final = "MRTR_TASK_STORE"
@@ -211,6 +212,9 @@ class Settings:
     oauth_issuer: str = ""
     oauth_resource: str = ""
     oauth_scopes: tuple[str, ...] = ()
+    #: ``MRTR_OAUTH_ACCEPT_PLAIN_JWT`` (``1``): take access tokens whose ``typ`` is ``JWT``, as
+    #: providers that predate RFC 9068 sign them; off by default.
+    oauth_accept_plain_jwt: bool = False
     #: ``MRTR_AUDIT_LOG``: where the consent audit trail goes (a file path, or ``stderr``);
     #: "" for none (`_audit`).
     audit_log: str = ""
@@ -287,6 +291,7 @@ class Settings:
             oauth_resource=text("MRTR_OAUTH_RESOURCE"),
             oauth_scopes=tuple(text("MRTR_OAUTH_SCOPES").replace(",", " ").split()),
             audit_log=text("MRTR_AUDIT_LOG"),
+            oauth_accept_plain_jwt=_switch_of(_PLAIN_JWT_VARIABLE, environ, problems),
             task_store=_task_store_of(text(TASK_STORE_VARIABLE), problems),
             task_max_stored=_task_bound_of(
                 TASK_MAX_STORED_VARIABLE, DEFAULT_TASK_MAX_STORED, environ, problems
@@ -339,6 +344,17 @@ def _timeout_of(raw: str | None, problems: dict[str, str]) -> float:
         f"using {CLIENT_REQUEST_TIMEOUT_SECONDS:g}"
     )
     return CLIENT_REQUEST_TIMEOUT_SECONDS
+
+
+def _switch_of(variable: str, environ: Mapping[str, str], problems: dict[str, str]) -> bool:
+    """An off-by-default switch: ``1`` turns it on, ``0`` or unset leaves it off."""
+    value = environ.get(variable, "").strip()
+    if value in ("", "0"):
+        return False
+    if value == "1":
+        return True
+    problems[variable] = f"{variable} must be 1 (on) or 0 (off), not {value[:40]!r}"
+    return False
 
 
 def _whole_of(variable: str, environ: Mapping[str, str], problems: dict[str, str]) -> int | None:

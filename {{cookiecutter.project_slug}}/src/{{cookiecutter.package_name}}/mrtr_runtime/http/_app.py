@@ -136,6 +136,7 @@ ENV_SESSIONS_PER_PRINCIPAL: Final = "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL"
 ENV_SSE_POLL: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
 ENV_RATE_PER_PRINCIPAL: Final = "MRTR_HTTP_RATE_PER_PRINCIPAL"
 ENV_CALLS_PER_PRINCIPAL: Final = "MRTR_HTTP_CALLS_PER_PRINCIPAL"
+ENV_ACCEPT_PLAIN_JWT: Final = "MRTR_OAUTH_ACCEPT_PLAIN_JWT"
 #: Liveness and readiness, for load balancers and orchestrators: outside the MCP endpoint, never
 #: behind authorization, and saying nothing but whether (and, when not ready, why not).
 LIVE_PATH: Final = "/healthz"
@@ -373,6 +374,7 @@ class HttpSettings:
             ENV_SESSIONS_PER_PRINCIPAL,
             ENV_RATE_PER_PRINCIPAL,
             ENV_CALLS_PER_PRINCIPAL,
+            ENV_ACCEPT_PLAIN_JWT,
         )
         return cls(
             host=host,
@@ -459,6 +461,7 @@ def _oauth_settings(settings: Settings) -> ResourceServerSettings | None:
         issuer=settings.oauth_issuer,
         resource=settings.oauth_resource,
         scopes=settings.oauth_scopes,
+        accept_plain_jwt=settings.oauth_accept_plain_jwt,
     )
     if urlsplit(resource_server.resource).path.rstrip("/") != ENDPOINT:
         _logger.info(

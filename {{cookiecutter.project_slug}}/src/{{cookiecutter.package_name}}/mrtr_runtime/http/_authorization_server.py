@@ -347,7 +347,8 @@ class BearerAuthority:
             )
         digest = hashlib.sha256(token.encode()).digest()
         try:
-            token_header(token)  # garbage is refused before it costs a fetch
+            # Garbage is refused before it costs a fetch.
+            token_header(token, accept_plain_jwt=self.settings.accept_plain_jwt)
             keys = await self.server.keys()
             known = self._recalled(digest)
             if known is not None:

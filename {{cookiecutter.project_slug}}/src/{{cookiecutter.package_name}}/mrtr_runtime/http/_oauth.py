@@ -60,6 +60,10 @@ SIGNING_ALGORITHMS: Final = (
 #: RFC 9068 section 4: a resource server MUST check `typ` is one of these, so that an ID token
 #: or any other JWT the authorization server signs is never taken for an access token.
 ACCESS_TOKEN_TYPES: Final = ("at+jwt", "application/at+jwt")
+#: What `accept_plain_jwt` adds: the `typ` of providers that predate RFC 9068 (Keycloak,
+#: Microsoft Entra ID, Auth0's default profile). Their ID tokens carry it too; the audience
+#: check (this server's URI, never a client id) is then what keeps an ID token out.
+PLAIN_JWT_TYPE: Final = "jwt"
 #: How far the server's clock may be from the authorization server's, for exp and nbf.
 CLOCK_SKEW_SECONDS: Final = 30
 #: RFC 9728 section 3: the well-known suffix, inserted before the resource's path.
@@ -161,10 +165,17 @@ class ResourceServerSettings:
     issuer: str
     resource: str
     required_scopes: tuple[str, ...] = ()
+    #: `MRTR_OAUTH_ACCEPT_PLAIN_JWT`: take `typ: JWT` access tokens too (see PLAIN_JWT_TYPE).
+    accept_plain_jwt: bool = False
 
     @classmethod
     def from_values(
-        cls, *, issuer: str, resource: str, scopes: Iterable[str] = ()
+        cls,
+        *,
+        issuer: str,
+        resource: str,
+        scopes: Iterable[str] = (),
+        accept_plain_jwt: bool = False,
     ) -> ResourceServerSettings:
         """Checked settings: ValueError saying what is wrong with any of them."""
         issuer = issuer.strip()
@@ -181,7 +192,12 @@ class ResourceServerSettings:
         for scope in required:
             if not _SCOPE_TOKEN.fullmatch(scope):
                 raise ValueError(f"scope {scope!r} is not a scope token (RFC 6749 section 3.3)")
-        return cls(issuer=issuer, resource=canonical_uri(resource), required_scopes=required)
+        return cls(
+            issuer=issuer,
+            resource=canonical_uri(resource),
+            required_scopes=required,
+            accept_plain_jwt=accept_plain_jwt,
+        )
 
     @property
     def metadata_path(self) -> str:
@@ -326,10 +342,11 @@ def _audience_problem(claims: Mapping[str, Any], resource: str) -> str | None:
     return "the token was issued for another resource, not this server"
 
 
-def token_header(token: str) -> dict[str, Any]:
+def token_header(token: str, *, accept_plain_jwt: bool = False) -> dict[str, Any]:
     """The JOSE header of what claims to be a JWT access token, checked as far as it can be
-    without keys (well-formed, `typ` at+jwt, an accepted algorithm); TokenRefused otherwise.
-    Checked before any key is fetched: garbage never costs the authorization server a fetch."""
+    without keys (well-formed, `typ` at+jwt, or JWT with `accept_plain_jwt`, an accepted
+    algorithm); TokenRefused otherwise. Checked before any key is fetched: garbage never
+    costs the authorization server a fetch."""
     import jwt
 
     try:
@@ -337,7 +354,9 @@ def token_header(token: str) -> dict[str, Any]:
     except jwt.InvalidTokenError:
         raise TokenRefused("the token is not a signed JWT") from None
     token_type = header.get("typ")
-    if not isinstance(token_type, str) or token_type.lower() not in ACCESS_TOKEN_TYPES:
+    kind = token_type.lower() if isinstance(token_type, str) else None
+    plain = accept_plain_jwt and kind == PLAIN_JWT_TYPE
+    if kind not in ACCESS_TOKEN_TYPES and not plain:
         raise TokenRefused("the token is not a JWT access token (typ must be at+jwt, RFC 9068)")
     algorithm = header.get("alg")
     if algorithm not in SIGNING_ALGORITHMS:
@@ -353,7 +372,7 @@ def read_access_token(
     JWKs by `kid`."""
     import jwt
 
-    key = _signing_key(token_header(token), keys)
+    key = _signing_key(token_header(token, accept_plain_jwt=settings.accept_plain_jwt), keys)
     try:
         claims: dict[str, Any] = jwt.decode(
             token,
