@@ -253,6 +253,18 @@ def test_runtime_imports_point_down_the_floors_drawn_in_developing(baked: Bake) 
     assert floor_violations(graph, floors, absent_wings(runtime_dir)) == []
 
 
+def test_the_vendored_runtime_holds_python_modules_only(baked: Bake) -> None:
+    # What is vendored is read and hashed as source: a stray download (a wheel, a cache) in
+    # its folder would ship in every project's wheel and escape the runtime hash.
+    runtime_dir = baked.package / "mrtr_runtime"
+    stray = [
+        path.relative_to(runtime_dir).as_posix()
+        for path in runtime_dir.rglob("*")
+        if path.is_file() and path.suffix != ".py" and "__pycache__" not in path.parts
+    ]
+    assert stray == []
+
+
 def test_the_runtime_has_no_import_cycle(baked: Bake) -> None:
     assert cycles(runtime_graph(baked.package / "mrtr_runtime")) == []
 
