@@ -43,6 +43,7 @@ OPTION_FILES: dict[str, tuple[str, ...]] = {
     "include_aws_example": (
         f"src/{PACKAGE}/tools/deploy_to_aws.py",
         f"src/{PACKAGE}/tools/_cloudformation.py",
+        f"src/{PACKAGE}/tools/_stack_changes.py",
         f"src/{PACKAGE}/tools/cloudformation",
         "tests/test_deploy_to_aws.py",
         "docs/aws.md",

@@ -659,7 +659,7 @@ def test_legacy_clients_on_two_replicas_behind_a_proxy_with_session_affinity(
     assert stack_status(aws_endpoint, stack) == "CREATE_COMPLETE"
     assert deploy_asked == [
         "Which IAM role should the deploy assume? Give its ARN.",
-        f"Deploy stack '{stack}' to AWS account 123456789012, region us-east-1?",
+        f"Create stack '{stack}' in account 123456789012, us-east-1?",
     ]
     assert planned.structured_content is not None
     assert planned.structured_content["status"] == "confirmed"

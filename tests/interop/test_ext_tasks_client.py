@@ -105,7 +105,7 @@ def test_ext_tasks_deploys_following_the_task(
         f"Created stack '{stack}' in us-east-1: CREATE_COMPLETE."
     )
     assert seen["asked"][0] == "Which IAM role should the deploy assume? Give its ARN."
-    assert seen["asked"][1].startswith(f"Deploy stack '{stack}' to AWS account")
+    assert seen["asked"][1].startswith(f"Create stack '{stack}' in account ")
     assert stack_status(aws_env, stack) == "CREATE_COMPLETE"
 
 

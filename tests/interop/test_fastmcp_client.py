@@ -104,7 +104,7 @@ def test_fastmcp_deploys_over_stdio_following_the_task(
     assert seen["text"].startswith("Created stack 'fastmcp-stdio' in us-east-1: CREATE_COMPLETE.")
     assert seen["structured"]["action"] == "created"
     assert seen["asked"][0] == "Which IAM role should the deploy assume? Give its ARN."
-    assert seen["asked"][1].startswith("Deploy stack 'fastmcp-stdio' to AWS account")
+    assert seen["asked"][1].startswith("Create stack 'fastmcp-stdio' in account ")
     assert ("deploy_to_aws", "completed") in tasks_of(project)  # it ran as a task
     assert stack_status(aws_env, "fastmcp-stdio") == "CREATE_COMPLETE"
 

@@ -398,9 +398,12 @@ async def test_sdk_declining_gives_the_cancelled_result_and_deploys_nothing(
             result = await client.call_tool("deploy_to_aws", {"stack": "sdk-declined"})
 
     assert not result.is_error
-    assert text_of(result) == "Deploy cancelled by user."
+    said = "Deploy of stack 'sdk-declined' cancelled by the user; nothing was written to AWS."
+    assert text_of(result) == said
     assert result.structured_content is not None
     assert result.structured_content["action"] == "cancelled"
+    assert result.structured_content["message"] == said
+    assert None not in result.structured_content.values()
     assert stack_status(aws_env, "sdk-declined") is None
 
 
@@ -436,7 +439,7 @@ async def test_sdk_without_the_loop_sees_each_raw_round_and_can_finish_by_hand(
             # The plan shows in the question's first line: what, where and which account.
             question = getattr(confirm.params, "message", "")
             assert question.splitlines()[0] == (
-                "Deploy stack 'sdk-by-hand' to AWS account 123456789012, region us-east-1?"
+                "Create stack 'sdk-by-hand' in account 123456789012, us-east-1?"
             )
             assert isinstance(second.request_state, str) and second.request_state
             assert stack_status(aws_env, "sdk-by-hand") is None  # nothing happened yet
@@ -472,7 +475,7 @@ async def test_sdk_legacy_mode_deploys_through_real_elicitation_requests(
     # not as inputRequests keys, which a 2025-11-25 client would not understand.
     messages = [message for _, message in user.asked]
     assert len(messages) == 2
-    assert "Deploy stack 'sdk-legacy'" in messages[0] or "Deploy stack 'sdk-legacy'" in messages[1]
+    assert messages[1].startswith("Create stack 'sdk-legacy' in account ")
     assert not {str(request_id) for request_id, _ in user.asked} & {"confirm", "role-arn"}
     assert stack_status(aws_env, "sdk-legacy") == "CREATE_COMPLETE"
 
@@ -835,7 +838,7 @@ async def test_sdk_legacy_mode_declining_over_streamable_http_deploys_nothing(
     exchanges = http_proxy.since(start)
 
     assert not result.is_error
-    assert text_of(result) == "Deploy cancelled by user."
+    assert text_of(result).startswith("Deploy of stack 'sdk-legacy-declined' cancelled by the user")
     assert_legacy_session(exchanges)
     assert [answer["result"]["action"] for answer in answers(exchanges)] == ["decline"]
     assert moto_stack_status(aws_env, "sdk-legacy-declined", role_arn=role) is None

@@ -289,7 +289,7 @@ def test_ts_client_declining_over_http_deploys_nothing(
 
     (call,) = report["calls"]
     assert "error" not in call, call
-    assert text_of(call["result"]) == "Deploy cancelled by user."
+    assert text_of(call["result"]).startswith(f"Deploy of stack '{stack}' cancelled by the user")
     assert call["result"]["structuredContent"]["action"] == "cancelled"
     assert_legacy_session(exchanges)
     assert [answer["result"]["action"] for answer in answers(exchanges)] == ["decline"]

@@ -505,3 +505,69 @@ async def test_a_template_parameter_of_the_wrong_type_is_invalid_params(
         await client.request("resources/read", {"uri": uri})
     assert raised.value.code == -32602
     assert uri in raised.value.message
+
+
+# -- structured content: what does not apply is left out, not null --------------------------------
+
+
+class Part(BaseModel):
+    name: str
+    serial: str | None = None
+
+
+class Shipment(BaseModel):
+    order: str
+    carrier: str | None = None  # optional: left out when None
+    tracking: str | None  # required, even if it may be null: kept
+    parts: list[Part] = []
+    by_bin: dict[str, Part] = {}
+    main: Part | None = None
+
+
+SHIPMENT = Shipment(
+    order="A-1",
+    tracking=None,
+    parts=[Part(name="bolt"), Part(name="nut", serial="n-7")],
+    by_bin={"b1": Part(name="washer")},
+    main=Part(name="frame"),
+)
+#: A host may hand its model `structuredContent` rather than the text (Claude Code does): a
+#: field that does not apply is absent, as its output schema allows, not `null`.
+SHIPPED: Json = {
+    "order": "A-1",
+    "tracking": None,
+    "parts": [{"name": "bolt"}, {"name": "nut", "serial": "n-7"}],
+    "by_bin": {"b1": {"name": "washer"}},
+    "main": {"name": "frame"},
+}
+
+
+def test_a_models_optional_nones_are_left_out_of_structured_content_at_every_depth() -> None:
+    assert ToolResult.of("shipped", structured=SHIPMENT).structured == SHIPPED
+    # Nothing else changes: a model without Nones dumps as pydantic dumps it.
+    complete = Shipment(order="B", carrier="ups", tracking="1Z", main=Part(name="f", serial="s"))
+    assert ToolResult.of(structured=complete).structured == complete.model_dump(mode="json")
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_a_tool_returning_a_model_or_a_result_sends_no_optional_nulls(era: str) -> None:
+    registry = Registry()
+
+    @registry.tool(output_model=Shipment)
+    async def ship() -> Shipment:
+        return SHIPMENT
+
+    @registry.tool(output_model=Shipment)
+    async def ship_with_text() -> ToolResult:
+        return ToolResult.of("Shipped A-1.", structured=SHIPMENT)
+
+    client = MemoryClient(make_server(registry=registry), capabilities=ALL_CAPABILITIES)
+    if era == "2025-11-25":
+        await client.initialize()
+    listed = await client.request("tools/list", {})
+    (schema,) = [tool["outputSchema"] for tool in listed["tools"] if tool["name"] == "ship"]
+    assert "carrier" not in schema["required"] and "tracking" in schema["required"]
+    for name in ("ship", "ship_with_text"):
+        result = await client.request("tools/call", {"name": name})
+        assert result["structuredContent"] == SHIPPED, name
+        assert "isError" not in result

@@ -192,7 +192,7 @@ def test_pyproject_declares_exactly_the_promised_dependencies(
     extras = project["optional-dependencies"]
     assert ("aws" in extras) is aws
     if aws:
-        assert extras["aws"] == ["boto3>=1.34"]
+        assert extras["aws"] == ["boto3>=1.34", "pyyaml>=6"]
     http_wing = COMBINATIONS[combination]["include_http"] == "yes"
     redis_wing = COMBINATIONS[combination]["include_redis_store"] == "yes"
     assert ("http" in extras, "redis" in extras) == (http_wing, redis_wing)

@@ -55,26 +55,48 @@ ROLE_REQUEST: Json = {
         "message": "Which IAM role should the deploy assume? Give its ARN.",
         "requestedSchema": {
             "type": "object",
-            "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
+            "properties": {
+                "arn": {
+                    "type": "string",
+                    "pattern": "^arn:aws:iam::",
+                    "title": "IAM role ARN",
+                    "description": (
+                        "The role the deploy assumes, e.g. arn:aws:iam::123456789012:role/Deployer"
+                    ),
+                }
+            },
             "required": ["arn"],
         },
     },
 }
 CONFIRM_SCHEMA: Json = {
     "type": "object",
-    "properties": {"confirmed": {"type": "boolean"}},
+    "properties": {
+        "confirmed": {
+            "type": "boolean",
+            "title": "Deploy this plan",
+            "description": "Yes deploys exactly what is shown above; no changes nothing in AWS.",
+        }
+    },
     "required": ["confirmed"],
 }
 TEMPLATE_SHA = hashlib.sha256(TEMPLATE.encode()).hexdigest()[:12]
-# Round 2: the resolved plan, one fact per line, everything in the first lines.
+# Round 2: the resolved plan. A host may show only the first 3 lines, each cut at the
+# terminal's width (Claude Code): they say what and where, what is dangerous, and which values
+# are not the defaults; the whole plan follows, one fact per line.
 PLAN_LINES = [
-    f"Deploy stack 'prod-api' to AWS account {ACCOUNT}, region {REGION}?",
-    f"Role: {ROLE}",
+    f"Create stack 'prod-api' in account {ACCOUNT}, {REGION}?",
+    "No IAM capabilities. Creates 2: Queue, QueueUrlParameter",
+    "Set: every parameter at its template default",
+    f"Account {ACCOUNT}, region {REGION}, role {ROLE}",
     "Stack now: none, so this creates it",
     f"Template: stack.yaml (sha256 {TEMPLATE_SHA})",
     "Capabilities: none",
     'Parameters: Environment="dev" (default), MessageRetentionSeconds="345600" (default)',
+    "To create: Queue (AWS::SQS::Queue), QueueUrlParameter (AWS::SSM::Parameter)",
 ]
+#: What a host shows of a question (Claude Code: 3 lines, each cut at an 80-column terminal).
+SHOWN_LINES, SHOWN_WIDTH = tool.SHOWN_LINES, tool.SHOWN_WIDTH
 
 
 def new_server() -> Any:
@@ -216,6 +238,27 @@ async def test_the_confirmation_shows_the_resolved_plan_in_its_first_lines(
     assert no_stacks()  # looking is all it did: nothing was written
 
 
+@pytest.mark.anyio
+async def test_what_decides_the_yes_is_in_the_lines_a_host_shows(client: MemoryClient) -> None:
+    # Claude Code shows 3 lines of a question, each cut at the terminal's width, and
+    # "(+N more lines)": whatever makes this deploy dangerous must be there.
+    arguments: Json = {
+        "stack": STACK,
+        "parameters": {"Environment": "prod"},
+        "capabilities": ["CAPABILITY_NAMED_IAM"],
+    }
+
+    second = await rounds(client, {"name": "deploy_to_aws", "arguments": arguments}, ARN)
+
+    shown = second["inputRequests"]["confirm"]["params"]["message"].splitlines()[:SHOWN_LINES]
+    assert shown == [
+        f"Create stack 'prod-api' in account {ACCOUNT}, {REGION}?",
+        "May change IAM (CAPABILITY_NAMED_IAM). Creates 2: Queue, QueueUrlParameter",
+        'Set: Environment="prod"',
+    ]
+    assert all(len(line) <= SHOWN_WIDTH for line in shown)
+
+
 # -- deploying -----------------------------------------------------------------------------------
 
 
@@ -338,14 +381,14 @@ async def test_no_to_the_confirmation_cancels_without_deploying(
     result = await deploy(client, answering(confirm=answer))
 
     assert not result.is_error
-    assert result.text == "Deploy cancelled by user."
+    cancelled = f"Deploy of stack '{STACK}' cancelled by the user; nothing was written to AWS."
+    assert result.text == cancelled
+    # A host may hand its model only this object (Claude Code does): the sentence is in it,
+    # and nothing that does not apply is there as a null.
     assert result.structured == {
+        "message": cancelled,
         "action": "cancelled",
         "stack": STACK,
-        "region": None,
-        "stack_id": None,
-        "status": None,
-        "change_set": None,
         "outputs": {},
         "by_earlier_run": False,
     }
@@ -366,7 +409,7 @@ async def test_declining_the_role_question_cancels_before_aws_is_called(
 
     result = await deploy(client, elicit)
 
-    assert result.text == "Deploy cancelled by user."
+    assert result.text.startswith(f"Deploy of stack '{STACK}' cancelled by the user; nothing")
     assert result.asked == (("role-arn",),)
 
 

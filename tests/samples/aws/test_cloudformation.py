@@ -30,7 +30,7 @@ import boto3
 import botocore.client
 import pytest
 from botocore.exceptions import ClientError
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 from moto import mock_aws
 from moto.cloudformation.models import cloudformation_backends
 
@@ -67,7 +67,16 @@ ROLE_REQUEST: Json = {
         "message": "Which IAM role should the deploy assume? Give its ARN.",
         "requestedSchema": {
             "type": "object",
-            "properties": {"arn": {"type": "string", "pattern": "^arn:aws:iam::"}},
+            "properties": {
+                "arn": {
+                    "type": "string",
+                    "pattern": "^arn:aws:iam::",
+                    "title": "IAM role ARN",
+                    "description": (
+                        "The role the deploy assumes, e.g. arn:aws:iam::123456789012:role/Deployer"
+                    ),
+                }
+            },
             "required": ["arn"],
         },
     },
@@ -185,7 +194,7 @@ async def test_a_legacy_client_is_asked_with_real_elicitation_requests(aws: None
 
     asked = [request["params"] for request in legacy.server_requests]
     assert asked[0] == ROLE_REQUEST["params"]
-    assert asked[1]["message"].startswith(f"Deploy stack '{STACK}' to AWS account {ACCOUNT}")
+    assert asked[1]["message"].startswith(f"Create stack '{STACK}' in account {ACCOUNT}, ")
     assert len(asked) == 2
     assert result["structuredContent"]["action"] == "created"
 
@@ -340,10 +349,11 @@ async def test_a_confirmation_replayed_after_a_later_deploy_elsewhere_asks_again
     assert again["resultType"] == "input_required"
     assert list(again["inputRequests"]) == ["confirm"]
     lines = again["inputRequests"]["confirm"]["params"]["message"].splitlines()
-    assert lines[0] == (
-        "The stack changed after you confirmed (it did not exist); check the plan again."
+    assert lines[0] == f"Changed since your yes: update '{STACK}' in {ACCOUNT}, {REGION}?"
+    assert lines[3] == (
+        "Why again: The stack changed after you confirmed (it did not exist); check the plan again."
     )
-    assert lines[3].startswith("Stack now: UPDATE_COMPLETE, last changed ")
+    assert lines[5].startswith("Stack now: UPDATE_COMPLETE, last changed ")
     assert stack_events() == events
     assert executed_change_sets() == 2
     stack = cfn().describe_stacks(StackName=STACK)["Stacks"][0]
@@ -911,8 +921,37 @@ def test_a_change_set_that_fails_for_another_reason_is_an_error(
         },
     )
 
+    # The failed proposal is taken back; the stack itself is not touched.
+    stubber.add_response("delete_change_set", {}, {"ChangeSetName": CHANGE_SET_ID})
+
     with pytest.raises(ToolError, match=f"Change set {NAME} could not be created: Requires"):
         engine.deploy_stack(client, PLAN, waits=Recorder().policy())
+    stubber.assert_no_pending_responses()
+
+
+def test_a_change_set_that_fails_for_a_new_stack_leaves_no_stack_behind(
+    stubbed: tuple[Any, Stubber],
+) -> None:
+    # A create's change set made a stack to hold it (REVIEW_IN_PROGRESS, no resources): when
+    # the change set fails, that stack is deleted too, so the account is as it was.
+    client, stubber = stubbed
+    stubber.add_response("get_template_summary", SUMMARY, {"TemplateBody": TEMPLATE})
+    not_found(stubber)
+    stubber.add_response("create_change_set", {"Id": CHANGE_SET_ID, "StackId": STACK_ID})
+    stubber.add_response(
+        "describe_change_set",
+        {
+            "ChangeSetId": CHANGE_SET_ID,
+            "Status": "FAILED",
+            "StatusReason": "Requires CAPABILITY_IAM",
+        },
+    )
+    stubber.add_response("describe_stacks", stack_response("REVIEW_IN_PROGRESS"))
+    stubber.add_response("delete_stack", {}, {"StackName": STACK_ID, "ClientRequestToken": ANY})
+
+    with pytest.raises(ToolError, match=f"Change set {NAME} could not be created: Requires"):
+        engine.deploy_stack(client, PLAN, waits=Recorder().policy())
+    stubber.assert_no_pending_responses()
 
 
 def test_a_leftover_change_set_of_the_same_name_is_rebuilt_not_executed(
@@ -1106,21 +1145,45 @@ def test_a_cancel_before_the_change_set_leaves_no_stack(aws: None, step: str) ->
     assert cancel.seen[-1].startswith(step)
 
 
-def test_a_cancel_before_execution_never_executes_the_change_set(aws: None) -> None:
+def test_a_cancel_before_execution_leaves_the_account_as_it_found_it(aws: None) -> None:
+    # A create's change set makes a stack to hold it (REVIEW_IN_PROGRESS, no resources). A
+    # cancel before the execution takes both back: no stack is left to explain.
     cancel = CancelAfter("Executing change set")
     plan = engine.StackPlan(STACK, TEMPLATE, {})
+    client = cfn()
+    calls = recording(client)
     with pytest.raises(RequestCancelled):
-        engine.run_deploy(
-            plan,
-            role_arn=ROLE,
-            region=REGION,
-            progress=cancel.progress,
-            checkpoint=cancel.checkpoint,
-        )
-    (summary,) = cfn().list_stacks()["StackSummaries"]
-    assert summary["StackStatus"] == "REVIEW_IN_PROGRESS"  # created for review, never executed
-    (change_set,) = cfn().list_change_sets(StackName=STACK)["Summaries"]
-    assert change_set["ExecutionStatus"] == "AVAILABLE"
+        engine.deploy_stack(client, plan, progress=cancel.progress, checkpoint=cancel.checkpoint)
+    assert "ExecuteChangeSet" not in calls
+    assert calls[-2:] == ["DescribeStacks", "DeleteStack"]
+    assert live_stacks() == []
+
+
+def test_a_cancelled_update_takes_back_its_change_set_and_leaves_the_stack_alone(
+    aws: None,
+) -> None:
+    client = cfn()
+    engine.deploy_stack(client, moto_plan())
+    before = client.describe_stacks(StackName=STACK)["Stacks"][0]
+    cancel = CancelAfter("Executing change set")
+    prod = engine.StackPlan(STACK, TEMPLATE, {"Environment": "prod"}, ())
+    with pytest.raises(RequestCancelled):
+        engine.deploy_stack(client, prod, progress=cancel.progress, checkpoint=cancel.checkpoint)
+    after = client.describe_stacks(StackName=STACK)["Stacks"][0]
+    assert after == before
+    statuses = [
+        item["ExecutionStatus"] for item in client.list_change_sets(StackName=STACK)["Summaries"]
+    ]
+    assert statuses == ["EXECUTE_COMPLETE"]  # the first deploy's; the cancelled one is gone
+
+
+def live_stacks() -> list[str]:
+    """Every stack moto holds that is not deleted."""
+    return [
+        item["StackName"]
+        for item in cfn().list_stacks()["StackSummaries"]
+        if item["StackStatus"] != "DELETE_COMPLETE"
+    ]
 
 
 @pytest.mark.anyio

@@ -153,12 +153,21 @@ async def test_two_rounds_through_the_real_server_deploy_the_stack_into_moto(
     # Two input rounds per call: the role, then the yes to the plan it shows.
     assert [call.asked for call in (created, again, updated)] == [(("role-arn",), ("confirm",))] * 3
     assert asked[0] == "Which IAM role should the deploy assume? Give its ARN."
-    assert asked[1].splitlines()[:3] == [
-        f"Deploy stack '{STACK}' to AWS account 111122223333, region {REGION}?",
-        f"Role: {ROLE}",
+    assert asked[1].splitlines()[:5] == [
+        f"Create stack '{STACK}' in account 111122223333, {REGION}?",
+        "No IAM capabilities. Creates 2: Queue, QueueUrlParameter",
+        'Set: Environment="staging"',
+        f"Account 111122223333, region {REGION}, role {ROLE}",
         "Stack now: none, so this creates it",
     ]
-    assert asked[3].splitlines()[2].startswith("Stack now: CREATE_COMPLETE, last changed ")
+    assert asked[3].splitlines()[:3] == [
+        f"Update stack '{STACK}' in account 111122223333, {REGION}?",
+        "No IAM capabilities. Template unchanged",
+        "Set: no parameter changes",
+    ]
+    assert asked[3].splitlines()[4].startswith("Stack now: CREATE_COMPLETE, last changed ")
+    assert asked[5].splitlines()[2] == 'Set: Environment="prod" (was "staging")'
+
     assert created.structured["action"] == "created"
     assert created.structured["region"] == REGION
     assert after_create == {

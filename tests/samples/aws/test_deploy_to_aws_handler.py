@@ -80,10 +80,49 @@ async def test_the_plan_shows_given_values_capabilities_and_a_stack_that_exists(
     second = await rounds(client, {"name": "deploy_to_aws", "arguments": arguments}, ARN)
 
     lines = second["inputRequests"]["confirm"]["params"]["message"].splitlines()
-    assert lines[2].startswith(f"Stack now: {status}, last changed 20")
-    assert lines[2].endswith("Z")
-    assert lines[4] == "Capabilities: CAPABILITY_IAM, CAPABILITY_AUTO_EXPAND"
-    assert lines[5] == 'Parameters: Environment="prod", MessageRetentionSeconds="60"'
+    assert lines[:3] == [
+        f"Update stack '{STACK}' in account 123456789012, us-east-1?",
+        "May change IAM (CAPABILITY_IAM), Runs macros (CAPABILITY_AUTO_EXPAND). Template unchanged",
+        'Set: Environment="prod" (was "dev"), MessageRetentionSeconds="60" (was "345600")',
+    ]
+    assert lines[4].startswith(f"Stack now: {status}, last changed 20")
+    assert lines[4].endswith("Z")
+    assert lines[6] == "Capabilities: CAPABILITY_IAM, CAPABILITY_AUTO_EXPAND"
+    assert lines[7] == 'Parameters: Environment="prod", MessageRetentionSeconds="60"'
+
+
+@pytest.mark.anyio
+async def test_resources_deleted_or_replaced_are_among_the_first_things_shown(
+    client: MemoryClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Claude Code shows 3 lines of a question, each cut at the terminal's width: a deploy that
+    # deletes or replaces resources says so there, before anything it merely adds.
+    await deploy(client)
+    renamed = TEMPLATE.replace("  QueueUrlParameter:\n", "  Published:\n").replace(
+        "!Ref QueueUrlParameter\n", "!Ref Published\n"
+    )
+    replaced = renamed.replace(
+        "  Queue:\n    Type: AWS::SQS::Queue", "  Queue:\n    Type: AWS::SNS::Topic"
+    )
+    (tmp_path / "next.yaml").write_text(replaced, encoding="utf-8")
+    monkeypatch.setattr(engine, "TEMPLATE_DIR", tmp_path)
+    arguments: Json = {"stack": STACK, "template": "next.yaml"}
+
+    second = await rounds(client, {"name": "deploy_to_aws", "arguments": arguments}, ARN)
+
+    lines = second["inputRequests"]["confirm"]["params"]["message"].splitlines()
+    assert lines[:3] == [
+        f"Update stack '{STACK}' in account 123456789012, us-east-1?",
+        "DELETES 1: QueueUrlParameter. REPLACES 1: Queue. No IAM capabilities. Adds 1: Published",
+        "Set: no parameter changes",
+    ]
+    assert len(lines[1].partition(". No IAM")[0]) <= HANDLER.SHOWN_WIDTH
+    assert lines[-3:] == [
+        "To delete: QueueUrlParameter (AWS::SSM::Parameter)",
+        "To replace: Queue (AWS::SQS::Queue -> AWS::SNS::Topic)",
+        "To add: Published (AWS::SSM::Parameter)",
+    ]
+    assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
 
 
 @pytest.mark.anyio
@@ -110,7 +149,10 @@ async def test_noecho_parameters_are_masked_in_the_question(
     second = await rounds(client, {"name": "deploy_to_aws", "arguments": arguments}, ARN)
 
     message = second["inputRequests"]["confirm"]["params"]["message"]
-    assert message.splitlines()[5] == (
+    assert message.splitlines()[2] == (
+        'Set: ApiKey=**** (NoEcho), Greeting="hello\\nCapabilities: none"'
+    )
+    assert message.splitlines()[7] == (
         'Parameters: ApiKey=**** (NoEcho), Environment="dev" (default), '
         'Greeting="hello\\nCapabilities: none", MessageRetentionSeconds="345600" (default)'
     )
@@ -248,7 +290,9 @@ async def test_the_role_shown_is_the_role_the_deploy_assumes(client: MemoryClien
     call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
     theirs: Json = {"role-arn": {"action": "accept", "content": {"arn": other}}}
     second = await rounds(client, call, theirs)
-    assert f"Role: {other}" in second["inputRequests"]["confirm"]["params"]["message"]
+    shown = second["inputRequests"]["confirm"]["params"]["message"].splitlines()
+    assert shown[0] == f"Create stack '{STACK}' in account 111122223333, us-east-1?"
+    assert shown[3] == f"Account 111122223333, region us-east-1, role {other}"
 
     retry = {
         **call,
@@ -279,11 +323,16 @@ async def test_a_stack_changed_between_the_question_and_the_yes_is_confirmed_aga
     assert third["resultType"] == "input_required"
     assert list(third["inputRequests"]) == ["confirm"]
     lines = third["inputRequests"]["confirm"]["params"]["message"].splitlines()
-    assert lines[0] == (
-        "The stack changed after you confirmed (it did not exist); check the plan again."
-    )
-    assert lines[1] == PLAN_LINES[0]
-    assert lines[3].startswith(f"Stack now: {theirs}, last changed ")
+    # What changed is said first, and the three lines a host shows still say what the yes is
+    # for now: an update, of a stack whose Environment the user's plan changes back.
+    assert lines[:4] == [
+        f"Changed since your yes: update '{STACK}' in 123456789012, us-east-1?",
+        "No IAM capabilities. Template unchanged",
+        'Set: Environment="dev" (was "prod")',
+        "Why again: The stack changed after you confirmed (it did not exist); check the plan "
+        "again.",
+    ]
+    assert lines[5].startswith(f"Stack now: {theirs}, last changed ")
     assert change_sets() == []  # nothing of ours ran
     # The same confirming round again is asked again too: the stale yes never deploys.
     replay = await client.request("tools/call", retry)
@@ -316,10 +365,12 @@ async def test_a_template_changed_after_the_yes_is_confirmed_again_before_deploy
     assert third["resultType"] == "input_required"
     assert list(third["inputRequests"]) == ["confirm"]  # the role answer still stands
     lines = third["inputRequests"]["confirm"]["params"]["message"].splitlines()
-    assert lines[0] == (
-        "The plan changed after you confirmed (its template or the server's region)."
+    assert lines[0] == f"Changed since your yes: create '{STACK}' in 123456789012, us-east-1?"
+    assert lines[2] == "Set: every parameter at its template default"
+    assert lines[3] == (
+        "Why again: The plan changed after you confirmed (its template or the server's region)."
     )
-    assert lines[-1].startswith('Parameters: Environment="staging" (default)')
+    assert any(line.startswith('Parameters: Environment="staging" (default), ') for line in lines)
     assert no_stacks()
     # A retry without a new answer deploys nothing: the old yes was dropped with the re-ask.
     bare = await client.request("tools/call", {**call, "requestState": third["requestState"]})
@@ -360,7 +411,7 @@ async def test_a_legacy_user_who_declines_the_role_is_not_asked_to_confirm(aws: 
     legacy = MemoryClient(new_server(), elicitation=elicit)
     await legacy.initialize()
     result = await legacy.call_tool("deploy_to_aws", {"stack": STACK})
-    assert result.text == "Deploy cancelled by user."
+    assert result.text.startswith(f"Deploy of stack '{STACK}' cancelled by the user; nothing")
     assert [request["params"] for request in legacy.server_requests] == [ROLE_REQUEST["params"]]
 
 

@@ -20,7 +20,7 @@ from ._dispatch import Call
 from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, RpcError, clip, json_size
 from ._redact import redact_secrets
 from ._registry import PromptDef, Registry, ResourceDef, ToolDef, structured_text
-from ._results import ToolError, ToolResult
+from ._results import ToolError, ToolResult, structured_json
 
 __all__ = ("PromptCall", "ResourceCall", "ToolCall", "call_of")
 
@@ -231,7 +231,7 @@ def _tool_result(tool: ToolDef, outcome: Any) -> JSONObject:
     if isinstance(outcome, BaseModel):
         # A model was validated when it was built: an instance of the declared output model
         # needs no second look, only its JSON form (model -> JSON data -> text, once each).
-        structured: Any = outcome.model_dump(mode="json", by_alias=True)
+        structured: Any = structured_json(outcome)
         conforms = type(outcome) is tool.output_model
     else:
         structured, conforms = outcome, False

@@ -13,7 +13,7 @@ from ._removed import Removed
 if TYPE_CHECKING:
     from ._content import ContentBlock
 
-__all__ = ("InputRequired", "ToolError", "ToolResult")
+__all__ = ("InputRequired", "ToolError", "ToolResult", "structured_json")
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -21,9 +21,48 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _dumped(data: Any) -> Any:
+def structured_json(data: Any) -> Any:
+    """`structuredContent` of a tool's data: a pydantic model as JSON, anything else as is.
+
+    An optional field left at None is left out, in nested models too: its output schema does
+    not require it, and a host that hands the model `structuredContent` (not the text) should
+    not make it read `"stack_id": null` for "there is none". A required field keeps its null.
+    """
     dump = getattr(data, "model_dump", None)
-    return dump(mode="json", by_alias=True) if callable(dump) else data
+    if not callable(dump):
+        return data
+    return dump(mode="json", by_alias=True, exclude=_unset_optionals(data) or None)
+
+
+def _unset_optionals(model: Any) -> dict[Any, Any]:
+    """pydantic's `exclude` for the optional fields of `model` (and of the models inside it,
+    in fields, lists and mappings) whose value is None."""
+    left_out: dict[Any, Any] = {}
+    for name, declared in type(model).model_fields.items():
+        value = getattr(model, name)
+        if value is None:
+            if not declared.is_required():
+                left_out[name] = True
+            continue
+        if hasattr(type(value), "model_fields"):
+            inner: dict[Any, Any] = _unset_optionals(value)
+        elif isinstance(value, (list, tuple)):
+            inner = _inside(enumerate(value))
+        elif isinstance(value, Mapping):
+            inner = _inside(value.items())
+        else:
+            continue
+        if inner:
+            left_out[name] = inner
+    return left_out
+
+
+def _inside(items: Any) -> dict[Any, Any]:
+    found = {}
+    for key, item in items:
+        if hasattr(type(item), "model_fields") and (inner := _unset_optionals(item)):
+            found[key] = inner
+    return found
 
 
 @dataclass(frozen=True)
@@ -60,7 +99,7 @@ class ToolResult:
                     "ToolResult.of takes str or content blocks (content.text, content.image, "
                     f"...), not {type(block).__name__}"
                 )
-        return cls(content=content, structured=_dumped(structured), is_error=is_error)
+        return cls(content=content, structured=structured_json(structured), is_error=is_error)
 
     @classmethod
     def error(cls, text: str) -> ToolResult:

@@ -6,12 +6,14 @@ tool module). Everything here blocks, so the tool runs it in a worker thread; it
 its own against moto and botocore's Stubber. `deploy_stack` makes one stack match one
 `StackPlan`, the way awscli's `cloudformation deploy` does, and `run_deploy` assumes the
 user's role first. `inspect_plan` reads what a confirmation shows before anything is written:
-every parameter's value (NoEcho ones masked) and the stack's version. boto3 is optional (the
+every parameter's value (NoEcho ones masked, the stack's current one beside it), the stack's
+version and what happens to its resources (`_stack_changes.py`). boto3 is optional (the
 project's `aws` extra): it is imported on first use.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import hashlib
@@ -28,6 +30,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from ..mrtr_runtime import RequestCancelled, ToolError, redact_secrets, treat_as_secret
+from ._stack_changes import ResourceChanges, resource_changes, template_resources
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -86,6 +89,7 @@ MASK: Final = "****"
 ABSENT: Final = "absent"
 
 T = TypeVar("T")
+_logger: Final = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 #: Raises to stop a deploy between two AWS steps (the tool passes `ctx.check_cancelled`).
 Checkpoint = Callable[[], None]
@@ -176,6 +180,16 @@ class ShownParameter:
     shown: str  # the value, or MASK for a NoEcho parameter
     default: bool  # taken from the template's Default, not from the arguments
     secret: bool  # NoEcho in the template
+    #: The stack's value now (MASK for NoEcho), or None: no stack yet, or a new parameter.
+    was: str | None = None
+
+    @property
+    def changes(self) -> bool:
+        """Whether the deploy sets a value worth reading before a yes: one the stack does not
+        have now, or (for a new stack) one that is not the template's default."""
+        if self.was is not None:
+            return self.secret or self.shown != self.was  # a NoEcho value cannot be compared
+        return not self.default
 
 
 @dataclass(frozen=True)
@@ -192,9 +206,15 @@ class PlanView:
     role_arn: str
     parameters: tuple[ShownParameter, ...]
     stack_version: str
+    #: What happens to the stack's resources; a str says why that could not be read.
+    resources: ResourceChanges | str = dataclasses.field(default_factory=ResourceChanges)
     #: The stack already is this plan, or this plan's change set is executing: deploying it
     #: again would change nothing, whoever changed the stack since it was seen.
     matches: bool = False
+
+    @property
+    def creates(self) -> bool:
+        return self.stack_version == ABSENT or self.stack_version.startswith(_REVIEW + " ")
 
 
 @dataclass(frozen=True)
@@ -606,10 +626,39 @@ def deploy_stack(
         if stack is not None and last.get("Status") == "FAILED" and _is_no_changes(reason):
             cfn.delete_change_set(ChangeSetName=change_set_id)
             return DeployOutcome("unchanged", stack.stack_id, stack.status, name, stack.outputs)
+        _withdraw(cfn, change_set_id, stack_id, creating=not updating)
         raise ToolError(f"Change set {name} could not be created: {reason or error}") from None
 
     kind: Literal["created", "updated"] = "updated" if updating else "created"
     return _execute(cfn, change_set_id, stack_id, name, kind, progress, deadline)
+
+
+def _withdraw(cfn: Any, change_set_id: str, stack_id: str, *, creating: bool) -> None:
+    """Take back a proposal that will not be executed (a cancel before its execution, a change
+    set that failed): its change set, and for a create the empty stack CloudFormation made to
+    hold it (REVIEW_IN_PROGRESS, no resources), so the account is left as the deploy found it.
+
+    Best effort: the deploy has already failed or been cancelled, and that is what the user is
+    told; a proposal left behind is logged, and the next deploy of the same plan replaces it.
+    """
+    what = "its change set"
+    try:
+        stack = _describe_stack(cfn, stack_id) if creating else None
+        if stack is not None and stack.status == _REVIEW:
+            what = "its change set and the empty stack made for it"
+            token = _token("mrtr-withdraw", stack_id)
+            cfn.delete_stack(StackName=stack_id, ClientRequestToken=token)
+        else:
+            cfn.delete_change_set(ChangeSetName=change_set_id)
+    except Exception as error:  # ClientError, BotoCoreError, connection errors alike
+        _logger.warning(
+            "deploy_to_aws: could not take back change set %s (%s): %s",
+            change_set_id,
+            type(error).__name__,
+            error,
+        )
+    else:
+        _logger.info("deploy_to_aws: took back %s: %s", what, change_set_id)
 
 
 def _ready_for(change_set: Mapping[str, Any], plan: StackPlan) -> bool:
@@ -633,7 +682,14 @@ def _execute(
 ) -> DeployOutcome:
     seen = _event_ids(cfn, stack_id)
     progress(f"Executing change set {name}")
-    deadline.checkpoint()
+    try:
+        deadline.checkpoint()
+    except RequestCancelled:
+        # Cancelled with only a proposal made: take it back. (Not when the mark below is
+        # refused: that can mean another run holds this task now, and it executes this very
+        # change set.)
+        _withdraw(cfn, change_set_id, stack_id, creating=action == "created")
+        raise
     deadline.commit()
     cfn.execute_change_set(
         ChangeSetName=change_set_id, ClientRequestToken=_token("mrtr-exec", change_set_id)
@@ -701,33 +757,50 @@ def inspect_plan(plan: StackPlan, *, role_arn: str, region: str | None) -> PlanV
     """What deploying `plan` as `role_arn` would do, read-only: for the user to confirm.
 
     Every parameter's value as the deploy sends it (given, else the template's default; NoEcho
-    ones masked, as the template declares them) and the stack's observed version. It assumes
-    the role and reads (GetTemplateSummary, DescribeStacks); it writes nothing.
+    ones masked, as the template declares them, the stack's current value beside each), the
+    stack's observed version, and what happens to its resources. It assumes the role and reads
+    (GetTemplateSummary, DescribeStacks, GetTemplate); it writes nothing.
     """
 
-    def look(cfn: Any) -> tuple[tuple[ShownParameter, ...], str, bool]:
+    def look(cfn: Any) -> PlanView:
         values, secret_keys = _resolve_parameters(cfn, plan)
         stack = _describe_stack(cfn, plan.stack)
+        standing = stack is not None and stack.status != _REVIEW
+        now = stack.parameters if stack is not None and standing else {}
         shown = tuple(
             ShownParameter(
                 key=key,
                 shown=MASK if key in secret_keys else value,
                 default=key not in plan.parameters,
                 secret=key in secret_keys,
+                was=now.get(key),
             )
             for key, value in values.items()
         )
-        return shown, stack_version(stack), _matches(cfn, stack, plan, values, secret_keys)
+        return PlanView(
+            region="",
+            account=role_arn.split(":")[4],
+            role_arn=role_arn,
+            parameters=shown,
+            stack_version=stack_version(stack),
+            resources=_resources(cfn, stack if standing else None, plan),
+            matches=_matches(cfn, stack, plan, values, secret_keys),
+        )
 
-    resolved, (parameters, version, matches) = _as_role(plan, role_arn, region, look)
-    return PlanView(
-        region=resolved,
-        account=role_arn.split(":")[4],
-        role_arn=role_arn,
-        parameters=parameters,
-        stack_version=version,
-        matches=matches,
-    )
+    resolved, view = _as_role(plan, role_arn, region, look)
+    return dataclasses.replace(view, region=resolved)
+
+
+def _resources(cfn: Any, stack: _Stack | None, plan: StackPlan) -> ResourceChanges | str:
+    try:
+        after = template_resources(plan.template_body)
+        if stack is None:
+            return resource_changes(None, after)
+        deployed = cfn.get_template(StackName=stack.stack_id, TemplateStage="Original")
+        before = template_resources(deployed["TemplateBody"])
+    except ToolError as error:  # a template this reader cannot follow: say so, do not stop
+        return f"not read ({error})"
+    return resource_changes(before, after)
 
 
 def _matches(

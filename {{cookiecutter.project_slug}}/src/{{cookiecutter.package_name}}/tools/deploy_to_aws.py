@@ -2,13 +2,17 @@
 
 The pattern to copy for a tool with a real, long effect. Round 1 asks which IAM role to
 assume; an ARN that fails its check is asked again, with the reason. Round 2 shows the plan as
-the deploy would run it, in its first lines (hosts cut long messages): the stack, the account
-(from the role) and the region, the role, the stack as it is now, the template, the
-capabilities and every parameter's value, NoEcho ones masked. The yes is bound to all of it:
+the deploy would run it. Hosts show only the first lines of a question (Claude Code shows 3,
+then "+N more lines"), so what decides a yes is in those three: create or update, which stack,
+account, region and role; what is dangerous (IAM capabilities, resources deleted, replaced or
+changed); the values that differ from the defaults (or from the stack's). The lines after
+them give the whole plan: the full role ARN, the stack as it is now, the template, every
+parameter's value (NoEcho ones masked) and every resource. The yes is bound to all of it:
 the round signs a digest of the plan (role and region included) and the stack's observed
 version into its state, so a changed template, or a stack someone changed in between, is shown
 and confirmed again, even by a server that keeps nothing between rounds. A decline, a cancel or
-a "no" ends the call before anything is written to AWS.
+a "no" ends the call before anything is written to AWS, and a cancel of the task before its
+change set is executed takes that change set back (and the empty stack a create made for it).
 
 After the yes the deploy runs as an MCP task (`task="optional"`, `ctx.start_task`): a client
 that declares the tasks extension gets the task at once and follows it; its progress is the
@@ -30,6 +34,7 @@ import functools
 import hashlib
 import itertools
 import json
+from collections.abc import Sequence
 from typing import Annotated, Final, Literal
 
 import anyio.from_thread
@@ -50,6 +55,7 @@ from . import registry
 from ._cloudformation import (
     ABSENT,
     PlanView,
+    ShownParameter,
     StackPlan,
     inspect_plan,
     load_template,
@@ -58,6 +64,7 @@ from ._cloudformation import (
     role_arn_problem,
     run_deploy,
 )
+from ._stack_changes import ResourceChanges
 
 __all__ = ("ConfirmForm", "DeployArgs", "DeployResult", "RoleArnForm", "deploy_to_aws", "digest")
 
@@ -69,13 +76,21 @@ ROLE_ARN_MESSAGE: Final = "Which IAM role should the deploy assume? Give its ARN
 
 
 class ConfirmForm(BaseModel):
-    confirmed: bool
+    # Hosts show a field's title (else its raw name) and may show its description.
+    confirmed: bool = Field(
+        title="Deploy this plan",
+        description="Yes deploys exactly what is shown above; no changes nothing in AWS.",
+    )
 
 
 class RoleArnForm(BaseModel):
     # What the client's form checks as the user types. It admits only the `aws` partition;
     # the tool also accepts aws-cn and aws-us-gov (role_arn_problem), re-checking every answer.
-    arn: str = Field(pattern="^arn:aws:iam::")
+    arn: str = Field(
+        pattern="^arn:aws:iam::",
+        title="IAM role ARN",
+        description="The role the deploy assumes, e.g. arn:aws:iam::123456789012:role/Deployer",
+    )
 
 
 class _RoleArnAnswer(BaseModel):
@@ -98,26 +113,124 @@ def _stack_line(version: str) -> str:
     return f"Stack now: {status}, last changed {changed}"
 
 
-def confirm_message(args: DeployArgs, view: PlanView, template_body: str) -> str:
-    """The confirmation: one fact per line, the question and where it goes first.
+#: What a host shows of a question: Claude Code shows its first 3 lines, each cut at the
+#: terminal's width ("…"), then "(+N more lines)". So the first three lines decide the yes,
+#: and each is written to fit 74 characters (an 80-column terminal) for a typical plan, the
+#: most important words first; counts come before the names they count.
+SHOWN_LINES: Final = 3
+SHOWN_WIDTH: Final = 74
+_CAPABILITY_WORDS: Final = {
+    "CAPABILITY_IAM": "May change IAM",
+    "CAPABILITY_NAMED_IAM": "May change IAM",
+    "CAPABILITY_AUTO_EXPAND": "Runs macros",
+}
 
-    Values are JSON-quoted, so no value (a parameter can hold a newline) can forge a line.
-    """
-    parameters = ", ".join(
-        f"{item.key}={item.shown if item.secret else json.dumps(item.shown)}"
-        + (" (NoEcho)" if item.secret else "")
-        + (" (default)" if item.default else "")
+
+def _value(item: ShownParameter) -> str:
+    # JSON-quoted, so no value (a parameter can hold a newline) can forge a line.
+    if item.secret:
+        return f"{item.key}={item.shown} (NoEcho)"
+    return f"{item.key}={json.dumps(item.shown)}"
+
+
+def _counted(verb: str, names: Sequence[str]) -> str:
+    return f"{verb} {len(names)}: {', '.join(names)}"
+
+
+def _danger_line(view: PlanView, args: DeployArgs) -> str:
+    """Line 2: what is dangerous, most dangerous first: resources deleted or replaced, IAM
+    capabilities and macros, then what is changed or added."""
+    granted = [f"{_CAPABILITY_WORDS[name]} ({name})" for name in args.capabilities]
+    parts: list[str] = []
+    changes = view.resources
+    if isinstance(changes, str):
+        parts.append(f"Resources {changes}")
+    elif not view.creates:
+        if changes.deleted:
+            parts.append(_counted("DELETES", [key for key, _ in changes.deleted]))
+        if changes.replaced:
+            parts.append(_counted("REPLACES", [key for key, *_ in changes.replaced]))
+    parts.append(", ".join(granted) if granted else "No IAM capabilities")
+    if isinstance(changes, ResourceChanges):
+        if view.creates:
+            parts.append(_counted("Creates", [key for key, _ in changes.added]))
+        else:
+            if changes.changed:
+                parts.append(_counted("Changes", [key for key, _ in changes.changed]))
+            if changes.added:
+                parts.append(_counted("Adds", [key for key, _ in changes.added]))
+            if changes.empty:
+                parts.append("Template unchanged")
+    return ". ".join(parts)
+
+
+def _values_line(view: PlanView) -> str:
+    """Line 3: the values worth reading: those that differ from the template's defaults (a
+    new stack) or from what the stack has now (an update)."""
+    changed = [
+        _value(item)
+        if item.was is None or item.secret
+        else f"{_value(item)} (was {json.dumps(item.was)})"
         for item in view.parameters
-    )
+        if item.changes
+    ]
+    if changed:
+        return "Set: " + ", ".join(changed)
+    if view.creates:
+        return "Set: every parameter at its template default"
+    return "Set: no parameter changes"
+
+
+def _resources_lines(view: PlanView) -> list[str]:
+    changes = view.resources
+    if isinstance(changes, str):
+        return [f"Resources: {changes}"]
+    listed = [
+        ("To delete", [f"{key} ({kind})" for key, kind in changes.deleted]),
+        ("To replace", [f"{key} ({old} -> {new})" for key, old, new in changes.replaced]),
+        (
+            "To change",
+            [
+                f"{key} ({kind}; in place, or replaced where CloudFormation must)"
+                for key, kind in changes.changed
+            ],
+        ),
+        (
+            "To create" if view.creates else "To add",
+            [f"{key} ({kind})" for key, kind in changes.added],
+        ),
+    ]
+    return [f"{label}: {', '.join(items)}" for label, items in listed if items]
+
+
+def confirm_message(args: DeployArgs, view: PlanView, template_body: str, why: str = "") -> str:
+    """The confirmation. Its first three lines decide the yes (SHOWN_LINES: a host may show no
+    more): what and where; what is dangerous; which values are not the defaults (or not the
+    stack's). The lines after them are the whole plan, one fact per line. `why`: what changed
+    since an earlier yes, for a question asked again."""
+    verb = "create" if view.creates else "update"
+    if why:  # shorter, so that the account and region still fit
+        first = f"Changed since your yes: {verb} '{args.stack}' in {view.account}, {view.region}?"
+    else:
+        first = (
+            f"{verb.capitalize()} stack '{args.stack}' in account {view.account}, {view.region}?"
+        )
     template_hash = hashlib.sha256(template_body.encode()).hexdigest()[:12]
+    parameters = ", ".join(
+        _value(item) + (" (default)" if item.default else "") for item in view.parameters
+    )
     return "\n".join(
         [
-            f"Deploy stack '{args.stack}' to AWS account {view.account}, region {view.region}?",
-            f"Role: {view.role_arn}",
+            first,
+            _danger_line(view, args),
+            _values_line(view),
+            *([f"Why again: {why}"] if why else []),
+            f"Account {view.account}, region {view.region}, role {view.role_arn}",
             _stack_line(view.stack_version),
             f"Template: {args.template} (sha256 {template_hash})",
             f"Capabilities: {', '.join(args.capabilities) or 'none'}",
             f"Parameters: {parameters or 'none'}",
+            *_resources_lines(view),
         ]
     )
 
@@ -127,7 +240,7 @@ def _still_holds(confirmed: object, now: dict[str, str], view: PlanView) -> bool
 
 
 def _why_again(confirmed: object, now: dict[str, str]) -> str:
-    """The first line of a confirmation asked again: what changed since the yes."""
+    """What changed since the yes, for a confirmation asked again."""
     before = confirmed if isinstance(confirmed, dict) else {}
     if before.get("plan") != now["plan"]:
         return "The plan changed after you confirmed (its template or the server's region)."
@@ -175,6 +288,10 @@ class DeployArgs(BaseModel):
 
 
 class DeployResult(BaseModel):
+    # A host may hand its model this object rather than the text (Claude Code does), so it
+    # carries the sentence a person would read, and leaves out what does not apply (the
+    # runtime drops optional fields left at None) rather than saying null.
+    message: str = Field(default="", description="What happened, as a sentence.")
     action: Literal["created", "updated", "unchanged", "cancelled"]
     stack: str
     region: str | None = None
@@ -203,9 +320,10 @@ def digest(plan: StackPlan, *, role_arn: str, region: str) -> str:
 
 
 def _summarized(outcome: DeployResult) -> ToolResult:
-    if outcome.action == "cancelled":
-        return ToolResult.of("Deploy cancelled by user.", structured=outcome)
     stack, region, status = outcome.stack, outcome.region, outcome.status
+    if outcome.action == "cancelled":
+        text = f"Deploy of stack '{stack}' cancelled by the user; nothing was written to AWS."
+        return ToolResult.of(text, structured=outcome.model_copy(update={"message": text}))
     if outcome.action == "unchanged":
         text = f"Stack '{stack}' in {region} is already up to date ({status}); nothing "
         text += "was deployed."
@@ -216,6 +334,7 @@ def _summarized(outcome: DeployResult) -> ToolResult:
             " This task's earlier run did it before the server stopped; the resumed run found "
             "it done and deployed nothing more."
         )
+    outcome = outcome.model_copy(update={"message": text})
     text += f"\nStack ID: {outcome.stack_id}\nChange set: {outcome.change_set}"
     if outcome.outputs:
         outputs = sorted(outcome.outputs.items())
@@ -284,9 +403,8 @@ async def deploy_to_aws(args: DeployArgs, *, ctx: Context) -> ToolResult | Input
         # nothing). A stack changed in any other way, by a later deploy say, is asked again.
         holds = ctx.state == binding or _still_holds(ctx.state, binding, view)
         if confirm is None or not holds:
-            message = confirm_message(args, view, template_body)
-            if confirm is not None:
-                message = f"{_why_again(ctx.state, binding)}\n{message}"
+            why = _why_again(ctx.state, binding) if confirm is not None else ""
+            message = confirm_message(args, view, template_body, why)
             return ctx.request_input({CONFIRM: elicit_form(message, ConfirmForm)}, state=binding)
         # Everything is asked and answered: from here the work is long. A client that follows
         # tasks gets the task now; the runtime re-runs this handler in the task (in_task).
