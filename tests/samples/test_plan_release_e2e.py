@@ -12,9 +12,11 @@ plan_release over pipes.
 
 from __future__ import annotations
 
+import html
 import importlib
 import os
 import sys
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,19 +56,33 @@ def server_env() -> dict[str, str]:
 
 
 class Person:
-    """Fills each form by its first field from ANSWERS; remembers the fields and messages."""
+    """Fills each form by its first field from ANSWERS; opens a linked page ("page") and keeps
+    what it read; remembers the fields and messages."""
 
     def __init__(self) -> None:
         self.asked: list[str] = []
         self.params: list[Mapping[str, object]] = []
+        self.pages: list[str] = []
 
     async def __call__(self, params: Mapping[str, object]) -> Json:
+        if params.get("mode") == "url":
+            url = str(params["url"])
+            assert url.startswith("http://127.0.0.1:"), url
+            self.asked.append("page")
+            self.pages.append(await anyio.to_thread.run_sync(read_page, url))
+            return {"action": "accept"}
         schema = params["requestedSchema"]
         assert isinstance(schema, dict)
         field = next(iter(schema["properties"]))
         self.asked.append(field)
         self.params.append(params)
         return ANSWERS[field]
+
+
+def read_page(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 (loopback, ours)
+        assert response.status == 200
+        return html.unescape(response.read().decode())
 
 
 def assert_clean(session: ClientSession) -> None:
@@ -84,11 +100,16 @@ async def test_three_rounds_complete_over_pipes(server_env: dict[str, str], tmp_
             result = await session.call_tool("plan_release", ARGS)
             assert_clean(session)
     assert result.rounds == 3
-    assert person.asked == ["version", "highlights", "confirmed"]
+    # The last round links the full notes (a host shows 3 lines of a question), beside the
+    # yes; this client answers a round's questions in key order (confirm-..., notes-...).
+    assert person.asked == ["version", "highlights", "confirmed", "page"]
     assert "demo 1.5.0, a minor release" in str(person.params[1]["message"])
     plan = result.structured
     assert (plan["status"], plan["version"], plan["tag"]) == ("confirmed", "1.5.0", "v1.5.0")
     assert plan["highlights"] == ["JSON output", "clearer errors"]
+    (page,) = person.pages
+    assert plan["notes_markdown"].strip() in page  # every line of what the yes approved
+    assert "at the link and below" in str(person.params[2]["message"])
     assert session.returncode == 0
 
 
@@ -121,7 +142,7 @@ async def test_a_round_started_in_one_process_finishes_in_another(
                 requests = result.get("inputRequests", {})
                 responses = {key: await person(asked["params"]) for key, asked in requests.items()}
             assert_clean(second_process)
-    assert person.asked == ["highlights", "confirmed"]
+    assert person.asked == ["highlights", "page", "confirmed"]  # in the server's order
     plan = result["structuredContent"]
     assert isinstance(plan, dict)
     assert (plan["status"], plan["version"]) == ("confirmed", "1.5.0")
@@ -143,7 +164,8 @@ async def test_a_legacy_session_completes_through_real_elicitation_requests(
             assert_clean(session)
     # 2025-11-25: no resultType, and the three questions arrived as real server requests.
     assert "resultType" not in result
-    assert person.asked == ["version", "highlights", "confirmed"]
+    # The bridge asks in the handler's order: the page of notes, then the yes.
+    assert person.asked == ["version", "highlights", "page", "confirmed"]
     assert all("requestedSchema" in params for params in person.params)
     plan = result["structuredContent"]
     assert isinstance(plan, dict)

@@ -182,17 +182,20 @@ async def test_three_rounds_each_send_only_their_new_key(server: Server) -> None
     confirm_key, request = only_request(third)
     assert confirm_key.startswith("confirm-")
     message = request["params"]["message"]
-    # What the yes is for comes first (hosts cut long messages): the writes and the notes'
-    # digest, the same one the confirm key carries; then the notes themselves.
+    # What the yes is for comes first, in the 3 lines a host shows (Claude Code cuts each at
+    # an 80-column terminal's width): the release, what it writes, what the notes hold; then
+    # the notes' digest (the one the confirm key carries) and the notes themselves.
     digest = confirm_key.removeprefix("confirm-")
     notes = message.split("\n\n", 1)[1]
     assert hashlib.sha256(f"{notes}\n".encode()).hexdigest()[:12] == digest
-    assert message.splitlines()[:3] == [
-        "Is this the plan for demo 1.5.0, a minor release?",
-        "It writes: version 1.5.0 where the project declares it; the release notes below at "
-        "the top of CHANGELOG.md; tag v1.5.0, pushed to origin.",
-        f"The notes: {len(notes.splitlines())} lines, sha256 {digest}; a yes is for exactly these.",
+    assert message.splitlines()[:4] == [
+        "Release demo 1.5.0 (minor) with these notes?",
+        "Sets the version, adds the notes to CHANGELOG.md, pushes tag v1.5.0",
+        "Notes: 2 highlights, 1 feature, 1 fix, 1 other change",
+        f"The notes ({len(notes.splitlines())} lines, sha256 {digest}) are below; a yes is for "
+        "exactly these.",
     ]
+    assert all(len(line) <= 74 for line in message.splitlines()[:3])
     assert notes.startswith("## demo 1.5.0\n")
     assert "- JSON output\n- clearer errors" in message
 

@@ -44,6 +44,8 @@ FORMS: Mapping[str, Mapping[str, object]] = {
 
 
 def fill_in_sync(params: Mapping[str, Any]) -> dict[str, Any]:
+    if params.get("mode") == "url":  # a page to read (the release notes): "opened"
+        return {"action": "accept"}
     field = next(iter(params["requestedSchema"]["properties"]))
     return {"action": "accept", "content": dict(FORMS[field])}
 

@@ -14,11 +14,12 @@ if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
     from ._answers import Accepted, Cancelled, Declined
+    from ._review_pages import ReviewPages
 
 from ._audit import AuditTrail
 from ._capabilities import ClientCapabilities
 from ._errors import MrtrError
-from ._inputs import InputRequest
+from ._inputs import InputRequest, elicit_url
 from ._jsonrpc import INVALID_PARAMS, RpcError, clip, json_size
 from ._redact import redact_secrets
 from ._removed import READ_ANSWERS, Removed
@@ -313,6 +314,7 @@ class Context:
         "_notify",
         "_parsed",
         "_rejected",
+        "_review_pages",
         "_task",
         "_task_start",
         "client_capabilities",
@@ -346,8 +348,10 @@ class Context:
         task_start: TaskStart = "return",
         task: TaskLink | None = None,
         fence: Fence | None = None,
+        review_pages: ReviewPages | None = None,
     ) -> None:
         self._answers = answers
+        self._review_pages = review_pages
         self._fence = fence
         self._task_start: TaskStart = "return" if task is not None else task_start
         self._task = task
@@ -438,6 +442,23 @@ class Context:
     def can_request(self, request: InputRequest) -> bool:
         """Whether the client declared what `request` needs, so a handler can pick another way."""
         return self.client_capabilities.supports(request.required_capabilities)
+
+    def review_page(self, text: str, *, title: str, message: str) -> InputRequest | None:
+        """A URL-mode question that links to a page holding `text`, to ask beside a form whose
+        message cannot carry it (hosts show a question's first lines only): a long plan, the
+        full release notes. None where there can be none: this server serves no pages (only the
+        stdio transport does, on loopback: `_review_pages`), or the client cannot open URLs
+        (client/elicitation `url` mode). The page is read-only and lives an hour; the answer is
+        only whether the user opened it, so read the yes from the form, never from this.
+        Raises ValueError for a text over 256 KiB.
+        """
+        pages = self._review_pages
+        if pages is None:
+            return None
+        probe = elicit_url(message, "http://127.0.0.1/")
+        if not self.can_request(probe):
+            return None
+        return elicit_url(message, pages.publish(text, title=title))
 
     def request_input(
         self, requests: Mapping[str, InputRequest], *, state: object = None
@@ -683,6 +704,8 @@ class RequestScope:
     principal: str | None = None
     #: The consent audit trail (`MRTR_AUDIT_LOG`), or None.
     audit: AuditTrail | None = None
+    #: Where `Context.review_page` publishes (the stdio transport's), or None.
+    review_pages: ReviewPages | None = None
 
     def context(
         self,
@@ -711,4 +734,5 @@ class RequestScope:
             task_start=task_start,
             task=task,
             fence=fence,
+            review_pages=self.review_pages,
         )

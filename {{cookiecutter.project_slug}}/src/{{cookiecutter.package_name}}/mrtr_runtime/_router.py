@@ -65,6 +65,7 @@ from ._wire import (
 if TYPE_CHECKING:
     from ._methods import ResourceCall
     from ._once import RoundLedger
+    from ._review_pages import ReviewPages
     from ._tasks import StoreOpener, TaskEngine
 
 __all__ = (
@@ -176,6 +177,9 @@ class Server:
         self.telemetry = Telemetry.from_installed(version)
         #: The consent audit trail, where the settings name one (`_audit`).
         self.audit = AuditTrail.open_target(settings.audit_log) if settings is not None else None
+        #: Review pages (`Context.review_page`): the stdio transport serves them on loopback
+        #: and sets this while it runs; None: this server links to none.
+        self.review_pages: ReviewPages | None = None
         self.instructions = instructions
         self.info: dict[str, Any] = {"name": name, "version": version}
         if title is not None:
@@ -442,6 +446,7 @@ class Server:
                 cancellation,
                 principal,
                 self.audit,
+                self.review_pages,
             )
         # basic/index: "A request missing any required field is malformed; the server MUST
         # reject it with JSON-RPC error code -32602".
@@ -483,6 +488,7 @@ class Server:
             cancellation,
             principal,
             self.audit,
+            self.review_pages,
         )
 
     def _initialize(self, params: Mapping[str, Any], session: Session, peer: Peer) -> JSONObject:

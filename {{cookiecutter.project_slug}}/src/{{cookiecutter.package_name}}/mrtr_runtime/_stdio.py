@@ -56,6 +56,7 @@ from ._jsonrpc import (
 )
 from ._legacy import client_result
 from ._redact import redact_secrets
+from ._review_pages import ReviewPages
 from ._router import Server, Session
 
 __all__ = (
@@ -866,12 +867,17 @@ async def _serve_pipes(
     stop = asyncio.Event()
     stdin_done = asyncio.Event()
     uninstall_signals = install_stop_signals(loop, stop.set, platform=platform)
+    # A stdio server runs on the user's machine, beside the host: its review pages can be
+    # served on loopback, where the host's browser reaches them (`Context.review_page`).
+    if server.review_pages is None:
+        server.review_pages = ReviewPages()
     try:
         return await _serve_until_stopped(
             server, wire_in, wire_out, stop, stdin_done, client_timeout, platform
         )
     finally:
         uninstall_signals()
+        server.review_pages.close()
 
 
 async def _wind_down(

@@ -31,6 +31,7 @@ __all__ = (
     "not_after",
     "notable",
     "notes",
+    "notes_outline",
     "quote",
     "section_of",
     "split_highlights",
@@ -241,6 +242,29 @@ def notes(
     return "\n".join(lines).rstrip() + "\n"
 
 
+def notes_outline(markdown: str) -> str:
+    """What the notes hold, counted, for a line a host shows: "2 highlights, upgrading notes,
+    3 features, 1 fix"."""
+    counts: list[tuple[str, int]] = []
+    for line in markdown.splitlines():
+        if line.startswith("### "):
+            counts.append((line[4:], 0))
+        elif counts and line.strip():
+            counts[-1] = (counts[-1][0], counts[-1][1] + 1)
+    parts = []
+    for section, count in counts:
+        if section == "Upgrading":
+            parts.append("upgrading notes")
+            continue
+        noun = section.lower()
+        if count == 1:
+            noun = {"highlights": "highlight", "features": "feature", "fixes": "fix"}.get(
+                noun, noun.replace("changes", "change")
+            )
+        parts.append(f"{count} {noun}")
+    return ", ".join(parts) or "no changes listed"
+
+
 def checklist(project: str, version: Version) -> list[str]:
     tag = f"v{version}"
     return [
@@ -259,6 +283,9 @@ def quote(text: str) -> str:
 class ReleasePlan(BaseModel):
     """The plan (structuredContent); `status` says who decided it and whether to act on it."""
 
+    # A host may hand its model this object rather than the text (Claude Code does): the
+    # sentence a person reads first comes with it, and what does not apply is left out.
+    message: str = Field(default="", description="What the plan is, as a sentence.")
     status: Status = Field(
         description=(
             "confirmed: the user approved it. declined/cancelled: the user stopped at "

@@ -44,6 +44,7 @@ from ._release_notes import (
     make_plan,
     not_after,
     notable,
+    notes_outline,
     quote,
     split_highlights,
     suggest,
@@ -58,6 +59,7 @@ HIGHLIGHTS: Final = "highlights"
 MIGRATION: Final = "migration"
 DRAFT: Final = "draft"
 CONFIRM_PREFIX: Final = "confirm-"
+NOTES_PREFIX: Final = "notes-"
 
 
 class PlanReleaseArgs(BaseModel):
@@ -129,7 +131,10 @@ class MigrationForm(BaseModel):
 
 
 class ConfirmForm(BaseModel):
-    confirmed: bool = Field(title="The plan is right")
+    confirmed: bool = Field(
+        title="Release with these notes",
+        description="Yes approves exactly the notes above (their sha256); no stops here.",
+    )
 
 
 # -- the handler ------------------------------------------------------------------------------
@@ -215,10 +220,19 @@ def _with_forms(
     confirm_key = CONFIRM_PREFIX + notes_digest
     match ctx.form_answer(confirm_key, ConfirmForm):
         case None:
-            question = confirm_message(plan, notes_digest)
-            return ctx.request_input({confirm_key: elicit_form(question, ConfirmForm)})
+            # The notes do not fit the lines a host shows of a question: where the host can
+            # open a link, the full notes are a page of their own, asked first (its answer
+            # only says whether the user opened it: the yes is the form's).
+            title = f"{plan.project} {plan.version}: release notes (sha256 {notes_digest})"
+            where = f"The full release notes of {plan.project} {plan.version}, to read first."
+            review = ctx.review_page(plan.notes_markdown, title=title, message=where)
+            question = confirm_message(plan, notes_digest, linked=review is not None)
+            asks = {confirm_key: elicit_form(question, ConfirmForm)}
+            if review is not None:
+                asks = {NOTES_PREFIX + notes_digest: review, **asks}
+            return ctx.request_input(asks)
         case Accepted(content=ConfirmForm(confirmed=True)):
-            return ToolResult.of(summary(plan), structured=plan)
+            return _answered(plan)
         case Accepted():  # "no" to the plan is a decline
             return _stopped(args, Declined(), "confirmation", version, kind)
         case refusal:
@@ -228,16 +242,20 @@ def _with_forms(
 # -- asking -----------------------------------------------------------------------------------
 
 
-def confirm_message(plan: ReleasePlan, notes_digest: str) -> str:
-    """The final question: what the yes is for in its first lines (hosts cut long messages
-    after a few), then the notes themselves. The confirm key carries the same digest."""
+def confirm_message(plan: ReleasePlan, notes_digest: str, *, linked: bool = False) -> str:
+    """The final question. Its first three lines decide the yes (a host may show no more,
+    each cut at the terminal's width: Claude Code shows 3): the release, what it writes, and
+    what the notes hold, counted; then the notes themselves. `linked`: the notes are also a
+    page the question before this one links to. The confirm key carries the same digest."""
     lines = plan.notes_markdown.rstrip().splitlines()
+    where = "at the link and below" if linked else "below"
     return "\n".join(
         [
-            f"Is this the plan for {plan.project} {plan.version}, a {plan.kind} release?",
-            f"It writes: version {plan.version} where the project declares it; the release "
-            f"notes below at the top of CHANGELOG.md; tag {plan.tag}, pushed to origin.",
-            f"The notes: {len(lines)} lines, sha256 {notes_digest}; a yes is for exactly these.",
+            f"Release {plan.project} {plan.version} ({plan.kind}) with these notes?",
+            f"Sets the version, adds the notes to CHANGELOG.md, pushes tag {plan.tag}",
+            f"Notes: {notes_outline(plan.notes_markdown)}",
+            f"The notes ({len(lines)} lines, sha256 {notes_digest}) are {where}; a yes is "
+            "for exactly these.",
             "",
             *lines,
         ]
@@ -285,6 +303,12 @@ def _ask_draft(args: PlanReleaseArgs, hint: Suggestion) -> InputRequest:
 # -- results ----------------------------------------------------------------------------------
 
 
+def _answered(plan: ReleasePlan) -> ToolResult:
+    text = summary(plan)
+    plan.message = text.split("\n\n", 1)[0]  # the first paragraph: the sentence
+    return ToolResult.of(text, structured=plan)
+
+
 def _drafted(args: PlanReleaseArgs, hint: Suggestion, draft: SamplingResult | None) -> ToolResult:
     highlights = split_highlights(draft.text) if draft is not None else []
     assumptions = [f"Version {hint.version} ({hint.kind}): {hint.reason}."]
@@ -305,7 +329,7 @@ def _drafted(args: PlanReleaseArgs, hint: Suggestion, draft: SamplingResult | No
         args.project, args.changes, "drafted", hint.version, hint.kind, highlights, None
     )
     plan.assumptions = assumptions
-    return ToolResult.of(summary(plan), structured=plan)
+    return _answered(plan)
 
 
 def _stopped(
@@ -324,4 +348,4 @@ def _stopped(
         kind=kind,
         stopped_at=step,
     )
-    return ToolResult.of(summary(plan), structured=plan)
+    return _answered(plan)
