@@ -331,13 +331,14 @@ def test_config_http_prints_each_hosts_remote_form_with_the_token_as_a_placehold
 
     vscode = cli(project, "config", "vscode", "--http", url, MRTR_HTTP_TOKEN=token)
     assert vscode.returncode == 0, vscode.stderr
-    entry = json.loads(vscode.stdout)["servers"][DEFAULT_SLUG]  # stdout: the JSON, nothing else
-    assert entry["headers"] == {"Authorization": f"Bearer ${{input:{DEFAULT_SLUG}-token}}"}
+    # The HTTP form has a name of its own (the stdio form's is the slug): a host holds both.
+    entry = json.loads(vscode.stdout)["servers"][f"{DEFAULT_SLUG}-http"]  # stdout: the JSON only
+    assert entry["headers"] == {"Authorization": f"Bearer ${{input:{DEFAULT_SLUG}-http-token}}"}
     assert "secret storage" in vscode.stderr
 
     # A tokens file on the server's side: each user sends a token of their own, the same way.
     tokens_file = cli(project, "config", "cursor", "--http", url, MRTR_HTTP_TOKENS_FILE="/x")
-    entry = json.loads(tokens_file.stdout)["mcpServers"][DEFAULT_SLUG]
+    entry = json.loads(tokens_file.stdout)["mcpServers"][f"{DEFAULT_SLUG}-http"]
     assert entry == {"url": url, "headers": {"Authorization": "Bearer ${env:MRTR_HTTP_TOKEN}"}}
 
     # No token here: no header, and stderr says how to get one.
@@ -345,7 +346,7 @@ def test_config_http_prints_each_hosts_remote_form_with_the_token_as_a_placehold
         project, "config", "cursor", "--http", url, MRTR_HTTP_TOKEN="", MRTR_HTTP_TOKENS_FILE=""
     )
     assert bare.returncode == 0, bare.stderr
-    assert json.loads(bare.stdout)["mcpServers"][DEFAULT_SLUG] == {"url": url}
+    assert json.loads(bare.stdout)["mcpServers"][f"{DEFAULT_SLUG}-http"] == {"url": url}
     assert "no Authorization header" in bare.stderr
 
     desktop = cli(project, "config", "claude-desktop", "--http", "http://127.0.0.1:8000/mcp")

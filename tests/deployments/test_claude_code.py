@@ -23,9 +23,11 @@ Each test prints its transcript: the commands run and Claude Code's output (``py
 from __future__ import annotations
 
 import contextlib
+import html
 import http.client
 import json
 import os
+import re
 import secrets
 import shlex
 import subprocess
@@ -42,6 +44,7 @@ import pytest
 from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, Installed, run
 from moto.server import ThreadedMotoServer
 from peers.node import NodePeers, PeersUnavailableError, ensure_node_peers
+from peers.terminal import Terminal, TerminalUnavailableError, find_tmux
 from test_http_replicas import HOP_BY_HOP, MOTO_CREDENTIALS, REGION, Replica, messages_in
 from test_http_replicas import start_replica as start_server
 
@@ -164,6 +167,8 @@ class StandInModel(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Messages)
         self.requests: list[Json] = []
         self.lock = threading.Lock()
+        #: The tool the model calls, and with what: a test may set another.
+        self.plan: tuple[str, Json] = (DEPLOY_TOOL, {"stack": STACK, "region": REGION})
 
     @property
     def url(self) -> str:
@@ -187,7 +192,8 @@ class StandInModel(ThreadingHTTPServer):
 TOOL_USE_ID = "toolu_deploy_1"
 
 
-def _reply_to(request: Json) -> tuple[list[Json], str]:
+def _reply_to(request: Json, plan: tuple[str, Json]) -> tuple[list[Json], str]:
+    tool, arguments = plan
     offered = {tool.get("name") for tool in request.get("tools", [])}
     answered = any(
         isinstance(block, dict) and block.get("tool_use_id") == TOOL_USE_ID
@@ -195,9 +201,8 @@ def _reply_to(request: Json) -> tuple[list[Json], str]:
         if isinstance(message.get("content"), list)
         for block in message["content"]
     )
-    if DEPLOY_TOOL in offered and not answered:
-        call = {"stack": STACK, "region": REGION}
-        return [{"type": "tool_use", "id": TOOL_USE_ID, "name": DEPLOY_TOOL, "input": call}], (
+    if tool in offered and not answered:
+        return [{"type": "tool_use", "id": TOOL_USE_ID, "name": tool, "input": arguments}], (
             "tool_use"
         )
     text = "The deploy was not carried out." if answered else "Nothing to do."
@@ -244,7 +249,7 @@ class _Messages(BaseHTTPRequestHandler):
             return
         with self.server.lock:
             self.server.requests.append(request)
-        content, stop_reason = _reply_to(request)
+        content, stop_reason = _reply_to(request, self.server.plan)
         message = {
             "id": f"msg_{secrets.token_hex(8)}",
             "type": "message",
@@ -434,19 +439,15 @@ def host(
 
 @pytest.fixture(scope="module")
 def registered(host: Host, project: Installed) -> Host:
-    """Both servers added to Claude Code by running the printed commands as they are."""
+    """Both servers added to Claude Code by running the printed commands as they are, with
+    their default names: each form has its own, so the second is not "already exists"."""
     stdio = printed_command(project, host.transcript)
     added = host.run(stdio)
     assert added.returncode == 0, added.stderr
     over_http = printed_command(
-        project,
-        host.transcript,
-        "--http",
-        host.relay.url,
-        "--name",
-        HTTP_NAME,
-        MRTR_HTTP_TOKEN=host.token,
+        project, host.transcript, "--http", host.relay.url, MRTR_HTTP_TOKEN=host.token
     )
+    assert over_http[5] == HTTP_NAME, over_http
     added = host.run(over_http)
     assert added.returncode == 0, added.stderr
     return host
@@ -546,3 +547,185 @@ def test_claude_code_in_print_mode_cancels_the_deploy_and_nothing_is_deployed(
     )
     host.transcript(f"the model's tool_result: {text}")
     assert "cancelled" in text and not results[-1].get("is_error"), results[-1]
+
+
+# -- what a person sees: the interactive UI in a real terminal -----------------------------------
+
+#: The stand-in's API key; Claude Code asks once whether to use a custom key, so it is approved
+#: in its settings beforehand, with the onboarding and the workspace's trust.
+STAND_IN_KEY = "sk-ant-stand-in-" + "0" * 24
+#: Claude Code shows 3 lines of a question, each cut at the terminal's width: the narrowest
+#: terminal anyone uses is where the lines that decide a yes must still be whole.
+COLUMNS = 80
+#: Claude Code's marks: its prompt and the field under the cursor, a field to fill, one filled.
+CURSOR, REQUIRED, FILLED, INVALID = "\u276f", "*", "\u2714", "\u26a0"
+CHANGES = [
+    "feat: add --json output",
+    "feat(cli): color output",
+    "fix(cli): exit 2 on a bad flag",
+    "fix: crash on empty input",
+    "docs: usage",
+    "chore: bump ruff",
+]
+
+
+def interactive(host: Host, tool: str, **extra: str) -> Terminal:
+    """Claude Code's interactive UI in an 80-column terminal, asked to "go" (the stand-in
+    model then calls `tool`)."""
+    settings = host.home / ".claude.json"
+    config = json.loads(settings.read_text(encoding="utf-8")) if settings.is_file() else {}
+    config.update(
+        hasCompletedOnboarding=True,
+        theme="dark",
+        customApiKeyResponses={"approved": [STAND_IN_KEY[-20:]], "rejected": []},
+    )
+    workspace = config.setdefault("projects", {}).setdefault(str(host.workspace), {})
+    workspace.update(hasTrustDialogAccepted=True, hasCompletedProjectOnboarding=True)
+    settings.write_text(json.dumps(config), encoding="utf-8")
+    env = host.env(
+        ANTHROPIC_BASE_URL=host.model.url,
+        ANTHROPIC_API_KEY=STAND_IN_KEY,
+        ENABLE_TOOL_SEARCH="false",
+        TERM="xterm-256color",
+        **extra,
+    )
+    terminal = Terminal(
+        ["claude", "--allowedTools", tool], cwd=host.workspace, env=env, columns=COLUMNS
+    )
+    terminal.wait_for(CURSOR)
+    terminal.type("go")
+    terminal.press("Enter")
+    return terminal
+
+
+def question_lines(screen: str) -> list[str]:
+    """The lines of the question a form shows: after "requests your input", up to the first
+    field, or the "… (+N more lines)" that stands for the rest."""
+    lines = screen.splitlines()
+    start = next(i for i, line in enumerate(lines) if "requests your input" in line) + 1
+    shown: list[str] = []
+    for line in lines[start:]:
+        text = line.strip()
+        if text.startswith(("… (+", CURSOR, REQUIRED, FILLED, INVALID)):
+            break
+        shown.append(text)
+    return shown
+
+
+def model_read(host: Host, before: int) -> str:
+    """The tool result the stand-in model was sent after `before` earlier ones, as text."""
+    for _ in range(240):
+        results = [
+            block for block in host.model.tool_results() if block["tool_use_id"] == TOOL_USE_ID
+        ]
+        if len(results) > before:
+            content = results[-1]["content"]
+            if isinstance(content, str):
+                return content
+            return " ".join(
+                block.get("text", "") for block in content if isinstance(block, Mapping)
+            )
+        threading.Event().wait(0.25)
+    raise AssertionError("the model was never sent the tool's result")
+
+
+@pytest.fixture
+def screens(registered: Host) -> Iterator[Host]:
+    try:
+        find_tmux()
+    except TerminalUnavailableError as error:
+        pytest.fail(f"no terminal to show Claude Code in: {error}")
+    plan = registered.model.plan
+    try:
+        yield registered
+    finally:
+        registered.model.plan = plan
+
+
+def test_claude_codes_deploy_form_shows_what_decides_the_yes_and_a_no_deploys_nothing(
+    screens: Host,
+) -> None:
+    host = screens
+    stack = "screen-demo"
+    arguments: Json = {
+        "stack": stack,
+        "region": REGION,
+        "parameters": {"Environment": "prod"},
+        "capabilities": ["CAPABILITY_NAMED_IAM"],
+    }
+    host.model.plan = (DEPLOY_TOOL, arguments)
+    before = len(host.model.tool_results())
+    terminal = interactive(host, DEPLOY_TOOL, MRTR_HTTP_TOKEN=host.token)
+    try:
+        role = terminal.wait_for("IAM role ARN")
+        host.transcript(f"Claude Code, {COLUMNS} columns, round 1:\n{role}")
+        assert "arn:" not in role.split("IAM role ARN")[0].splitlines()[-1]  # a title, not a key
+        terminal.type("arn:aws:iam::123456789012:role/Deployer")
+        terminal.press("Down", "Enter")
+        confirm = terminal.wait_for("Deploy this plan")
+        host.transcript(f"round 2:\n{confirm}")
+        # The three lines it shows are whole, and they are what decides the yes: create,
+        # where, IAM, what it makes, the value that is not the default.
+        assert question_lines(confirm) == [
+            f"Create stack '{stack}' in account 123456789012, {REGION}?",
+            "May change IAM (CAPABILITY_NAMED_IAM). Creates 2: Queue, QueueUrlParameter",
+            'Set: Environment="prod"',
+        ]
+        assert "(+6 more lines)" in confirm
+        terminal.press("Down", "Right", "Enter")  # Decline
+        read = model_read(host, before)
+    finally:
+        terminal.close()
+    host.transcript(f"the model's tool_result: {read}")
+    assert f"Deploy of stack '{stack}' cancelled by the user; nothing was written" in read
+    assert "null" not in read
+    cloudformation = boto3.client(
+        "cloudformation",
+        region_name=REGION,
+        endpoint_url=host.aws,
+        aws_access_key_id=MOTO_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=MOTO_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+    assert [
+        s for s in cloudformation.list_stacks()["StackSummaries"] if s["StackName"] == stack
+    ] == []
+
+
+def test_claude_code_links_the_full_release_notes_beside_the_yes(screens: Host) -> None:
+    host = screens
+    tool = f"mcp__{DEFAULT_SLUG}__plan_release"  # the stdio server: it serves review pages
+    host.model.plan = (tool, {"project": "demo", "previous_version": "1.4.2", "changes": CHANGES})
+    before = len(host.model.tool_results())
+    terminal = interactive(host, tool)
+    try:
+        terminal.wait_for("Kind of release")
+        terminal.type("1.5.0")
+        terminal.press("Down", "Right", "Down", "Space", "Enter", "Enter")  # minor; Accept
+        terminal.wait_for("What are the highlights")
+        terminal.type("JSON output; colors in the terminal")
+        terminal.press("Down", "Enter")
+        link = terminal.wait_for("wants to open a URL")
+        host.transcript(f"Claude Code, {COLUMNS} columns, round 3, first:\n{link}")
+        (url,) = re.findall(r"http://127\.0\.0\.1:\d+/review/[A-Za-z0-9_-]+", link)
+        connection = http.client.HTTPConnection(urlsplit(url).hostname or "", urlsplit(url).port)
+        connection.request("GET", urlsplit(url).path)
+        page = html.unescape(connection.getresponse().read().decode())
+        connection.close()
+        terminal.press("Right", "Enter")  # I'm done, continue
+        confirm = terminal.wait_for("Release with these notes")
+        host.transcript(f"then:\n{confirm}")
+        assert question_lines(confirm) == [
+            "Release demo 1.5.0 (minor) with these notes?",
+            "Sets the version, adds the notes to CHANGELOG.md, pushes tag v1.5.0",
+            "Notes: 2 highlights, 2 features, 2 fixes, 2 other changes",
+        ]
+        terminal.press("Space", "Down", "Enter")  # yes; Accept
+        read = model_read(host, before)
+    finally:
+        terminal.close()
+    host.transcript(f"the model's tool_result: {read[:300]}...")
+    plan = json.loads(read)
+    assert plan["status"] == "confirmed" and "null" not in read
+    # The page held every line the yes approved.
+    for line in plan["notes_markdown"].strip().splitlines():
+        assert line in page, line

@@ -90,6 +90,7 @@ def test_a_page_is_the_text_escaped_in_a_document_that_loads_nothing(pages: Revi
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert headers["Cache-Control"] == "no-store"
     assert headers["Referrer-Policy"] == "no-referrer"
+    assert headers["Server"] == "mrtr-review"  # no Python version for a scanner
     assert fetch(url, method="HEAD")[:2][0] == 200
 
 

@@ -132,8 +132,6 @@ class _Listener:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            server_version = "mrtr-review"
-            sys_version = ""
             #: The request line and headers of a GET: a stalled client is cut off.
             timeout = 10
 
@@ -171,6 +169,9 @@ class _Listener:
                 self.end_headers()
                 if send_body:
                     self.wfile.write(body)
+
+            def version_string(self) -> str:
+                return "mrtr-review"  # not the Python version
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: stderr is the host's log, and a page's URL is its secret."""

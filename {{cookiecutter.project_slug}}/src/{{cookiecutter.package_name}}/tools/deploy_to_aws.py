@@ -89,7 +89,7 @@ class RoleArnForm(BaseModel):
     arn: str = Field(
         pattern="^arn:aws:iam::",
         title="IAM role ARN",
-        description="The role the deploy assumes, e.g. arn:aws:iam::123456789012:role/Deployer",
+        description="The role to assume: arn:aws:iam::<account>:role/<name>",
     )
 
 

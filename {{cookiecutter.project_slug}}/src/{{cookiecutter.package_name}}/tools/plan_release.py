@@ -133,7 +133,7 @@ class MigrationForm(BaseModel):
 class ConfirmForm(BaseModel):
     confirmed: bool = Field(
         title="Release with these notes",
-        description="Yes approves exactly the notes above (their sha256); no stops here.",
+        description="Yes approves exactly the notes shown (their sha256); no stops here.",
     )
 
 

@@ -73,7 +73,8 @@ UV_TLS_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS
 _TLS_PATHS = frozenset({"SSL_CERT_FILE", "SSL_CERT_DIR"})
 #: A server's name in a host: what Claude Code, VS Code and Cursor accept as a key and in tool
 #: names (``mcp__<name>__<tool>``).
-_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+HOST_NAME_LIMIT = 64
+_HOST_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_-]{{0,{HOST_NAME_LIMIT - 1}}}")
 #: basic/transports/streamable-http "Security & Endpoint": a local server SHOULD bind to localhost.
 HTTP_DEFAULT_HOST = "127.0.0.1"
 HTTP_DEFAULT_PORT = 8000
@@ -88,10 +89,16 @@ def _mcp_url(text: str) -> str:
     return text.strip()
 
 
+def http_name(name: str) -> str:
+    """The default name of the HTTP form of a server named `name` in a host: its own, so that
+    adding both forms never fails with "already exists" (a host keys servers by name)."""
+    return f"{name[: HOST_NAME_LIMIT - len('-http')]}-http"
+
+
 def _host_name(text: str) -> str:
     if _HOST_NAME.fullmatch(text) is None:
         raise argparse.ArgumentTypeError(
-            f"not a server name: {text!r} (letters, digits, '-' and '_', at most 64)"
+            f"not a server name: {text!r} (letters, digits, '-' and '_', at most {HOST_NAME_LIMIT})"
         )
     return text
 
@@ -144,8 +151,10 @@ def _add_config_command(commands: Any, project: Project) -> None:
     config.add_argument(
         "--name",
         type=_host_name,
-        default=project.name,
-        help="the server's name in the host (default: %(default)s)",
+        help=(
+            f"the server's name in the host (default: {project.name}, and "
+            f"{http_name(project.name)} with --http: a host can hold both forms at once)"
+        ),
     )
 
 
@@ -194,9 +203,14 @@ def main(project: Project, argv: Sequence[str] | None = None) -> int:
     args = build_parser(project).parse_args(arguments)
     if args.command == "config":
         if args.http is not None:
-            return print_http_config(project, args.host, args.http, name=args.name)
+            name = args.name or http_name(project.name)
+            return print_http_config(project, args.host, args.http, name=name)
         return print_config(
-            project, args.host, use_uv=args.uv, installed=args.installed, name=args.name
+            project,
+            args.host,
+            use_uv=args.uv,
+            installed=args.installed,
+            name=args.name or project.name,
         )
     if args.command == "keygen":
         return keygen(project, force=args.force, rotate=args.rotate, path=args.path)
