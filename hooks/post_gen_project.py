@@ -66,6 +66,12 @@ OPTION_FILES: dict[str, tuple[str, ...]] = {
         "server.json",
         "tests/test_release_files.py",
     ),
+    "include_skills": (
+        f"{RUNTIME}/_skills.py",
+        f"src/{PACKAGE}/skills",
+        "tests/test_skills.py",
+        "docs/skills.md",
+    ),
 }
 # Caches that a developer's checkout of the template may hold; a generated project never ships them.
 CACHE_DIRS = frozenset(

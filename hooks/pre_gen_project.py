@@ -55,6 +55,7 @@ FIELDS = (
     "include_http",
     "include_redis_store",
     "include_bundle",
+    "include_skills",
 )
 
 # Every top-level module a baked project installs with all of its extras (the runtime's
@@ -426,6 +427,7 @@ CHECKS = {
     "include_http": yes_or_no("include_http"),
     "include_redis_store": yes_or_no("include_redis_store"),
     "include_bundle": yes_or_no("include_bundle"),
+    "include_skills": yes_or_no("include_skills"),
 }
 
 

@@ -35,6 +35,7 @@ ALL_WINGS: Mapping[str, str] = {
     "include_http": "yes",
     "include_redis_store": "yes",
     "include_bundle": "yes",
+    "include_skills": "yes",
 }
 #: Named option combinations; every distinct dependency set gets its own venv in the heavy tests.
 #: "aws" and "no-aws" carry every wing (the interop, HTTP and replica tests use them);
@@ -48,12 +49,14 @@ COMBINATIONS: Mapping[str, Mapping[str, str]] = {
         "include_http": "no",
         "include_redis_store": "no",
         "include_bundle": "no",
+        "include_skills": "yes",
     },
     "minimal": {
         "include_aws_example": "no",
         "include_http": "no",
         "include_redis_store": "no",
         "include_bundle": "no",
+        "include_skills": "no",
     },
 }
 #: The combinations that carry every wing: the whole runtime suite runs against them.

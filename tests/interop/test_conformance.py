@@ -36,8 +36,10 @@ is SKIPPED, saying its harness is pending; tests/runtime covers notifications/ta
 two checks of tasks-request-headers that compare HTTP headers with the body, listed in
 tests/peers/expected-failures.yml like the others (TASKS_HTTP_ONLY). What the suite records
 without judging it is asserted too where its description says MUST (TASKS_DETAILS: a cancelled
-slow_compute ends `cancelled`). (The sep-2640-* skills scenarios are not run: the project
-serves no skills.)
+slow_compute ends `cancelled`). The three of the skills extension (`io.modelcontextprotocol/
+skills`, SEP-2640: SKILLS_SCENARIOS) run the same way, against the skill the project ships
+(`skills/multi-round-tool`, with a `references/` folder for the directory checks), and every
+one of their checks must be SUCCESS too: EXTENSION_SCENARIOS are the two together.
 
 Throughout, the adapter watches every child's stdout for what a stdio server must never write
 (its docstring lists the rules, per era), and each child must exit 0 when its stdin closes. The
@@ -211,6 +213,15 @@ TASKS_SCENARIOS = (
     "tasks-required-task-error",
     "tasks-mrtr-composition",
 )
+#: The skills extension's server scenarios (SEP-2640): skills/list and skills/get, the SKILL.md
+#: resources, resources/directory/read (the project declares directoryRead).
+SKILLS_SCENARIOS = (
+    "sep-2640-skills-enumeration",
+    "sep-2640-skills-manifest",
+    "sep-2640-skills-directory",
+)
+#: Every extension scenario: each runs in a CLI process of its own, every check judged here.
+EXTENSION_SCENARIOS = TASKS_SCENARIOS + SKILLS_SCENARIOS
 #: The suite's own skip: its one check, SKIPPED ("pending subscriptions/listen rewrite").
 TASKS_SUITE_SKIPS = {"tasks-status-notifications": "tasks-status-notifications"}
 #: The checks of tasks-request-headers that compare an HTTP header with the body (SEP-2243,
@@ -366,10 +377,10 @@ def _run_era(peers: NodePeers, url: str, era: str, output_dir: Path) -> str:
     return done.stdout + done.stderr
 
 
-def run_tasks_scenarios(peers: NodePeers, url: str, output_dir: Path) -> dict[str, ScenarioRun]:
-    """Each tasks scenario in a CLI process of its own, in order; its run, by scenario."""
+def run_extension_scenarios(peers: NodePeers, url: str, output_dir: Path) -> dict[str, ScenarioRun]:
+    """Each extension scenario in a CLI process of its own, in order; its run, by scenario."""
     runs: dict[str, ScenarioRun] = {}
-    for scenario in TASKS_SCENARIOS:
+    for scenario in EXTENSION_SCENARIOS:
         command = peers.conformance_command(
             "server",
             "--url",
@@ -399,8 +410,8 @@ def run_tasks_scenarios(peers: NodePeers, url: str, output_dir: Path) -> dict[st
     return runs
 
 
-def tasks_note(run: ScenarioRun) -> str:
-    """The table's note for a tasks scenario: an extension's, judged here; or the suite's skip."""
+def extension_note(run: ScenarioRun) -> str:
+    """The table's note for an extension scenario: judged here; or the suite's own skip."""
     if any(check["status"] == "SKIPPED" for check in run.checks):
         return "extension: skipped by the suite itself (its notifications/tasks harness is pending)"
     return "extension: not scored by the suite, every check judged here"
@@ -433,13 +444,13 @@ def _table(runs: Mapping[tuple[str, str], ScenarioRun]) -> str:
             expected = [c for c in run.problems() if f"{scenario}:{c['id']}" in listed]
             note = f"{len(expected)} HTTP-only checks fail as expected" if expected else ""
             lines.append(f"| {scenario} | {era} | {run.passed()} / {run.scored()} | {note} |")
-    for scenario in TASKS_SCENARIOS:
+    for scenario in EXTENSION_SCENARIOS:
         run = runs.get((MODERN, scenario))
         if run is None:
             lines.append(f"| {scenario} | {MODERN} | - | did not run |")
             continue
         expected = [c for c in run.problems() if f"{scenario}:{c['id']}" in listed]
-        note = tasks_note(run)
+        note = extension_note(run)
         if expected:
             note += f"; {len(expected)} HTTP-only checks fail as expected"
         lines.append(f"| {scenario} | {MODERN} | {run.passed()} / {run.scored()} | {note} |")
@@ -475,7 +486,7 @@ def suite(
         for era in ERAS:
             outputs[era] = _run_era(node_peers, adapter.url, era, work / era)
             runs.update(_read_checks(work / era, era, outputs[era]))
-        tasks = run_tasks_scenarios(node_peers, adapter.url, work / "tasks")
+        tasks = run_extension_scenarios(node_peers, adapter.url, work / "extensions")
         runs.update({(MODERN, scenario): run for scenario, run in tasks.items()})
         status = adapter.status()
     finally:
@@ -509,7 +520,7 @@ def test_scenario_passes(era: str, scenario: str, suite: SuiteRuns) -> None:
     assert wire == ([] if scenario in UNOBSERVED else ["SUCCESS"]), run.report()
 
 
-def assert_tasks_run_passed(run: ScenarioRun, listed: Collection[str] = ()) -> None:
+def assert_extension_run_passed(run: ScenarioRun, listed: Collection[str] = ()) -> None:
     """Every check SUCCESS, but the suite's own skip and the `scenario:check` ids `listed`."""
     assert run.checks, run.report()
     unexpected = [c for c in run.not_succeeded() if f"{run.scenario}:{c['id']}" not in listed]
@@ -528,9 +539,9 @@ def assert_tasks_run_passed(run: ScenarioRun, listed: Collection[str] = ()) -> N
             assert [d.get(detail) for d in details] == [value], f"{check_id}: {details}"
 
 
-@pytest.mark.parametrize("scenario", TASKS_SCENARIOS)
-def test_tasks_scenario_passes(scenario: str, suite: SuiteRuns) -> None:
-    assert_tasks_run_passed(suite.run(MODERN, scenario), _listed_checks())
+@pytest.mark.parametrize("scenario", EXTENSION_SCENARIOS)
+def test_extension_scenario_passes(scenario: str, suite: SuiteRuns) -> None:
+    assert_extension_run_passed(suite.run(MODERN, scenario), _listed_checks())
 
 
 def test_tasks_header_checks_got_the_body_answered_over_stdio(suite: SuiteRuns) -> None:
@@ -545,7 +556,7 @@ def test_tasks_header_checks_got_the_body_answered_over_stdio(suite: SuiteRuns) 
 def test_every_scenario_of_each_era_runs_and_is_accounted_for(suite: SuiteRuns) -> None:
     for era in ERAS:
         ran = {scenario for (run_era, scenario) in suite.runs if run_era == era}
-        extensions = TASKS_SCENARIOS if era == MODERN else ()
+        extensions = EXTENSION_SCENARIOS if era == MODERN else ()
         assert ran == {*SCENARIOS[era], *HTTP_SCENARIOS[era], *extensions}, era
 
 
@@ -606,7 +617,7 @@ def test_scenario_table(suite: SuiteRuns) -> None:
     ]
 
     eras = sum(len(SCENARIOS[e]) + len(HTTP_SCENARIOS[e]) for e in ERAS)
-    assert len(rows) - 1 == eras + len(TASKS_SCENARIOS)
+    assert len(rows) - 1 == eras + len(EXTENSION_SCENARIOS)
     sys.stdout.write("\n" + suite.table)  # shown by `pytest -rA`
 
 

@@ -8,9 +8,10 @@ every 2026-07-28 server scenario (`server --suite all --spec-version 2026-07-28`
 scenarios, tasks-* and sep-2640-*, belong to no protocol version and are not part of it), and
 the results are read back per scenario from each `checks.json`, as tests/interop/test_conformance.py
 does; the scenario lists and the reading are that module's. Then the ten scenarios of the tasks
-extension run against the same process, one CLI process each, as that module runs them; the
-suite does not score them, so each check is judged here and each must be SUCCESS (the one
-exception: tasks-status-notifications, which this suite version skips itself). Over HTTP
+extension and the three of the skills extension (sep-2640-*, against the skill the project
+ships) run against the same process, one CLI process each, as that module runs them; the suite
+does not score them, so each check is judged here and each must be SUCCESS (the one exception:
+tasks-status-notifications, which this suite version skips itself). Over HTTP
 nothing is left out of them either: tasks-request-headers' Mcp-Method / Mcp-Name checks pass.
 
 Over HTTP nothing is set aside and nothing is expected to fail: every scenario of the era,
@@ -56,17 +57,17 @@ import pytest
 from peers.node import NodePeers, PeersUnavailableError, ensure_node_peers
 from peers.project import BakedProject, bake, serve_http
 from test_conformance import (
+    EXTENSION_SCENARIOS,
     HTTP_SCENARIOS,
     LEGACY,
     MODERN,
     SCENARIOS,
-    TASKS_SCENARIOS,
     ScenarioRun,
     _read_checks,
     _run_era,
-    assert_tasks_run_passed,
-    run_tasks_scenarios,
-    tasks_note,
+    assert_extension_run_passed,
+    extension_note,
+    run_extension_scenarios,
 )
 
 ERAS = (MODERN, LEGACY)
@@ -151,13 +152,13 @@ def _info(run: ScenarioRun) -> str:
 def _table(runs: Mapping[tuple[str, str], ScenarioRun]) -> str:
     lines = ["| scenario | era | checks passed / total | note |", "|---|---|---|---|"]
     rows = [(era, scenario) for era in ERAS for scenario in ERA_SCENARIOS[era]]
-    rows += [(MODERN, scenario) for scenario in TASKS_SCENARIOS]
+    rows += [(MODERN, scenario) for scenario in EXTENSION_SCENARIOS]
     for era, scenario in rows:
         run = runs.get((era, scenario))
         if run is None:
             lines.append(f"| {scenario} | {era} | - | did not run |")
             continue
-        note = tasks_note(run) if scenario in TASKS_SCENARIOS else _info(run)
+        note = extension_note(run) if scenario in EXTENSION_SCENARIOS else _info(run)
         unscored = UNSCORED.get(era, {}).get(scenario)
         if unscored is not None:
             note = f"not scored: {unscored} (the suite: {note})"
@@ -197,7 +198,7 @@ def suite(
             output = _run_era(node_peers, server.url, era, work / era)
             outputs.append(output)
             runs.update(_read_checks(work / era, era, output))
-        tasks = run_tasks_scenarios(node_peers, server.url, work / "tasks")
+        tasks = run_extension_scenarios(node_peers, server.url, work / "tasks")
         legacy = _post(server.url, LEGACY_INITIALIZE)
         server_exit = server.stop()
         log = server.log()
@@ -245,14 +246,14 @@ def test_sse_polling_closes_mid_call_and_resumes(suite: HttpSuite) -> None:
     }, run.report()
 
 
-@pytest.mark.parametrize("scenario", TASKS_SCENARIOS)
-def test_tasks_scenario_passes(scenario: str, suite: HttpSuite) -> None:
-    assert_tasks_run_passed(suite.run(MODERN, scenario))  # over HTTP, nothing listed
+@pytest.mark.parametrize("scenario", EXTENSION_SCENARIOS)
+def test_extension_scenario_passes(scenario: str, suite: HttpSuite) -> None:
+    assert_extension_run_passed(suite.run(MODERN, scenario))  # over HTTP, nothing listed
 
 
 def test_every_scenario_of_each_era_and_of_tasks_runs(suite: HttpSuite) -> None:
     expected = {(era, scenario) for era in ERAS for scenario in ERA_SCENARIOS[era]}
-    assert set(suite.runs) == expected | {(MODERN, scenario) for scenario in TASKS_SCENARIOS}
+    assert set(suite.runs) == expected | {(MODERN, scenario) for scenario in EXTENSION_SCENARIOS}
 
 
 def test_a_2025_11_25_initialize_opens_a_session(suite: HttpSuite) -> None:
@@ -288,5 +289,5 @@ def test_scenario_table(suite: HttpSuite) -> None:
         line for line in suite.table.splitlines() if line.startswith("| ") and "---" not in line
     ]
 
-    assert len(rows) - 1 == sum(map(len, ERA_SCENARIOS.values())) + len(TASKS_SCENARIOS)
+    assert len(rows) - 1 == sum(map(len, ERA_SCENARIOS.values())) + len(EXTENSION_SCENARIOS)
     sys.stdout.write("\n" + suite.table)  # shown by `pytest -rA`

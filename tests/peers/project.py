@@ -97,6 +97,7 @@ def bake(output_dir: Path, *, project_name: str = "Peer Check", aws: bool = True
                 "include_http": "yes",
                 "include_redis_store": "yes",
                 "include_bundle": "yes",
+                "include_skills": "yes",
             },
         )
     )

@@ -56,6 +56,12 @@ WING_FILES = {
         Path("server.json"),
         Path("tests", "test_release_files.py"),
     ),
+    "include_skills": (
+        RUNTIME / "_skills.py",
+        Path("src", DEFAULT_PACKAGE, "skills", "multi-round-tool", "SKILL.md"),
+        Path("tests", "test_skills.py"),
+        Path("docs", "skills.md"),
+    ),
 }
 
 
@@ -87,11 +93,13 @@ def test_bake_produces_the_documented_layout(bake: BakeFactory, combination: str
         picked = COMBINATIONS[combination][option] == "yes"
         assert [path for path in wing_files if (path in files) != picked] == [], option
     # Ours lives in the runtime: beside the user's app.py and tools, nothing of the template's.
+    skills = ["skills"] if COMBINATIONS[combination]["include_skills"] == "yes" else []
     assert sorted(path.name for path in (baked.project / package).iterdir()) == [
         "__init__.py",
         "__main__.py",
         "app.py",
         "mrtr_runtime",
+        *skills,
         "tools",
     ]
 
@@ -171,6 +179,7 @@ def test_the_default_combination_is_what_cookiecutter_bakes_with_no_answers() ->
         "include_http": "no",
         "include_redis_store": "no",
         "include_bundle": "no",
+        "include_skills": "yes",
     }
 
 
@@ -184,9 +193,11 @@ def test_pyproject_declares_exactly_the_promised_dependencies(
     project = pyproject["project"]
     assert project["name"] == DEFAULT_SLUG
     assert project["requires-python"] == ">=3.11"
-    # Exactly two runtime dependencies, each with a floor (the runtime owns the exact floors).
+    # Two runtime dependencies, each with a floor (the runtime owns the exact floors), and
+    # PyYAML where the project serves skills (their frontmatter is YAML).
     names = [re.split(r"[\s<>=!~;\[]", dep, maxsplit=1)[0] for dep in project["dependencies"]]
-    assert names == ["anyio", "pydantic"]
+    skills = COMBINATIONS[combination]["include_skills"] == "yes"
+    assert names == ["anyio", "pydantic", *(["pyyaml"] if skills else [])]
     assert all(">=" in dep for dep in project["dependencies"])
     assert project["scripts"] == {DEFAULT_SLUG: f"{DEFAULT_PACKAGE}.app:main"}
     extras = project["optional-dependencies"]

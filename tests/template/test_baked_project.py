@@ -190,6 +190,7 @@ def test_every_combination_vendors_the_same_runtime_with_the_same_dependencies(
         "include_http": ("http/", "testing/_http", "cli/_http_commands.py"),
         "include_redis_store": ("redis/",),
         "include_bundle": ("cli/_bundle.py",),
+        "include_skills": ("_skills.py",),
     }
     for combination in sorted(set(COMBINATIONS) - {FULL_RUNTIME_COMBINATION}):
         other = installed(combination)

@@ -137,6 +137,7 @@ OPTIONAL_WINGS = {
     "cli._http_commands": "cli/_http_commands.py",
     "redis": "redis",
     "cli._bundle": "cli/_bundle.py",
+    "_skills": "_skills.py",
 }
 
 

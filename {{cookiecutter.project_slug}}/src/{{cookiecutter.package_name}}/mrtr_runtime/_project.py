@@ -12,6 +12,7 @@ bundle uses). See ``_config.py``.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,10 +22,13 @@ from typing import Final
 
 from ._config import PER_USER_KEY_FILE_NAME, Settings, codec_from_settings, per_user_key_path
 from ._registry import Registry
-from ._router import Server
+from ._router import Server, SkillCatalog
 from ._task_backends import TaskBackend, task_backend
+from ._wings import has_wing, load_wing, missing_wing
 
 __all__ = ("KEY_FILE_NAME", "Project")
+
+_logger = logging.getLogger("mrtr_runtime")
 
 #: The signing key file of a source checkout, beside ``pyproject.toml`` (git-ignored): the same
 #: name as in the per-user directory, so one ``.gitignore`` / ``.dockerignore`` line covers both.
@@ -80,6 +84,23 @@ class Project:
             return root
         return None
 
+    def skills(self) -> SkillCatalog | None:
+        """The project's skills: ``skills/`` beside ``tools/`` when it holds a SKILL.md (the
+        skills extension); None otherwise. Only looked at here: read on first use."""
+        tools_file = self.tools.__file__
+        if tools_file is None:
+            return None
+        directory = Path(tools_file).resolve().parent.parent / "skills"
+        if not directory.is_dir():
+            return None
+        if not has_wing("skills"):
+            # A skills/ folder in a project generated without the wing: the tools still
+            # serve; the author reads why the skills do not.
+            _logger.warning("%s is not served: %s", directory, missing_wing("skills"))
+            return None
+        shelf: SkillCatalog | None = load_wing("skills").SkillShelf.found_in(directory)
+        return shelf
+
     def default_key_file(self) -> Path | None:
         """The checkout's key file (written at bake time or by ``keygen``); None for a wheel."""
         root = self.root()
@@ -131,6 +152,7 @@ class Project:
         # (after the first answer) only if `may_hold_tasks` says there is something to resume.
         tasks = self.task_backend(settings, environ)
         return Server(
+            skills=self.skills(),
             name=self.name,
             version=self.version,
             registry=self.registry,

@@ -57,7 +57,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: How much of a failing tool module's exception the client is shown (the log has it whole).
 _MAX_LOAD_DETAIL = 500
-_LOADING_NOTE = "while loading the tool module "
+_LOADING_NOTE = "while loading "
 
 
 class ToolModuleError(RpcError):
@@ -67,11 +67,11 @@ class ToolModuleError(RpcError):
 
     def __init__(self, error: Exception) -> None:
         notes = [note for note in getattr(error, "__notes__", ()) if note.startswith(_LOADING_NOTE)]
-        module = notes[-1].removeprefix(_LOADING_NOTE) if notes else "?"
+        what = notes[-1].removeprefix(_LOADING_NOTE) if notes else "a tool module"
         detail = redact_secrets(str(error))[:_MAX_LOAD_DETAIL]
         super().__init__(
             INTERNAL_ERROR,
-            f"The tools could not be loaded: the tool module {module} raised "
+            f"The tools could not be loaded: {what} raised "
             f"{type(error).__name__}: {detail} (the server log has the traceback)",
         )
 
@@ -522,7 +522,8 @@ class Registry:
         self.resource_templates: list[ResourceTemplateDef] = []
         #: Completers of prompt arguments and template variables (see `completion`).
         self.completions: dict[CompletionKey, Callable[..., Any]] = {}
-        self._deferred: list[str] = []
+        #: What `ensure_loaded` loads: tool packages by name, and other loaders (the skills).
+        self._deferred: list[str | tuple[str, Callable[[Registry], None]]] = []
         self._change_listeners: list[Callable[[RegistryChange, str | None], None]] = []
         #: While a package loads, declarations are the start-up lists, not changes to them.
         self._loading = 0
@@ -847,13 +848,34 @@ class Registry:
         With a positive `list_cache_ttl_seconds`, the registry is sealed once this returns.
         """
         while self._deferred:
+            deferred = self._deferred[0]
             try:
-                self.load_package(self._deferred[0])
+                if isinstance(deferred, str):
+                    self.load_package(deferred)
+                else:
+                    self._run_loader(*deferred)
             except Exception as error:
                 raise ToolModuleError(error) from error
             del self._deferred[0]
         if self.list_cache["ttlMs"] and not self.sealed:
             self.sealed = True
+
+    def defer_loader(self, what: str, load: Callable[[Registry], None]) -> None:
+        """Run `load(self)` with the deferred packages (after the first answer): declarations
+        that come from files rather than modules, like the project's skills. `what` names
+        them in the error a failure gives ("the skills in <directory>")."""
+        self._deferred.append((what, load))
+
+    def _run_loader(self, what: str, load: Callable[[Registry], None]) -> None:
+        self._check_open(what)
+        self._loading += 1
+        try:
+            load(self)
+        except Exception as error:
+            error.add_note(f"{_LOADING_NOTE}{what}")
+            raise
+        finally:
+            self._loading -= 1
 
     def load_package(self, package: str) -> None:
         """Import every public module of `package` so their decorators run, sorted by name."""
@@ -863,7 +885,7 @@ class Registry:
             try:
                 module = importlib.import_module(package)
             except Exception as error:
-                error.add_note(f"{_LOADING_NOTE}{package}")
+                error.add_note(f"{_LOADING_NOTE}the tool module {package}")
                 raise
             names = sorted(
                 info.name
@@ -874,7 +896,7 @@ class Registry:
                 try:
                     importlib.import_module(f"{package}.{name}")
                 except Exception as error:
-                    error.add_note(f"{_LOADING_NOTE}{package}.{name}")
+                    error.add_note(f"{_LOADING_NOTE}the tool module {package}.{name}")
                     if not isinstance(error, ImportError):
                         raise
                     # `from ..mrtr_runtime import text_block` loses the face's own sentence
@@ -885,7 +907,7 @@ class Registry:
                     hinted = ImportError(
                         f"{package}.{name}: {error}; {hint}", name=error.name, path=error.path
                     )
-                    hinted.add_note(f"{_LOADING_NOTE}{package}.{name}")
+                    hinted.add_note(f"{_LOADING_NOTE}the tool module {package}.{name}")
                     raise hinted from error
         finally:
             self._loading -= 1

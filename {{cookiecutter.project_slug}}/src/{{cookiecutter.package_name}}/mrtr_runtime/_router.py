@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
 
 from ._audit import AuditTrail
 from ._capabilities import ClientCapabilities
@@ -58,6 +60,8 @@ from ._wire import (
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
     MODERN_VERSIONS,
+    SKILL_METHODS,
+    SKILLS_EXTENSION,
     TASK_METHODS,
     TASKS_EXTENSION,
 )
@@ -89,10 +93,11 @@ _MODERN_METHODS: Final = frozenset(
         "completion/complete",
         "subscriptions/listen",
         *TASK_METHODS,
+        *SKILL_METHODS,
     }
 )
 _LEGACY_METHODS: Final = (
-    _MODERN_METHODS - {"server/discover", "subscriptions/listen"} - TASK_METHODS
+    _MODERN_METHODS - {"server/discover", "subscriptions/listen"} - TASK_METHODS - SKILL_METHODS
 ) | {
     "ping",
     "logging/setLevel",
@@ -114,13 +119,52 @@ _CALL_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"}
 #: server/utilities/caching "Cacheable Results": these (and resources/read, its own hints)
 #: MUST carry `ttlMs` and `cacheScope`: the registry's `list_cache`, 0 unless it is sealed.
 _CACHEABLE: Final = frozenset(
-    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        # The skills extension: its list and get results are CacheableResults, like lists.
+        "skills/list",
+        "skills/get",
+    }
 )
 
 _logger = logging.getLogger("mrtr_runtime")
 
 
 @dataclass
+class SkillFileResource(Protocol):
+    """One skill file as the resource it is served as."""
+
+    @property
+    def uri(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str | None: ...
+    @property
+    def mime_type(self) -> str: ...
+    @property
+    def cache_ttl_seconds(self) -> int: ...
+    @property
+    def read(self) -> Callable[[], Awaitable[str | bytes]]: ...
+
+
+class SkillCatalog(Protocol):
+    """What the server needs of the skills wing (`_skills.SkillShelf`), spelled here: a project
+    generated without the wing has no module to import, and its `mypy --strict` follows every
+    import, TYPE_CHECKING's too."""
+
+    @property
+    def directory(self) -> Path: ...
+    def resources(self) -> Sequence[SkillFileResource]: ...
+    def list_result(self, params: Mapping[str, Any]) -> JSONObject: ...
+    def get_result(self, params: Mapping[str, Any]) -> JSONObject: ...
+    def directory_result(self, params: Mapping[str, Any]) -> JSONObject: ...
+
+
 class Session:
     """The little a stdio process remembers: whether, and how, a legacy client initialized it."""
 
@@ -160,8 +204,11 @@ class Server:
         settings: Settings | None = None,
         task_store: StoreOpener | None = None,
         task_store_exists: Callable[[], bool] | None = None,
+        skills: SkillCatalog | None = None,
     ) -> None:
-        """`task_store` opens the store of this server's tasks (an async callable returning a
+        """`skills`: the project's skills (the skills extension), read and served as resources
+        with the tools, after the first answer; declared in `server/discover` from the start.
+        `task_store` opens the store of this server's tasks (an async callable returning a
         `TaskStore`), on the first task operation: never at start-up. None: tasks in memory
         (`MemoryTaskStore`), gone with the process. `task_store_exists` says, without opening
         anything, whether there is a store to resume tasks from (the SQLite file exists): the
@@ -180,6 +227,11 @@ class Server:
         #: Review pages (`Context.review_page`): the stdio transport serves them on loopback
         #: and sets this while it runs; None: this server links to none.
         self.review_pages: ReviewPages | None = None
+        self.skills = skills
+        if skills is not None:
+            registry.defer_loader(
+                f"the skills in {skills.directory}", functools.partial(_serve_skill_files, skills)
+            )
         self.instructions = instructions
         self.info: dict[str, Any] = {"name": name, "version": version}
         if title is not None:
@@ -202,7 +254,13 @@ class Server:
         #: server/discover (2026-07-28) also names the extensions served; initialize does not.
         self._discover_capabilities: dict[str, Any] = {
             **self.capabilities,
-            "extensions": {TASKS_EXTENSION: {}},
+            "extensions": {
+                TASKS_EXTENSION: {},
+                # SEP-2640: declared only by a server that serves skills; skills/list,
+                # skills/get and (directoryRead) resources/directory/read are then served, and
+                # `resources` (declared above, as the extension requires) carries the files.
+                **({SKILLS_EXTENSION: {"directoryRead": True}} if skills is not None else {}),
+            },
         }
         self._subscriptions = Subscriptions()
         registry.on_change(self._subscriptions.announce)
@@ -532,6 +590,14 @@ class Server:
             session.log_level = _log_level(params.get("level"), "level")
             return {}
         self.registry.ensure_loaded()
+        if method in SKILL_METHODS:
+            if self.skills is None:
+                raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method} (no skills here)")
+            if method == "skills/list":
+                return self.skills.list_result(params)
+            if method == "skills/get":
+                return self.skills.get_result(params)
+            return self.skills.directory_result(params)
         if method == "completion/complete":
             # Imported with the tools, like _methods: the first answer does not wait for it.
             from ._completions import complete
@@ -758,3 +824,18 @@ def _log_level(value: object, where: str) -> LoggingLevel:
     raise RpcError(
         INVALID_PARAMS, f"Invalid log level in {where}: {shown}; one of {', '.join(LOG_LEVELS)}"
     )
+
+
+def _serve_skill_files(skills: SkillCatalog, registry: Registry) -> None:
+    """Every skill file as a resource of `registry`, loaded with the tools."""
+    for file in skills.resources():
+        if file.uri in registry.resources:
+            continue  # another server over the same registry (tests) served it
+        registry.resource(
+            file.uri,
+            name=file.name,
+            description=file.description,
+            mime_type=file.mime_type,
+            cache_ttl_seconds=file.cache_ttl_seconds,
+            cache_scope="public",  # a skill's files are the same for every caller
+        )(file.read)

@@ -63,3 +63,6 @@ INPUT_METHODS: Final = frozenset({ELICIT, SAMPLE, LIST_ROOTS})
 #: `capabilities.extensions`, and the methods it adds (2026-07-28 only).
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+#: The skills extension (SEP-2640): its methods, against 2026-07-28 (`_skills`).
+SKILLS_EXTENSION: Final = "io.modelcontextprotocol/skills"
+SKILL_METHODS: Final = frozenset({"skills/list", "skills/get", "resources/directory/read"})
