@@ -10,6 +10,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +28,8 @@ from bakery import (
     run,
 )
 from host_client import MODERN, answer, fill, meta
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from uv import find_uv_bin
 
 HOSTS_PY = (
@@ -227,9 +230,67 @@ def test_unknown_host_is_a_clear_error() -> None:
 
 def test_render_all_covers_every_host() -> None:
     text = hosts.render_all("demo", LAUNCH)
-    for title in ("Claude Desktop", "Claude Code", "VS Code", "Cursor"):
+    for title in ("Claude Desktop", "Claude Code", "VS Code", "Cursor", "Codex"):
         assert f"== {title} ==" in text
     assert ".mcp.json" in text
+    assert "~/.codex/config.toml" in text
+
+
+def test_codex_command_round_trips_through_a_posix_shell() -> None:
+    assert shlex.split(hosts.snippet("codex", "demo", LAUNCH)) == [
+        "codex",
+        "mcp",
+        "add",
+        "demo",
+        "--env",
+        "MRTR_SIGNING_KEY_FILE=/home/ada/My Servers/demo/.mrtr-signing-key",
+        "--",
+        "/home/ada/My Servers/demo/.venv/bin/python",
+        "-m",
+        "demo",
+    ]
+
+
+def test_codex_toml_is_the_table_codex_mcp_add_writes() -> None:
+    document = tomllib.loads(hosts.snippet("codex-toml", "demo", LAUNCH))
+    assert document == {
+        "mcp_servers": {
+            "demo": {
+                "command": LAUNCH.command,
+                "args": ["-m", "demo"],
+                "env": {"MRTR_SIGNING_KEY_FILE": "/home/ada/My Servers/demo/.mrtr-signing-key"},
+            }
+        }
+    }
+
+
+#: Any text a path, a name or a value may hold, but the surrogates no file can (UTF-8 refuses).
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=TEXT.filter(bool),
+    command=TEXT,
+    args=st.lists(TEXT, max_size=4),
+    env=st.dictionaries(TEXT.filter(bool), TEXT, max_size=3),
+)
+def test_codex_toml_reads_back_exactly_whatever_it_was_given(
+    name: str, command: str, args: list[str], env: dict[str, str]
+) -> None:
+    """Quotes, backslashes, control characters, DEL, non-BMP letters, keys that are not bare:
+    what TOML reads back is what went in, or Codex starts another command than printed."""
+    launch = hosts.Launch(command=command, args=tuple(args), env=env)
+    table = tomllib.loads(hosts.snippet("codex-toml", name, launch))["mcp_servers"][name]
+    assert table["command"] == command
+    assert table["args"] == args
+    assert table.get("env", {}) == env
+    remote = hosts.Remote("https://mcp.example.com/" + command.replace("\n", ""), token=True)
+    over_http = tomllib.loads(hosts.http_snippet("codex-toml", name, remote))
+    assert over_http["mcp_servers"][name] == {
+        "url": remote.url,
+        "bearer_token_env_var": "MRTR_HTTP_TOKEN",
+    }
 
 
 # -- a server over Streamable HTTP: each host's remote shape ---------------------------------------
@@ -365,9 +426,25 @@ def test_a_remote_knows_a_loopback_url(url: str, loopback: bool) -> None:
     assert hosts.Remote(url).loopback is loopback
 
 
+def test_codex_over_http_names_the_variable_that_holds_the_token_never_the_token() -> None:
+    command = shlex.split(hosts.http_snippet("codex", "demo-http", REMOTE))
+    assert command == [
+        "codex",
+        "mcp",
+        "add",
+        "demo-http",
+        "--url",
+        REMOTE.url,
+        "--bearer-token-env-var",
+        "MRTR_HTTP_TOKEN",
+    ]
+    assert "--bearer-token-env-var" not in hosts.http_snippet("codex", "demo-http", OPEN_REMOTE)
+    assert "start codex where MRTR_HTTP_TOKEN" in hosts.http_where("codex", "demo-http", REMOTE)
+
+
 def test_render_http_all_covers_every_host_and_names_no_token() -> None:
     text = hosts.render_http_all("demo", REMOTE)
-    for title in ("Claude Desktop", "Claude Code", "VS Code", "Cursor"):
+    for title in ("Claude Desktop", "Claude Code", "VS Code", "Cursor", "Codex"):
         assert f"== {title} (Streamable HTTP) ==" in text
     assert ".mcp.json" in text
     # The only credential in any form is a placeholder the host fills in.

@@ -200,7 +200,8 @@ def messages_in(payload: bytes, content_type: str) -> list[Json]:
         found = []
         for event in payload.decode("utf-8").split("\n\n"):
             data = [line[5:].lstrip() for line in event.splitlines() if line.startswith("data:")]
-            if data:
+            # A priming event (an id and an empty data line, for resuming) carries no message.
+            if "".join(data).strip():
                 found.append(json.loads("\n".join(data)))
         return found
     return [json.loads(payload)]

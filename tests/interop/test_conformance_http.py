@@ -198,7 +198,7 @@ def suite(
             output = _run_era(node_peers, server.url, era, work / era)
             outputs.append(output)
             runs.update(_read_checks(work / era, era, output))
-        tasks = run_extension_scenarios(node_peers, server.url, work / "tasks")
+        tasks = run_extension_scenarios(node_peers, server.url, work / "extensions")
         legacy = _post(server.url, LEGACY_INITIALIZE)
         server_exit = server.stop()
         log = server.log()

