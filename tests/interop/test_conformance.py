@@ -2,8 +2,9 @@
 
 @modelcontextprotocol/conformance 0.2.0-alpha.12 (pinned in tests/peers/package.json) runs on
 Node 22, both installed once into .cache/peers by tests/peers/node.py. Its server harness speaks
-only HTTP, so tests/peers/http_stdio_adapter.py bridges it to `python -m <package>`, which serves
-the fixtures of tests/peers/conformance_tools.py dropped into a freshly baked project.
+only HTTP, so the bridge every generated project ships (`tests/conformance/stdio_bridge.py`)
+bridges it to `python -m <package>`, which serves the project's conformance fixtures
+(`tests/conformance/fixtures.py`) dropped into its tools.
 
 One adapter serves the whole module: 2026-07-28 traffic shares one stateless child; each
 2025-11-25 `initialize` gets a session and a fresh child of its own. The CLI runs each era's
@@ -13,8 +14,9 @@ well inside its time budget; the results are read back per scenario from each `c
 
 Every server scenario `conformance list` gives for an era runs, and each must pass with no
 failure and no warning, except:
-- checks in tests/peers/expected-failures.yml: only checks that test HTTP itself (a status code,
-  a header), each with its reason there and its JSON-RPC half asserted here (JSONRPC_HALF);
+- checks in the project's tests/conformance/expected-failures.yml: only checks that test HTTP
+  itself (a status code, a header), each with its reason there and its JSON-RPC half asserted
+  here (JSONRPC_HALF);
   listing a check that passes fails the module (a stale entry);
 - the scenarios in HTTP_SCENARIOS, which run (the CLI has no way to leave one out of a suite)
   but whose results are not asserted, because they test the Streamable HTTP transport, which
@@ -34,7 +36,7 @@ and each must be SUCCESS, stricter than for the eras (no INFO, no SKIPPED), with
 exceptions: tasks-status-notifications, which this suite version skips itself (its one check
 is SKIPPED, saying its harness is pending; tests/runtime covers notifications/tasks), and the
 two checks of tasks-request-headers that compare HTTP headers with the body, listed in
-tests/peers/expected-failures.yml like the others (TASKS_HTTP_ONLY). What the suite records
+that file like the others (TASKS_HTTP_ONLY). What the suite records
 without judging it is asserted too where its description says MUST (TASKS_DETAILS: a cancelled
 slow_compute ends `cancelled`). The three of the skills extension (`io.modelcontextprotocol/
 skills`, SEP-2640: SKILLS_SCENARIOS) run the same way, against the skill the project ships
@@ -70,9 +72,11 @@ import pytest
 from peers.node import NodePeers, PeersUnavailableError, ensure_node_peers
 from peers.project import BakedProject, bake
 
-PEERS = Path(__file__).resolve().parents[1] / "peers"
-ADAPTER = PEERS / "http_stdio_adapter.py"
-EXPECTED_FAILURES = PEERS / "expected-failures.yml"
+REPO = Path(__file__).resolve().parents[2]
+#: The project's conformance files (no Jinja in these two: the template's are the bake's).
+PROJECT_CONFORMANCE = REPO / "{{cookiecutter.project_slug}}" / "tests" / "conformance"
+ADAPTER = PROJECT_CONFORMANCE / "stdio_bridge.py"
+EXPECTED_FAILURES = PROJECT_CONFORMANCE / "expected-failures.yml"
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"

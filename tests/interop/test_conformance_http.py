@@ -1,8 +1,9 @@
 """The official MCP conformance suite against a baked project's own Streamable HTTP endpoint.
 
-`<slug> http --port 0` serves the fixtures of tests/peers/conformance_tools.py (dropped into a
-freshly baked project, as for the stdio module) and @modelcontextprotocol/conformance (pinned in
-tests/peers/package.json, installed by tests/peers/node.py) talks to it directly: no adapter, so
+`<slug> http --port 0` serves the project's conformance fixtures (tests/conformance/fixtures.py,
+dropped into a freshly baked project's tools, as for the stdio module) and
+@modelcontextprotocol/conformance (pinned in tests/peers/package.json, installed by
+tests/peers/node.py) talks to it directly: no adapter, so
 every status code, header and stream the suite checks is the server's own. One CLI process runs
 every 2026-07-28 server scenario (`server --suite all --spec-version 2026-07-28`; the extension
 scenarios, tasks-* and sep-2640-*, belong to no protocol version and are not part of it), and
@@ -99,7 +100,7 @@ UNSCORED: Mapping[str, Mapping[str, str]] = {}
 #: 2025-11-25 basic/transports "Sending Messages" 6.: the server may close a stream's connection
 #: after an event with an id, SHOULD send `retry` first, and the client resumes with
 #: Last-Event-ID. The server's poll bound (seconds) under the suite; `test_reconnection` in
-#: tests/peers/conformance_tools.py outlasts it.
+#: the project's tests/conformance/fixtures.py outlasts it.
 SSE_POLL_SECONDS = "1"
 #: Where each record of the server's log begins (logging's default asctime, then the level).
 LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", re.MULTILINE)

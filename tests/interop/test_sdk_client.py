@@ -8,10 +8,10 @@ The Streamable HTTP tests point the SDK's HTTP client at one `<slug> http` proce
 (tests/peers/http_proxy.py) whose transcript the tests print and check.
 
 `deploy_to_aws` talks to moto's standalone server on 127.0.0.1 (AWS_ENDPOINT_URL, dummy
-credentials). The conformance fixtures (tests/peers/conformance_tools.py) are dropped into the
-same bake, so the AWS-free shapes (sampling, roots, several rounds, prompts, task tools) meet the
-SDK too. Every server of the module keeps its tasks in a state directory of the module's own
-(XDG_STATE_HOME), where the default task store lives.
+credentials). The conformance fixtures (the project's tests/conformance/fixtures.py) are dropped
+into the same bake, so the AWS-free shapes (sampling, roots, several rounds, prompts, task tools)
+meet the SDK too. Every server of the module keeps its tasks in a state directory of the
+module's own (XDG_STATE_HOME), where the default task store lives.
 
 Tasks (the `io.modelcontextprotocol/tasks` extension): mcp 2.3.0 has no tasks client. No module
 of `mcp` names the extension, and `Client.call_tool` validates a tools/call answer as

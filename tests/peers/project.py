@@ -24,7 +24,8 @@ from typing import IO
 
 HERE = Path(__file__).resolve().parent
 TEMPLATE = HERE.parent.parent
-CONFORMANCE_TOOLS = HERE / "conformance_tools.py"
+#: Where a bake keeps the conformance suite's fixtures, its stdio bridge and expected failures.
+PROJECT_CONFORMANCE = Path("tests", "conformance")
 #: What `<slug> http` writes to stderr once it listens (the URL of its endpoint).
 SERVING = re.compile(r"serving MCP at (http://\S+/mcp)")
 #: A cold start (uvicorn's import included) on a loaded 2-core machine takes a few seconds.
@@ -75,8 +76,10 @@ class BakedProject:
         )
 
     def add_conformance_tools(self) -> None:
-        """Drop the conformance fixtures in as one more tools module (the registry finds it)."""
-        shutil.copyfile(CONFORMANCE_TOOLS, self.tools_dir / CONFORMANCE_TOOLS.name)
+        """Drop the bake's own conformance fixtures (`tests/conformance/fixtures.py`) in as one
+        more tools module, so the plain server serves them (the registry finds it)."""
+        fixtures = self.root / PROJECT_CONFORMANCE / "fixtures.py"
+        shutil.copyfile(fixtures, self.tools_dir / "conformance_fixtures.py")
 
 
 def bake(output_dir: Path, *, project_name: str = "Peer Check", aws: bool = True) -> BakedProject:

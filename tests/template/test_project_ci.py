@@ -78,6 +78,8 @@ def test_every_run_step_calls_something_the_project_installs(
                 installed |= set(words[6:])
             elif words[:2] == ["python", "-m"]:
                 assert words[2] in installed | STANDARD_MODULES, (name, step)
+            elif words[0] == "python":  # a script of the project's own
+                assert (project / words[1]).is_file(), (name, step)
             else:
                 assert words[0] in scripts | RUNNER_COMMANDS, (name, step)
         assert {"ruff", "mypy", "pytest"} <= installed, name
@@ -96,7 +98,7 @@ def test_the_check_workflow_runs_on_linux_macos_and_windows_with_each_python(
     projects: Mapping[str, Path], combination: str
 ) -> None:
     workflow = projects[combination] / ".github" / "workflows" / "check.yml"
-    (job,) = yaml.safe_load(workflow.read_text(encoding="utf-8"))["jobs"].values()
+    job = yaml.safe_load(workflow.read_text(encoding="utf-8"))["jobs"]["check"]
     assert job["runs-on"] == "${{ matrix.os }}"
     assert job["strategy"]["fail-fast"] is False  # one system failing hides nothing of another
     jobs = matrix_jobs(job)
@@ -112,3 +114,16 @@ def test_the_check_workflow_runs_on_linux_macos_and_windows_with_each_python(
     assert any(
         step.get("run") == "git config --global core.autocrlf false" for step in steps[:checkout]
     )
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_the_check_workflow_runs_the_conformance_suite_with_the_node_it_needs(
+    projects: Mapping[str, Path], combination: str
+) -> None:
+    workflow = projects[combination] / ".github" / "workflows" / "check.yml"
+    job = yaml.safe_load(workflow.read_text(encoding="utf-8"))["jobs"]["conformance"]
+    steps = job["steps"]
+    node = next(step for step in steps if step.get("uses", "").startswith("actions/setup-node"))
+    assert node["with"]["node-version"] == "22"  # the suite's own minimum
+    runs = [step["run"] for step in steps if "run" in step]
+    assert runs == ['python -m pip install -e ".[dev]"', "python tests/conformance/run.py"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import secrets
 from typing import Any
 
 import pytest
-import yaml
 
 from {{ cookiecutter.package_name }}.app import build_server
 from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
@@ -22,6 +22,13 @@ from {{ cookiecutter.package_name }}.mrtr_runtime.testing import (
 )
 
 pytestmark = pytest.mark.anyio
+
+
+def yaml_load(text: str) -> Any:
+    """PyYAML's safe_load (PyYAML ships no type information: loaded by name, as the runtime
+    loads it)."""
+    return importlib.import_module("yaml").safe_load(text)
+
 
 SKILLS = "io.modelcontextprotocol/skills"
 
@@ -57,7 +64,7 @@ async def test_every_listed_file_is_served_as_its_entry_says(client: MemoryClien
             assert resource["digest"] == "sha256:" + hashlib.sha256(content).hexdigest()
         # The frontmatter is the file's own, as a YAML parser reads it.
         text = (await read_bytes(client, skill["uri"])).decode()
-        assert yaml.safe_load(text.split("---")[1]) == skill["frontmatter"]
+        assert yaml_load(text.split("---")[1]) == skill["frontmatter"]
         got = await client.request("skills/get", {"uri": skill["uri"]})
         assert got["skill"] == skill
 

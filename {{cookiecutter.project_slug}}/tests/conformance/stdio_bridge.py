@@ -5,7 +5,7 @@ modelcontextprotocol/conformance#258). This bridge gives it one, for both protoc
 server speaks. Stdlib only; test-only; binds 127.0.0.1. It frames and routes messages and keeps
 ids apart; it holds no MCP logic beyond that, except the rule checks listed at the end.
 
-    python3 http_stdio_adapter.py [--port N] -- python -m my_server
+    python tests/conformance/stdio_bridge.py [--port N] -- python -m my_server
 
 Where a POSTed message goes:
 - 2026-07-28 traffic (stateless: no `Mcp-Session-Id`) goes to one shared child, started with

@@ -1,28 +1,26 @@
 """The fixtures the MCP conformance suite calls, written with the runtime's public tool API only.
 
-Test-only: `tests/interop/test_conformance.py` (stdio) and `tests/interop/test_conformance_http.py`
-(Streamable HTTP) copy this file into a baked project's `src/<package>/tools/`; generated projects
-never contain it. Because it imports nothing but `..mrtr_runtime`'s public face (and pydantic, as
-any tool module does), it also proves that face can express what the suite checks, in both eras:
-every kind of content (text, image, audio, embedded resources, a mix, an error), progress and
-log messages to the client, prompts with arguments, images and embedded resources, text, binary
-and templated resources, completions, forms with defaults and enums, a JSON Schema 2020-12 input
-schema, a parameter HTTP clients mirror in a header (`x-mcp-header`), and every MRTR shape (one
-elicitation, sampling, roots, state that must round-trip, several requests at once, several
-rounds, a tampered state, degrading to the client's declared capabilities, a prompt that asks
-for input, a tool that cannot run without a capability). In the 2025-11-25 era the same
-`request_input` tools ask with real `sampling/createMessage` and `elicitation/create`. Tools
-that run as tasks (the `io.modelcontextprotocol/tasks` extension): optional and required, one
-that asks before its task starts, ones that ask from inside it, one at a time or two at once,
-and each way a task ends (a result, a tool error, a protocol error, a cancellation).
+Test-only: `serve.py` beside this file imports it before it starts the server, so its tools,
+prompts and resources join the project's own for a conformance run (`run.py`) and never ship:
+it lives in `tests/`, not in the tools package. It imports nothing but the runtime's public
+face (and pydantic, as any tool module does), so it also shows that face can express what the
+suite checks, in both eras: every kind of content (text, image, audio, embedded resources, a
+mix, an error), progress and log messages to the client, prompts with arguments, images and
+embedded resources, text, binary and templated resources, completions, forms with defaults and
+enums, a JSON Schema 2020-12 input schema, a parameter HTTP clients mirror in a header
+(`x-mcp-header`), and every multi round-trip shape (one elicitation, sampling, roots, state that
+must round-trip, several requests at once, several rounds, a tampered state, degrading to the
+client's declared capabilities, a prompt that asks for input, a tool that cannot run without a
+capability). In the 2025-11-25 era the same tools ask with real `sampling/createMessage` and
+`elicitation/create`. Tools that run as tasks (the `io.modelcontextprotocol/tasks` extension):
+optional and required, one that asks before its task starts, ones that ask from inside it, one
+at a time or two at once, and each way a task ends (a result, a tool error, a protocol error, a
+cancellation).
 
-Names, keys, URIs and texts follow @modelcontextprotocol/conformance 0.2.0-alpha.12,
-`src/scenarios/server/*.ts` (tools, prompts, resources, utils, elicitation-defaults,
-elicitation-enums, json-schema-2020-12, input-required-result, stateless,
-http-custom-header-server-validation) and `src/scenarios/server/tasks/*.ts` (lifecycle,
-capability-negotiation, wire-fields, request-state-removal, mrtr-input, request-headers,
-dispatch-and-envelope, required-task-error, mrtr-composition; status-notifications names no
-fixture).
+Names, keys, URIs and texts are the ones @modelcontextprotocol/conformance 0.2.0-alpha.12 calls
+(its server scenarios: tools, prompts, resources, utils, elicitation defaults and enums, JSON
+Schema 2020-12, input-required results, stateless, the custom-header check, and the tasks
+extension's); a newer suite may call more, and `run.py` then names what it missed.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..mrtr_runtime import (
+from {{ cookiecutter.package_name }}.mrtr_runtime import (
     Accepted,
     Cancelled,
     Context,
@@ -57,7 +55,7 @@ from ..mrtr_runtime import (
     list_roots,
     sample,
 )
-from . import registry
+from {{ cookiecutter.package_name }}.tools import registry
 
 
 class Name(BaseModel):
@@ -425,7 +423,7 @@ async def test_tool_with_logging(*, ctx: Context) -> str:
 
 # -- 2025-11-25 SSE polling: server-sse-polling ------------------------------------------------
 #: The server under the suite closes a 2025-11-25 stream's connection after
-#: MRTR_HTTP_SSE_POLL_SECONDS (tests/interop/test_conformance_http.py sets 1), so a call that
+#: MRTR_HTTP_SSE_POLL_SECONDS (run.py sets 1 for the suite), so a call that
 #: outlasts it has its POST connection closed mid-call, with `retry`, and its result goes to the GET
 #: that resumes the stream with Last-Event-ID. Outlasting it by half leaves half of it to the
 #: resuming GET, which is itself held that long, to take the result.
@@ -706,7 +704,7 @@ async def protocol_error_job(*, ctx: Context) -> str:
     (tasks "Task Execution Errors"; any other failure of a tool is an isError result, and
     its task ends `completed`). `RpcError` comes from the `testing` face: a tool ordinarily
     has no protocol error of its own to raise."""
-    from ..mrtr_runtime.testing import RpcError
+    from {{ cookiecutter.package_name }}.mrtr_runtime.testing import RpcError
 
     ctx.start_task("Running a job that breaks")
     await _work(ctx, 0.2)
