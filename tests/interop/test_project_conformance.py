@@ -80,7 +80,7 @@ def test_the_projects_conformance_job_passes_over_stdio_and_http(
             row = rf"^\| {transport} \| [^|]+ \| {scenario} \| (\d+) / \1 \|"
             assert re.search(row, done.stdout, re.MULTILINE), (transport, scenario)
     # The suite's own files stay where the CI job uploads them from.
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["http", "stdio"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".conformance-run", "http", "stdio"]
 
 
 def test_a_project_without_the_http_wing_runs_stdio_and_says_why_not_http(
@@ -150,3 +150,89 @@ def test_the_expected_failures_are_read_as_scenario_check_pairs(
     assert len(entries) == 12
     assert all(entry.count(":") == 1 and " " not in entry for entry in entries)
     assert "server-stateless:sep-2575-http-server-method-not-found-404-ping" in entries
+
+
+def test_the_runner_empties_only_a_directory_it_made(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    runner = load_runner(installed("aws").project)
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "important.txt").write_text("my work", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="not empty and no earlier run"):
+        runner.clear(precious)
+    assert (precious / "important.txt").read_text(encoding="utf-8") == "my work"
+    made = tmp_path / "made"
+    runner.clear(made)
+    (made / "stdio").mkdir()
+    runner.clear(made)  # its own: emptied again
+    assert sorted(path.name for path in made.iterdir()) == [runner.MARKER]
+
+
+#: A stand-in for the suite's CLI: results for every scenario it is asked for, but none for
+#: `sep-2640-skills-manifest`, as a crash or a name the suite does not know would leave.
+FAKE_SUITE = """
+import json, sys, pathlib
+args = sys.argv[1:]
+out = pathlib.Path(args[args.index("-o") + 1])
+if "--scenario" in args:
+    names = [args[args.index("--scenario") + 1]]
+else:
+    names = ["tools-list"]
+    print("Total: 1 passed")
+for name in names:
+    if name == "sep-2640-skills-manifest":
+        print("Unknown scenario", name)
+        sys.exit(1)
+    folder = out / f"server-{name}-2026-12-07T10-00-00-000Z"
+    folder.mkdir(parents=True)
+    (folder / "checks.json").write_text(json.dumps([{"id": "ok", "status": "SUCCESS"}]))
+"""
+
+
+def test_a_scenario_that_wrote_no_results_fails_the_run(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    project = installed("aws")
+    fake = tmp_path / "fake_suite.py"
+    fake.write_text(FAKE_SUITE, encoding="utf-8")
+    done = run(
+        [
+            str(project.python),
+            "tests/conformance/run.py",
+            "--transport",
+            "stdio",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        cwd=project.project,
+        env={"MRTR_CONFORMANCE_CLI": shlex.join([str(project.python), str(fake)])},
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "sep-2640-skills-manifest did not run:" in done.stdout
+    assert "Unknown scenario sep-2640-skills-manifest" in done.stdout
+    # The HTTP-only checks it lists never failed here: each is stale, and says so.
+    assert "listed in expected-failures.yml but did not fail" in done.stdout
+
+
+def test_a_suite_that_cannot_start_is_said_not_a_traceback(
+    installed: Callable[[str], Installed], tmp_path: Path
+) -> None:
+    project = installed("aws")
+    done = run(
+        [
+            str(project.python),
+            "tests/conformance/run.py",
+            "--transport",
+            "stdio",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
+        cwd=project.project,
+        env={"MRTR_CONFORMANCE_CLI": "/nonexistent/node suite.js"},
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "cannot start the suite (/nonexistent/node suite.js server" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr

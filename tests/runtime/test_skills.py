@@ -59,8 +59,10 @@ def write_skill(root: Path, name: str = "pdf-tools", skill_md: str = SKILL_MD) -
     return folder
 
 
-def serve(directory: Path, registry: Registry | None = None) -> MemoryClient:
-    shelf = SkillShelf.found_in(directory)
+def serve(
+    directory: Path, registry: Registry | None = None, keys: tuple[bytes, ...] = ()
+) -> MemoryClient:
+    shelf = SkillShelf.found_in(directory, lambda: keys)
     server = Server(
         name="skills",
         version="1",
@@ -209,8 +211,8 @@ async def test_nested_skills_and_prefixes_are_listed_flat(tmp_path: Path) -> Non
     outer = "skill://acme/billing/refunds/SKILL.md"
     inner = "skill://acme/billing/refunds/references/nested-one/SKILL.md"
     assert set(listed) == {outer, inner}
-    # The enclosing skill's files include the nested skill's (its supporting files).
-    assert inner in {resource["uri"] for resource in listed[outer]["resources"]}
+    # A folder with a SKILL.md of its own is that skill's, not a file of the one around it.
+    assert inner not in {resource["uri"] for resource in listed[outer]["resources"]}
     prefix = await client.request("resources/directory/read", {"uri": "skill://acme/billing"})
     assert [item["uri"] for item in prefix["resources"]] == ["skill://acme/billing/refunds"]
 
@@ -358,7 +360,7 @@ def project_with_skills(tmp_path: Path) -> Project:
 
 
 def test_a_project_serves_the_skills_folder_beside_its_tools(tmp_path: Path) -> None:
-    shelf = project_with_skills(tmp_path).skills()
+    shelf = project_with_skills(tmp_path).skills({})
     assert shelf is not None
     assert shelf.directory == (tmp_path / "pkg" / "skills").resolve()
     assert shelf.resources()[0].uri == "skill://pdf-tools/SKILL.md"
@@ -369,7 +371,94 @@ def test_a_skills_folder_without_the_wing_is_said_and_the_tools_still_serve(
 ) -> None:
     monkeypatch.setattr(project_module, "has_wing", lambda name: name != "skills")
     with caplog.at_level(logging.WARNING, logger="mrtr_runtime"):
-        assert project_with_skills(tmp_path).skills() is None
+        assert project_with_skills(tmp_path).skills({}) is None
     (record,) = caplog.records
     assert "is not served" in record.getMessage()
     assert "include_skills" in record.getMessage()
+
+
+# -- what a wheel may not ship is not served either --------------------------------------------
+
+KEY = bytes(range(32))
+
+
+@pytest.mark.parametrize(
+    "copy", [KEY.hex(), KEY.hex().upper(), base64.b64encode(KEY).decode(), f"key = {KEY!r}"]
+)
+async def test_a_file_holding_the_servers_signing_key_stops_the_load(
+    tmp_path: Path, copy: str
+) -> None:
+    folder = write_skill(tmp_path / "skills")
+    (folder / "references" / "notes.md").write_text(f"# Notes\n{copy}\n", encoding="utf-8")
+    with pytest.raises(RpcError) as raised:
+        await serve(tmp_path / "skills", keys=(KEY,)).request("skills/list", {})
+    message = raised.value.message
+    assert "skills/pdf-tools/references/notes.md: holds a signing key" in message
+    # The message names the file from the skills folder down: no path of the server's own.
+    assert str(tmp_path) not in message
+
+
+async def test_an_aws_key_pair_in_a_skill_stops_the_load(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path / "skills")
+    (folder / "references" / "setup.md").write_text(
+        "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RpcError) as raised:
+        await serve(tmp_path / "skills").request("skills/list", {})
+    assert "skills/pdf-tools/references/setup.md" in raised.value.message
+
+
+@pytest.mark.parametrize("linked", ["skill", "skills folder"])
+async def test_a_linked_skill_or_skills_folder_stops_the_load(tmp_path: Path, linked: str) -> None:
+    outside = tmp_path / "outside"
+    write_skill(outside)
+    if linked == "skill":
+        (tmp_path / "skills").mkdir()
+        (tmp_path / "skills" / "pdf-tools").symlink_to(outside / "pdf-tools")
+    else:
+        (tmp_path / "skills").symlink_to(outside)
+    shelf = SkillShelf.found_in(tmp_path / "skills")
+    assert shelf is not None  # found at start, said when loaded, where a client reads it
+    with pytest.raises(RpcError) as raised:
+        await serve(tmp_path / "skills").request("skills/list", {})
+    assert "symbolic link" in raised.value.message and str(outside) not in raised.value.message
+
+
+async def test_uris_are_percent_encoded_per_segment_and_read_back(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path / "My Group")
+    for name in ("a b.md", "x#y.md", "q?.md", "100%.md"):
+        (folder / "references" / name).write_text(name, encoding="utf-8")
+    client = serve(tmp_path)
+    (entry,) = (await client.request("skills/list", {}))["skills"]
+    assert entry["uri"] == "skill://My%20Group/pdf-tools/SKILL.md"
+    uris = {resource["uri"] for resource in entry["resources"]}
+    base = "skill://My%20Group/pdf-tools/references/"
+    for encoded, name in (("a%20b.md", "a b.md"), ("x%23y.md", "x#y.md"), ("q%3F.md", "q?.md")):
+        assert base + encoded in uris
+        assert await read_bytes(client, base + encoded) == name.encode()
+    assert await read_bytes(client, base + "100%25.md") == b"100%.md"
+    with pytest.raises(RpcError):
+        await read_bytes(client, base + "a b.md")  # the unencoded form names nothing
+
+
+async def test_a_skill_inside_a_skill_is_its_own_not_a_file_of_the_outer(tmp_path: Path) -> None:
+    outer = write_skill(tmp_path, "outer", frontmatter(name="outer", description="Outer."))
+    (outer / "inner").mkdir()
+    (outer / "inner" / "SKILL.md").write_text(
+        frontmatter(name="inner", description="Inner."), encoding="utf-8"
+    )
+    entries = {
+        entry["frontmatter"]["name"]: entry
+        for entry in (await serve(tmp_path).request("skills/list", {}))["skills"]
+    }
+    assert sorted(entries) == ["inner", "outer"]
+    outer_files = {resource["uri"] for resource in entries["outer"]["resources"]}
+    assert "skill://outer/inner/SKILL.md" not in outer_files
+    assert [r["uri"] for r in entries["inner"]["resources"]] == ["skill://outer/inner/SKILL.md"]
+
+
+def test_a_skill_only_in_a_hidden_folder_is_no_skill(tmp_path: Path) -> None:
+    write_skill(tmp_path / ".drafts")
+    assert SkillShelf.found_in(tmp_path) is None

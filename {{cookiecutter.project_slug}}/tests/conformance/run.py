@@ -85,6 +85,8 @@ SCENARIO_TIMEOUT_SECONDS = 300
 SERVER_START_SECONDS = 60
 #: Variables that would make the HTTP server ask for credentials the suite does not have.
 AUTH_VARIABLES = ("MRTR_HTTP_TOKEN", "MRTR_HTTP_TOKENS_FILE", "MRTR_OAUTH_ISSUER")
+#: Marks a directory as this script's output, so a later run may empty it.
+MARKER = ".conformance-run"
 CHECKS_DIR = re.compile(r"server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z")
 LISTENING = re.compile(r"serving MCP at (http://\S+)")
 
@@ -113,10 +115,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"conformance: {error}\n")
         return 2
     output_dir: Path = options.output_dir.resolve()
-    shutil.rmtree(output_dir, ignore_errors=True)
+    try:
+        clear(output_dir)
+    except RuntimeError as error:
+        sys.stderr.write(f"conformance: {error}\n")
+        return 2
     verdicts = [run_transport(cli, transport, output_dir / transport) for transport in transports]
     report(verdicts)
     return 1 if any(verdict.failures for verdict in verdicts) else 0
+
+
+def clear(output_dir: Path) -> None:
+    """Empty `output_dir` for this run: only a new or empty directory, or one an earlier run
+    marked as its own; any other is refused, never deleted."""
+    marker = output_dir / MARKER
+    if output_dir.exists() and any(output_dir.iterdir()) and not marker.is_file():
+        raise RuntimeError(
+            f"{output_dir} is not empty and no earlier run of this script made it; give "
+            "--output-dir a new or empty directory"
+        )
+    if output_dir.exists():
+        for child in output_dir.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text("written by tests/conformance/run.py\n", encoding="utf-8")
 
 
 def serves_http() -> bool:
@@ -131,7 +156,10 @@ def suite_command() -> list[str]:
         return shlex.split(configured)
     npx, node = shutil.which("npx"), shutil.which("node")
     if npx is None or node is None:
-        raise RuntimeError(f"needs Node.js {MIN_NODE_MAJOR}+ with npx on PATH (nodejs.org)")
+        raise RuntimeError(
+            f"needs Node.js {MIN_NODE_MAJOR}+ with npx on PATH (nodejs.org), or "
+            "MRTR_CONFORMANCE_CLI naming the suite's command line"
+        )
     version = subprocess.run(
         [node, "--version"], capture_output=True, text=True, check=False, timeout=30
     ).stdout.strip()
@@ -153,19 +181,32 @@ def run_transport(cli: Sequence[str], transport: str, work: Path) -> Verdict:
     seen_expected: set[str] = set()
     with serving(transport, work, verdict) as url:
         for era in ERAS:
-            output = run_suite(cli, ["--suite", "all", "--spec-version", era], url, work / era)
-            if "Total:" not in output:
+            selection = ["--suite", "all", "--spec-version", era]
+            output = run_suite(cli, selection, url, work / era)
+            if "Total:" not in output or not ran(work / era):
                 verdict.failures.append(f"{era}: the suite did not finish:\n{output[-3000:]}")
             judge(work / era, era, verdict, expected, seen_expected)
         extensions = work / "extensions"
         for scenario in EXTENSION_SCENARIOS:
-            run_suite(cli, ["--scenario", scenario], url, extensions, SCENARIO_TIMEOUT_SECONDS)
+            selection = ["--scenario", scenario]
+            output = run_suite(cli, selection, url, extensions, SCENARIO_TIMEOUT_SECONDS)
+            if scenario not in ran(extensions):
+                verdict.failures.append(f"{scenario} did not run:\n{output[-3000:]}")
         judge(extensions, "extension", verdict, expected, seen_expected)
     for stale in sorted(expected - seen_expected):
         verdict.failures.append(
             f"{stale}: listed in expected-failures.yml but did not fail: remove the entry"
         )
     return verdict
+
+
+def ran(output_dir: Path) -> set[str]:
+    """The scenarios the suite wrote results for under `output_dir`."""
+    return {
+        match.group(1)
+        for checks in output_dir.glob("server-*/checks.json")
+        if (match := CHECKS_DIR.fullmatch(checks.parent.name)) is not None
+    }
 
 
 def run_suite(
@@ -177,11 +218,30 @@ def run_suite(
 ) -> str:
     command = [*cli, "server", "--url", url, *selection, "-o", str(output_dir)]
     env = {**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"}
-    done = subprocess.run(
-        command, capture_output=True, text=True, env=env, timeout=timeout, check=False
-    )
+    try:
+        # A session of its own, so a timeout stops npx's node too, not only npx.
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as error:
+        output = f"cannot start the suite ({shlex.join(command)}): {error}"
+    else:
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            if sys.platform == "win32":
+                process.kill()
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            output += f"\n(stopped after {timeout:.0f} s)"
     # Its exit status is 1 whenever a check failed, expected ones included: run.py judges.
-    output = done.stdout + done.stderr
     output_dir.mkdir(parents=True, exist_ok=True)
     with (output_dir / "cli.log").open("a", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(command)}\n{output}\n")

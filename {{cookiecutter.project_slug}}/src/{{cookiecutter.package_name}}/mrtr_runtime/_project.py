@@ -12,6 +12,7 @@ bundle uses). See ``_config.py``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
@@ -84,9 +85,11 @@ class Project:
             return root
         return None
 
-    def skills(self) -> SkillCatalog | None:
+    def skills(self, environ: Mapping[str, str]) -> SkillCatalog | None:
         """The project's skills: ``skills/`` beside ``tools/`` when it holds a SKILL.md (the
-        skills extension); None otherwise. Only looked at here: read on first use."""
+        skills extension); None otherwise. Only looked at here: read on first use, with the
+        signing keys this server could hold (`environ`'s and its key files'), which no skill
+        file may contain."""
         tools_file = self.tools.__file__
         if tools_file is None:
             return None
@@ -98,7 +101,15 @@ class Project:
             # serve; the author reads why the skills do not.
             _logger.warning("%s is not served: %s", directory, missing_wing("skills"))
             return None
-        shelf: SkillCatalog | None = load_wing("skills").SkillShelf.found_in(directory)
+        # Where the build's artifact rule looks for keys (imported here: the command line's
+        # package imports this module).
+        from .cli._artifacts import key_sources, read_keys
+
+        root = self.root() or directory.parent
+        sources = key_sources(root, self.name, environ)
+        shelf: SkillCatalog | None = load_wing("skills").SkillShelf.found_in(
+            directory, functools.partial(read_keys, sources, environ)
+        )
         return shelf
 
     def default_key_file(self) -> Path | None:
@@ -152,7 +163,7 @@ class Project:
         # (after the first answer) only if `may_hold_tasks` says there is something to resume.
         tasks = self.task_backend(settings, environ)
         return Server(
-            skills=self.skills(),
+            skills=self.skills(environ),
             name=self.name,
             version=self.version,
             registry=self.registry,

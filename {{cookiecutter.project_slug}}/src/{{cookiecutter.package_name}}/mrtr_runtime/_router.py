@@ -230,7 +230,9 @@ class Server:
         self.skills = skills
         if skills is not None:
             registry.defer_loader(
-                f"the skills in {skills.directory}", functools.partial(_serve_skill_files, skills)
+                # Named from the skills folder down: a client reads this if the load fails.
+                f"the skills in {skills.directory.name}/",
+                functools.partial(_serve_skill_files, skills),
             )
         self.instructions = instructions
         self.info: dict[str, Any] = {"name": name, "version": version}

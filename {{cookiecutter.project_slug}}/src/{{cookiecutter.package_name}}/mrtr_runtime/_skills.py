@@ -11,9 +11,12 @@ JSON and every file with its ``sha256:`` digest and size.
 The rules of the extension this module holds: the last segment of the skill path is the
 frontmatter ``name``, which follows the Agent Skills naming rules; ``resources`` lists every
 file, ``SKILL.md`` included, each once; a skill over 512 files or 16 MiB is not served; an
-unknown URI is -32602. What ships is what the artifacts rule lets ship (`cli/_artifacts`): a
-hidden file, byte code or a backup copy is no file of the skill, a symbolic link or a file named
-like a credential stops the load and is named.
+unknown URI is -32602. What is served is what the artifacts rule lets a wheel ship
+(`cli/_artifacts`): a hidden file, byte code or a backup copy is no file of the skill; a symbolic
+link anywhere under the skills folder (the folder itself included), a file named like a
+credential, and a file that holds one of the server's signing keys or an AWS key stop the load
+and are named, by their path from the skills folder down. URIs are percent-encoded per segment;
+a folder holding its own SKILL.md is a skill of its own, not a file of the one above it.
 
 The files are read once, at the first request that needs them (never at start-up: the server's
 first answer does not wait), and served from that snapshot, so a digest always matches the bytes
@@ -27,16 +30,18 @@ import hashlib
 import importlib
 import json
 import mimetypes
+import os
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote
 
 from ._errors import MrtrError
 from ._jsonrpc import INVALID_PARAMS, JSONObject, RpcError, clip
 from ._wire import SKILLS_EXTENSION
-from .cli._artifacts import EXCLUDE, name_verdict
+from .cli._artifacts import EXCLUDE, REFUSE, ArtifactFilter, name_verdict
 
 __all__ = ("SKILLS_EXTENSION", "SkillError", "SkillShelf")
 
@@ -107,28 +112,35 @@ class SkillResource:
 class SkillShelf:
     """The skills under `directory`, read on first use (`load`)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, keys: Callable[[], Iterable[bytes]] = tuple) -> None:
+        """`keys`: the signing keys the server could hold, read when the skills are loaded: a
+        skill file that holds one is refused, as the artifact rule refuses it in a wheel."""
         self.directory = directory
+        self._keys = keys
         self._skills: dict[str, Skill] | None = None
         #: Every directory resource (`inode/directory`) by URI: its direct children.
         self._directories: dict[str, list[JSONObject]] = {}
 
     @staticmethod
-    def found_in(directory: Path) -> SkillShelf | None:
-        """A shelf for `directory` when it holds a SKILL.md at some depth; None otherwise (the
-        server then declares no skills)."""
+    def found_in(directory: Path, keys: Callable[[], Iterable[bytes]] = tuple) -> SkillShelf | None:
+        """A shelf for `directory` when it holds a skill (a SKILL.md outside hidden folders);
+        None otherwise (the server then declares no skills). Reads no file."""
         if not directory.is_dir():
             return None
-        return SkillShelf(directory) if any(directory.rglob(SKILL_FILE)) else None
+        try:
+            found = bool(_skill_roots(directory))
+        except SkillError:
+            found = True  # a link: said where the skills are loaded, not at start-up
+        return SkillShelf(directory, keys) if found else None
 
     def load(self) -> dict[str, Skill]:
         """Every skill, by its SKILL.md URI. Raises SkillError naming the file and the reason."""
         if self._skills is None:
+            rule = ArtifactFilter(self._keys())
             skills: dict[str, Skill] = {}
-            for skill_md in sorted(self.directory.rglob(SKILL_FILE)):
-                skill = self._read_skill(skill_md.parent)
-                if skill is not None:
-                    skills[skill.uri] = skill
+            for root in _skill_roots(self.directory):
+                skill = self._read_skill(root, rule)
+                skills[skill.uri] = skill
             self._directories = _directories_of(skills.values())
             self._skills = skills
         return self._skills
@@ -182,44 +194,83 @@ class SkillShelf:
 
     # -- reading one skill ------------------------------------------------------------------
 
-    def _read_skill(self, root: Path) -> Skill | None:
-        relative_root = root.relative_to(self.directory).as_posix()
-        if relative_root == "." or name_verdict(relative_root) is not None:
-            if relative_root == ".":
-                raise SkillError(
-                    f"{self.directory / SKILL_FILE}: a skill is a directory inside "
-                    f"{self.directory.name}/, named as its frontmatter names it"
-                )
-            return None  # inside a hidden or byte-code directory: not shipped, not served
-        frontmatter = _frontmatter(root / SKILL_FILE)
+    def _read_skill(self, root: Path, rule: ArtifactFilter) -> Skill:
+        shown = _shown(self.directory, root / SKILL_FILE)
+        if root == self.directory:
+            raise SkillError(
+                f"{shown}: a skill is a directory inside {self.directory.name}/, named as its "
+                "frontmatter names it"
+            )
+        frontmatter = _frontmatter(root / SKILL_FILE, shown)
         name = frontmatter["name"]
         if _NAME.fullmatch(name) is None:
             raise SkillError(
-                f"{root / SKILL_FILE}: name {name!r} breaks the Agent Skills naming rules "
+                f"{shown}: name {name!r} breaks the Agent Skills naming rules "
                 "(1-64 lowercase letters, digits and single hyphens, not first or last)"
             )
         if root.name != name:
             raise SkillError(
-                f"{root / SKILL_FILE}: the skill's directory is {root.name!r} but its name is "
+                f"{shown}: the skill's directory is {root.name!r} but its name is "
                 f"{name!r}; the last segment of a skill's path must be its name"
             )
-        base = f"skill://{relative_root}"
-        paths = _files_of(root)
+        base = "skill://" + _uri_path(root.relative_to(self.directory).as_posix())
+        paths = _files_of(root, self.directory)
         # Counted before anything is read: a runaway folder is refused, not loaded.
         total = sum(path.stat().st_size for _, path in paths)
         if len(paths) > MAX_FILES_PER_SKILL or total > MAX_BYTES_PER_SKILL:
             raise SkillError(
-                f"{root}: {len(paths)} files, {total} bytes; a skill may hold at most "
-                f"{MAX_FILES_PER_SKILL} files and {MAX_BYTES_PER_SKILL} bytes (the extension's "
-                "limits: hosts need not load more)"
+                f"{_shown(self.directory, root)}: {len(paths)} files, {total} bytes; a skill may "
+                f"hold at most {MAX_FILES_PER_SKILL} files and {MAX_BYTES_PER_SKILL} bytes (the "
+                "extension's limits: hosts need not load more)"
             )
         files = []
         for relative, path in paths:
+            # What a wheel may not ship, a server does not serve: a signing key, AWS keys.
+            verdict = rule.judge(path, relative)
+            if verdict is not None and verdict[0] == REFUSE:
+                raise SkillError(f"{_shown(self.directory, path)}: {verdict[1]}")
             content = path.read_bytes()
-            files.append(
-                SkillFile(f"{base}/{relative}", relative, content, _mime_type(relative, content))
-            )
+            uri = f"{base}/{_uri_path(relative)}"
+            files.append(SkillFile(uri, relative, content, _mime_type(relative, content)))
         return Skill(f"{base}/{SKILL_FILE}", frontmatter, tuple(files))
+
+
+def _shown(directory: Path, path: Path) -> str:
+    """`path` as a message shows it: from the skills folder's name down (a client reads these
+    messages too; the server's own paths are not theirs to know)."""
+    return path.relative_to(directory.parent).as_posix()
+
+
+def _uri_path(path: str) -> str:
+    """A path as URI segments: each percent-encoded (RFC 3986), so a space, `#`, `?` or `%` in a
+    name stays part of the name."""
+    return "/".join(quote(segment, safe="") for segment in path.split("/"))
+
+
+def _skill_roots(directory: Path) -> list[Path]:
+    """Every directory under `directory` (itself included) holding a SKILL.md, sorted; hidden
+    and byte-code folders are not looked into, and a symbolic link anywhere stops the load."""
+    if directory.is_symlink():
+        raise SkillError(f"{directory.name}/ is a symbolic link; {_LINK}")
+    roots = []
+    for current, subdirectories, files in os.walk(directory):
+        here = Path(current)
+        kept = []
+        for name in sorted(subdirectories):
+            path = here / name
+            verdict = name_verdict(path.relative_to(directory).as_posix())
+            if verdict is not None and verdict[0] == EXCLUDE:
+                continue
+            if path.is_symlink():
+                raise SkillError(f"{_shown(directory, path)}: a symbolic link; {_LINK}")
+            kept.append(name)
+        subdirectories[:] = kept
+        if SKILL_FILE in files:
+            roots.append(here)
+    return sorted(roots)
+
+
+_LINK = "it could serve what it points at. Copy the files in, or remove the link"
 
 
 def _directories_of(skills: Iterable[Skill]) -> dict[str, list[JSONObject]]:
@@ -251,37 +302,45 @@ def _child_order(child: JSONObject) -> tuple[bool, str]:
     return child["mimeType"] == DIRECTORY, str(child["uri"])
 
 
-def _files_of(root: Path) -> list[tuple[str, Path]]:
-    """(path within the skill, path) of every file that ships, sorted; SKILL.md first."""
+def _files_of(root: Path, directory: Path) -> list[tuple[str, Path]]:
+    """(path within the skill, path) of every file that ships, sorted, SKILL.md first; a
+    folder holding a SKILL.md of its own is another skill, not part of this one."""
     found: list[tuple[str, Path]] = []
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            raise SkillError(
-                f"{path}: a symbolic link in a skill; it could serve what it points at. Copy "
-                "the file in, or remove the link"
-            )
-        if not path.is_file():
-            continue
-        verdict = name_verdict(relative)
-        if verdict is not None:
-            kind, why = verdict
-            if kind == EXCLUDE:
+    for current, subdirectories, files in os.walk(root):
+        here = Path(current)
+        kept = []
+        for name in sorted(subdirectories):
+            path = here / name
+            verdict = name_verdict(path.relative_to(root).as_posix())
+            if (verdict is not None and verdict[0] == EXCLUDE) or (path / SKILL_FILE).is_file():
                 continue
-            raise SkillError(f"{path}: {why}")
-        found.append((relative, path))
+            kept.append(name)  # _skill_roots refused any link among them
+        subdirectories[:] = kept
+        for name in files:
+            path = here / name
+            relative = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                raise SkillError(f"{_shown(directory, path)}: a symbolic link; {_LINK}")
+            verdict = name_verdict(relative)
+            if verdict is not None:
+                kind, why = verdict
+                if kind == EXCLUDE:
+                    continue
+                raise SkillError(f"{_shown(directory, path)}: {why}")
+            if path.is_file():
+                found.append((relative, path))
     found.sort(key=lambda item: (item[0] != SKILL_FILE, item[0]))
     return found
 
 
-def _frontmatter(skill_md: Path) -> dict[str, Any]:
+def _frontmatter(skill_md: Path, shown: str) -> dict[str, Any]:
     try:
         text = skill_md.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        raise SkillError(f"{skill_md}: not UTF-8 text") from None
+        raise SkillError(f"{shown}: not UTF-8 text") from None
     match = _FRONTMATTER.match(text)
     if match is None:
-        raise SkillError(f"{skill_md}: it must begin with YAML frontmatter between '---' lines")
+        raise SkillError(f"{shown}: it must begin with YAML frontmatter between '---' lines")
     try:
         yaml = importlib.import_module("yaml")
     except ImportError:
@@ -292,19 +351,19 @@ def _frontmatter(skill_md: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(match.group(1))
     except yaml.YAMLError as error:
-        raise SkillError(f"{skill_md}: its frontmatter is not YAML: {error}") from None
+        raise SkillError(f"{shown}: its frontmatter is not YAML: {error}") from None
     if not isinstance(data, dict):
-        raise SkillError(f"{skill_md}: its frontmatter must be a mapping of fields")
+        raise SkillError(f"{shown}: its frontmatter must be a mapping of fields")
     for field in ("name", "description"):
         if not isinstance(data.get(field), str) or not data[field].strip():
-            raise SkillError(f"{skill_md}: its frontmatter needs a non-empty string {field!r}")
+            raise SkillError(f"{shown}: its frontmatter needs a non-empty string {field!r}")
     try:
         # "Rendered verbatim as a JSON object": a value JSON cannot hold (a YAML date, a
         # set) would be changed on the way; the author quotes it instead.
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise SkillError(
-            f"{skill_md}: its frontmatter holds a value JSON cannot carry ({error}); quote it"
+            f"{shown}: its frontmatter holds a value JSON cannot carry ({error}); quote it"
         ) from None
     return data
 
