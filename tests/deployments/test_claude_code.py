@@ -32,6 +32,7 @@ import secrets
 import shlex
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -59,6 +60,8 @@ STACK = "claude-code-demo"
 DEPLOY_TOOL = f"mcp__{HTTP_NAME}__deploy_to_aws"
 #: `claude mcp list` starts every server and waits for each; `claude -p` runs a whole turn.
 CLAUDE_TIMEOUT_SECONDS = 240
+#: How long the interactive UI may take to have its stdio server connected (a loaded machine).
+MCP_CONNECT_SECONDS = 120
 
 
 class Transcript:
@@ -174,6 +177,26 @@ class StandInModel(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    def offered_since(self, sent: int, tool: str, *, timeout: float) -> bool:
+        """Whether a request after the first `sent` offers `tool`, once the turn has reached
+        the model (False when it did without it)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                new = self.requests[sent:]
+            if any(tool in {t.get("name") for t in request.get("tools", [])} for request in new):
+                return True
+            if new:
+                time.sleep(0.5)  # a side request (a title, say) may come first
+                with self.lock:
+                    later = self.requests[sent:]
+                if later and not any(
+                    tool in {t.get("name") for t in request.get("tools", [])} for request in later
+                ):
+                    return False
+            time.sleep(0.1)
+        return False
 
     def tool_results(self) -> list[Json]:
         """Every tool_result block the model was sent, in order."""
@@ -593,9 +616,19 @@ def interactive(host: Host, tool: str, **extra: str) -> Terminal:
         ["claude", "--allowedTools", tool], cwd=host.workspace, env=env, columns=COLUMNS
     )
     terminal.wait_for(CURSOR)
-    terminal.type("go")
-    terminal.press("Enter")
-    return terminal
+    # Claude Code connects its MCP servers in the background: a turn sent before the server is
+    # up offers the model no tool of it. Ask again until a turn offers `tool`.
+    deadline = time.monotonic() + MCP_CONNECT_SECONDS
+    while True:
+        sent = len(host.model.requests)
+        terminal.type("go")
+        terminal.press("Enter")
+        if host.model.offered_since(sent, tool, timeout=CLAUDE_TIMEOUT_SECONDS):
+            return terminal
+        if time.monotonic() > deadline:
+            terminal.close()
+            raise AssertionError(f"Claude Code never offered {tool} to its model")
+        time.sleep(1)
 
 
 def question_lines(screen: str) -> list[str]:

@@ -552,7 +552,7 @@ RELEASE_ARGS = {
 
 
 @pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
-async def test_sdk_plans_a_release_through_three_rounds_of_forms(
+async def test_sdk_plans_a_release_through_three_forms_and_its_notes_page(
     project: BakedProject, mode: str
 ) -> None:
     user = User()
@@ -565,7 +565,9 @@ async def test_sdk_plans_a_release_through_three_rounds_of_forms(
     assert result.structured_content["status"] == "confirmed"
     assert result.structured_content["version"] == "1.3.0"
     assert result.structured_content["highlights"] == ["Faster builds", "fewer surprises"]
-    assert len(user.asked) == 3  # version and kind; highlights; yes to the finished plan
+    # Version and kind; highlights; the full notes on a review page (URL mode, which the SDK
+    # declares); yes to the finished plan.
+    assert len(user.asked) == 4
 
 
 async def test_sdk_client_with_sampling_only_gets_a_drafted_release_plan(
