@@ -97,16 +97,10 @@ def waits_in_the_background(item: pytest.Item) -> bool:
     return "installed" in getattr(item, "fixturenames", ()) or imports_node_peers(item)
 
 
-#: Under pytest-xdist, the modules that take longest, longest first, before every other: a
-#: module handed out last that runs for minutes leaves the other core idle (the samples suites,
-#: run whole against two bakes, took the last 7 minutes of a 24-minute run on one core; the
-#: FastMCP client's, the last 2 of the next).
-LONGEST_FIRST = (
-    "tests/template/test_baked_project.py",
-    # Not waiting for an install, so otherwise among the short ones at the end: minutes each.
-    "tests/interop/test_fastmcp_client.py",
-    "tests/deployments/test_codex.py",
-)
+#: Under pytest-xdist, the modules that take longest, longest first: a module handed out last
+#: that runs for minutes leaves the other core idle (the samples suites, run whole against two
+#: bakes, took the last 7 minutes of a 24-minute run on one core).
+LONGEST_FIRST = ("tests/template/test_baked_project.py",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -123,7 +117,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONGEST_FIRST.index(relative) if relative in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(
-        key=lambda item: (longest_first(item) if parallel else 0, (item.path in late) != parallel)
+        key=lambda item: ((item.path in late) != parallel, longest_first(item) if parallel else 0)
     )
 
 
