@@ -43,7 +43,6 @@ from urllib.parse import urlsplit
 import boto3
 import pytest
 from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, Installed, run
-from moto.server import ThreadedMotoServer
 from peers.node import NodePeers, PeersUnavailableError, ensure_node_peers
 from peers.terminal import Terminal, TerminalUnavailableError, find_tmux
 from test_http_replicas import HOP_BY_HOP, MOTO_CREDENTIALS, REGION, Replica, messages_in
@@ -386,21 +385,6 @@ def peers() -> NodePeers:
 def project(installed: Callable[[str], Installed]) -> Installed:
     """The AWS bake: ``deploy_to_aws`` asks before it deploys (its dev extra brings ``http``)."""
     return installed("aws")
-
-
-@pytest.fixture(scope="module")
-def aws() -> Iterator[str]:
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    host, port = moto.get_host_and_port()
-    reset = http.client.HTTPConnection(host, port, timeout=30)
-    reset.request("POST", "/moto-api/reset")  # moto's state lives in this process: start empty
-    assert reset.getresponse().status == 200
-    reset.close()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        moto.stop()
 
 
 def printed_command(

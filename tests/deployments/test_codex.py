@@ -24,7 +24,6 @@ Each test prints its transcript: the commands run and Codex's output (``pytest -
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import secrets
@@ -41,7 +40,6 @@ from typing import Any
 import boto3
 import pytest
 from bakery import DEFAULT_PACKAGE, DEFAULT_SLUG, Installed, run
-from moto.server import ThreadedMotoServer
 from peers.node import NodePeers, PeersUnavailableError, ensure_node_peers
 from test_claude_code import Relay, Transcript, serving
 from test_http_replicas import MOTO_CREDENTIALS, REGION, Replica
@@ -249,21 +247,6 @@ def peers() -> NodePeers:
 def project(installed: Callable[[str], Installed]) -> Installed:
     """The AWS bake: ``deploy_to_aws`` asks before it deploys; it ships the skill too."""
     return installed("aws")
-
-
-@pytest.fixture(scope="module")
-def aws() -> Iterator[str]:
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    host, port = moto.get_host_and_port()
-    reset = http.client.HTTPConnection(host, port, timeout=30)
-    reset.request("POST", "/moto-api/reset")  # moto's state lives in this process: start empty
-    assert reset.getresponse().status == 200
-    reset.close()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        moto.stop()
 
 
 def printed_command(
