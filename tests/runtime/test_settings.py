@@ -52,6 +52,11 @@ VALID = {
     "MRTR_AUDIT_LOG": (" /var/log/mcp-audit.jsonl ", "audit_log", "/var/log/mcp-audit.jsonl"),
     "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": ("25", "http_max_sessions_per_principal", 25),
     "MRTR_TASK_MAX_BYTES_PER_OWNER": ("1000000", "task_max_bytes_per_owner", 1_000_000),
+    "MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER": (
+        "4096",
+        "task_max_round_bytes_per_owner",
+        4096,
+    ),
     "MRTR_TASK_STORE": ("sqlite:///srv/tasks.db", "task_store", "sqlite:///srv/tasks.db"),
     "MRTR_TASK_MAX_STORED": ("500", "task_max_stored", 500),
     "MRTR_TASK_MAX_PER_OWNER": ("50", "task_max_per_owner", 50),

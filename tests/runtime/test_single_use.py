@@ -502,6 +502,45 @@ async def test_a_store_that_cannot_record_the_round_refuses_to_run_it() -> None:
     assert world.actions == 0
 
 
+async def test_a_principal_past_its_round_records_bound_gets_replays_not_new_rounds() -> None:
+    # MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER: room for about 3 confirmations' records; 30 are sent
+    # (10x). Those past the bound are refused before any handler code runs; the ones carried
+    # out are still answered from their records when sent again.
+    world = World()
+    measured = MemoryTaskStore()
+
+    async def measuring() -> TaskStore:
+        return measured
+
+    probe = MemoryClient(make(World(), measuring), capabilities=ALL_CAPABILITIES)
+    await probe.request("tools/call", confirming(await first(probe)))
+    (one_record,) = measured._round_bytes.values()  # a settled round's record, in bytes
+    room = 3 * one_record + one_record // 2
+
+    async def opener() -> TaskStore:
+        return MemoryTaskStore(max_round_bytes_per_owner=room)
+
+    client = MemoryClient(make(world, opener), capabilities=ALL_CAPABILITIES)
+    from mrtr_runtime.testing import RpcError
+
+    done: list[tuple[str, str]] = []
+    refused: list[str] = []
+    for _ in range(30):
+        token = await first(client)
+        try:
+            done.append((token, text_of(await client.request("tools/call", confirming(token)))))
+        except RpcError as error:
+            refused.append(error.message)
+    assert len(done) == 3 and len(refused) == 27
+    assert world.actions == 3
+    assert refused[0].startswith("This confirmation was not carried out: your confirmations'")
+    assert "MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER" in refused[0]
+    assert refused[0].endswith("Nothing was run.")
+    for token, text in done:
+        assert text_of(await client.request("tools/call", confirming(token))) == text
+    assert world.actions == 3
+
+
 async def test_the_record_lives_as_long_as_the_token_verifies() -> None:
     store = MemoryTaskStore()
     world = World()

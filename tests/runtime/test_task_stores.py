@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mrtr_runtime
+from mrtr_runtime import _sqlite_store
 from mrtr_runtime._config import Settings
 from mrtr_runtime._sqlite_store import SqliteTaskStore, open_sqlite_store
 from mrtr_runtime._task_backends import TASKS_FILE_NAME, task_backend
@@ -72,8 +73,11 @@ def settings_for(
     max_tasks: int | None = None,
     max_per_owner: int | None = None,
     max_bytes_per_owner: int | None = None,
+    max_round_bytes_per_owner: int | None = None,
 ) -> Settings:
     environ = {"MRTR_TASK_STORE": url}
+    if max_round_bytes_per_owner is not None:
+        environ["MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER"] = str(max_round_bytes_per_owner)
     if max_tasks is not None:
         environ["MRTR_TASK_MAX_STORED"] = str(max_tasks)
     if max_per_owner is not None:
@@ -101,8 +105,11 @@ async def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         max_tasks: int | None = None,
         max_per_owner: int | None = None,
         max_bytes_per_owner: int | None = None,
+        max_round_bytes_per_owner: int | None = None,
     ) -> TaskStore:
-        settings = settings_for(url, max_tasks, max_per_owner, max_bytes_per_owner)
+        settings = settings_for(
+            url, max_tasks, max_per_owner, max_bytes_per_owner, max_round_bytes_per_owner
+        )
         backend = task_backend(settings, None, namespace=namespace)
         assert backend.kind == kind
         store = await backend.open()
@@ -288,9 +295,89 @@ async def test_two_replicas_claiming_one_task_at_once_make_one_claim_and_one_tas
 # -- round records (single use: `_once`) --------------------------------------------------------
 
 
-def round_claim(holder: str, *, key: str = "round-key", lease: float = 15.0) -> RoundRecord:
+def round_claim(
+    holder: str,
+    *,
+    key: str = "round-key",
+    lease: float = 15.0,
+    owner: str = "owner-a",
+    ttl: float = 600.0,
+) -> RoundRecord:
     now = time.time()
-    return RoundRecord(key=key, expires_at=now + 600, holder=holder, lease_expires=now + lease)
+    return RoundRecord(
+        key=key, expires_at=now + ttl, holder=holder, lease_expires=now + lease, owner=owner
+    )
+
+
+#: One claim's bytes as the stores count them (round_claim's, with a key of KEY_LENGTH).
+KEY_LENGTH = 64
+
+
+def round_key_of(number: int) -> str:
+    return f"{number:0{KEY_LENGTH}d}"
+
+
+async def test_an_owner_at_its_round_bytes_bound_starts_no_new_round_and_others_do(
+    open_store: Opener,
+) -> None:
+    # MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER: room for 10 claims (their times' digits vary by a
+    # few bytes: half a claim spare); 100 are tried (10x the bound).
+    size = len(round_claim("run", key=round_key_of(0)).to_json())
+    store = await open_store(max_round_bytes_per_owner=10 * size + size // 2)
+    stored = []
+    refusals = []
+    for number in range(100):
+        try:
+            stored.append(
+                await store.claim_round(round_claim("run", key=round_key_of(number)), time.time())
+            )
+        except TaskStoreFull as error:
+            refusals.append(str(error))
+    assert len(stored) == 10 and len(refusals) == 90
+    assert "MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER" in refusals[0]
+    assert await store.round_bytes("owner-a") == sum(len(held.to_json()) for held in stored)
+    # Every round it has is still answered (a replay is never refused), settled or running.
+    settled = stored[0].evolve(holder=None, outcome={"result": {"content": []}})
+    assert await store.swap_round(settled)
+    assert await store.claim_round(round_claim("again", key=round_key_of(0)), time.time()) == (
+        settled
+    )
+    assert (
+        await store.claim_round(round_claim("again", key=round_key_of(1)), time.time())
+        == (stored[1])
+    )
+    # Another owner is not held back by it.
+    other = await store.claim_round(
+        round_claim("run", key=round_key_of(500), owner="owner-b"), time.time()
+    )
+    assert other.holder == "run" and await store.round_bytes("owner-b") == len(other.to_json())
+
+
+async def test_an_owners_expired_rounds_give_their_room_back(open_store: Opener) -> None:
+    size = len(round_claim("run", key=round_key_of(0)).to_json())
+    store = await open_store(max_round_bytes_per_owner=3 * size + size // 2)
+    for number in range(3):
+        await store.claim_round(round_claim("run", key=round_key_of(number), ttl=0.3), time.time())
+    with pytest.raises(TaskStoreFull):
+        await store.claim_round(round_claim("run", key=round_key_of(3)), time.time())
+    await anyio.sleep(0.5)
+    # No purge has run: the claim itself forgets what expired of its owner first.
+    fresh = await store.claim_round(round_claim("run", key=round_key_of(3)), time.time())
+    assert fresh.holder == "run"
+    assert await store.round_bytes("owner-a") == len(fresh.to_json())
+
+
+async def test_a_rounds_outcome_counts_against_its_owner(open_store: Opener) -> None:
+    store = await open_store()
+    mine = await store.claim_round(round_claim("run"), time.time())
+    before = await store.round_bytes("owner-a")
+    assert before == len(mine.to_json())
+    settled = mine.evolve(holder=None, outcome={"result": {"text": "x" * 5000}})
+    assert await store.swap_round(settled)
+    assert await store.round_bytes("owner-a") == len(settled.to_json())
+    released = settled.evolve(outcome=None)
+    assert await store.swap_round(released)
+    assert await store.round_bytes("owner-a") == len(released.to_json())
 
 
 async def test_a_round_is_claimed_by_exactly_one_of_fifty_concurrent_claims(
@@ -392,11 +479,12 @@ async def test_two_replicas_claiming_one_round_make_one_claim(
     ),
     lease=st.floats(-1e9, 1e9),
     holder=st.one_of(st.none(), st.text()),
+    owner=st.text(),
 )
 def test_a_round_record_survives_its_json_exactly(
-    committed: bool, outcome: Any, lease: float, holder: str | None
+    committed: bool, outcome: Any, lease: float, holder: str | None, owner: str
 ) -> None:
-    record = RoundRecord("k", 1e9, holder, lease, committed, outcome, 7)
+    record = RoundRecord("k", 1e9, holder, lease, committed, outcome, owner, version=7)
     assert RoundRecord.from_json(record.to_json(), 7) == record
 
 
@@ -950,7 +1038,7 @@ async def test_a_schema_2_file_gains_the_round_records_and_keeps_its_tasks(
         assert await store.load(record.task_id) == record
         claimed = await store.claim_round(round_claim("run-a"), time.time())
         assert claimed.holder == "run-a"
-        assert store._eager.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert store._eager.execute("PRAGMA user_version").fetchone()[0] == 4
         (weight,) = store._eager.execute(
             "SELECT bytes FROM owner_count WHERE owner = ?", (record.owner,)
         ).fetchone()
@@ -961,6 +1049,47 @@ async def test_a_schema_2_file_gains_the_round_records_and_keeps_its_tasks(
             "SELECT bytes FROM owner_count WHERE owner = ?", (record.owner,)
         ).fetchone()
         assert weight == len(grown.to_json().encode())
+    finally:
+        await store.close()
+
+
+#: What runtimes 0.8.0 to 0.11.0 wrote (schema 3): schema 2, the owners' bytes of tasks and
+#: the round records, without their owners.
+SCHEMA_3 = (
+    *SCHEMA_2[:-1],
+    *_sqlite_store._OWNER_BYTES_SCHEMA,
+    """CREATE TABLE rounds (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL,
+        expires_at REAL NOT NULL, free_from REAL NOT NULL, record TEXT NOT NULL) WITHOUT ROWID""",
+    "PRAGMA user_version = 3",
+)
+
+
+async def test_a_schema_3_file_keeps_its_round_records_and_counts_new_ones_by_owner(
+    tmp_path: Path,
+) -> None:
+    # A project updated from 0.8.0 to 0.11.0: a confirmation carried out before the update
+    # is still answered from its record (never run again), and new rounds count by owner.
+    path = tmp_path / "tasks.db"
+    settled = RoundRecord(key="before", expires_at=time.time() + 600, outcome={"result": {}})
+    with sqlite3.connect(path, isolation_level=None) as db:
+        for statement in SCHEMA_3:
+            db.execute(statement)
+        # The schema-3 encoder wrote no owner field.
+        fields = json.loads(settled.to_json())
+        old_json = json.dumps({name: fields[name] for name in fields if name != "owner"})
+        db.execute(
+            "INSERT INTO rounds (key, version, expires_at, free_from, record) "
+            "VALUES (?, 1, ?, ?, ?)",
+            ("before", settled.expires_at, math.inf, old_json),
+        )
+    path.chmod(0o600)
+    store = await open_sqlite_store(path, max_tasks=10)
+    try:
+        assert store._eager.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert await store.claim_round(round_claim("run", key="before"), time.time()) == settled
+        mine = await store.claim_round(round_claim("run", key="after"), time.time())
+        assert await store.round_bytes("owner-a") == len(mine.to_json())
+        assert await store.round_bytes("") == len(old_json)  # the old record: owner unknown
     finally:
         await store.close()
 

@@ -74,12 +74,14 @@ __all__ = (
     "CLIENT_REQUEST_TIMEOUT_SECONDS",
     "DEFAULT_TASK_MAX_BYTES_PER_OWNER",
     "DEFAULT_TASK_MAX_PER_OWNER",
+    "DEFAULT_TASK_MAX_ROUND_BYTES_PER_OWNER",
     "DEFAULT_TASK_MAX_STORED",
     "MAX_PREVIOUS_KEYS",
     "PREVIOUS_KEYS_FILE_ENV",
     "PREVIOUS_KEYS_FILE_NAME",
     "TASK_MAX_BYTES_PER_OWNER_VARIABLE",
     "TASK_MAX_PER_OWNER_VARIABLE",
+    "TASK_MAX_ROUND_BYTES_PER_OWNER_VARIABLE",
     "TASK_MAX_STORED_VARIABLE",
     "TASK_STORE_VARIABLE",
     "Rotation",
@@ -146,6 +148,12 @@ TASK_MAX_BYTES_PER_OWNER_VARIABLE: Final = "MRTR_TASK_MAX_BYTES_PER_OWNER"
 #: arguments, answers, results): a count bound alone let one owner keep about 1.2 GB (a
 #: thousand tasks of a megabyte each).
 DEFAULT_TASK_MAX_BYTES_PER_OWNER: Final = 64 * 1024 * 1024
+TASK_MAX_ROUND_BYTES_PER_OWNER_VARIABLE: Final = "MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER"
+#: The default bound on the bytes of one owner's live round records (single use keeps one per
+#: confirming round for as long as its token verifies, MRTR_STATE_TTL_SECONDS): a record is
+#: about half a kilobyte, or at most 64 KiB with its kept result, so this is some 30,000
+#: ordinary confirmations per owner at a time, or 256 of the largest.
+DEFAULT_TASK_MAX_ROUND_BYTES_PER_OWNER: Final = 16 * 1024 * 1024
 _TASK_STORE_FORMS: Final = (
     "sqlite:///absolute/path.db, redis://host:port/db, rediss://host:port/db or memory:"
 )
@@ -229,6 +237,9 @@ class Settings:
     task_max_per_owner: int = DEFAULT_TASK_MAX_PER_OWNER
     #: ``MRTR_TASK_MAX_BYTES_PER_OWNER``: how many bytes of unexpired tasks one owner may hold.
     task_max_bytes_per_owner: int = DEFAULT_TASK_MAX_BYTES_PER_OWNER
+    #: ``MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER``: how many bytes of live round records (single
+    #: use's) one owner may hold.
+    task_max_round_bytes_per_owner: int = DEFAULT_TASK_MAX_ROUND_BYTES_PER_OWNER
     #: Variables whose value was refused, and why (in the order read).
     problems: Mapping[str, str] = field(default_factory=dict)
 
@@ -302,6 +313,12 @@ class Settings:
             task_max_bytes_per_owner=_task_bound_of(
                 TASK_MAX_BYTES_PER_OWNER_VARIABLE,
                 DEFAULT_TASK_MAX_BYTES_PER_OWNER,
+                environ,
+                problems,
+            ),
+            task_max_round_bytes_per_owner=_task_bound_of(
+                TASK_MAX_ROUND_BYTES_PER_OWNER_VARIABLE,
+                DEFAULT_TASK_MAX_ROUND_BYTES_PER_OWNER,
                 environ,
                 problems,
             ),

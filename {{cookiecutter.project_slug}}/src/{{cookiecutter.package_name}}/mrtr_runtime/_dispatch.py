@@ -284,6 +284,7 @@ class RoundLedger(Protocol):
         key: str,
         run: Callable[[RoundClaim], Awaitable[JSONObject]],
         *,
+        principal: str | None,
         follows_tasks: bool,
         on_replay: Callable[[], None] | None = None,
     ) -> JSONObject: ...
@@ -534,7 +535,13 @@ async def run_round(
                 audit.replayed, principal=scope.principal, tool=call.target, round=trail_round
             )
         )
-        return ledger.once(once_key, run, follows_tasks=extension, on_replay=replayed)
+        return ledger.once(
+            once_key,
+            run,
+            principal=scope.principal,
+            follows_tasks=extension,
+            on_replay=replayed,
+        )
 
     if flights is None:
         return await work()

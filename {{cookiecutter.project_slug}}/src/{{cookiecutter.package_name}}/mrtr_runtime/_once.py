@@ -38,7 +38,7 @@ from typing import Any, Final
 from ._context import RequestCancelled, write_mark
 from ._jsonrpc import INTERNAL_ERROR, JSONObject, RpcError, json_size
 from ._results import ToolResult
-from ._task_store import RoundRecord, TaskStore, TaskStoreUnavailable
+from ._task_store import RoundRecord, TaskStore, TaskStoreFull, TaskStoreUnavailable
 
 __all__ = (
     "LEASE_SECONDS",
@@ -73,6 +73,8 @@ _logger = logging.getLogger("mrtr_runtime")
 TaskReplay = Callable[[str, bool], Awaitable[JSONObject]]
 #: Opens the store the records live in (the task store).
 StoreOpener = Callable[[], Awaitable[TaskStore]]
+#: Whose a round is, from who sent it (the task engine's owner: the principal and the server).
+OwnerOf = Callable[[str | None], str]
 
 
 class RoundHold:
@@ -179,6 +181,7 @@ class RoundLedger:
         *,
         open_store: StoreOpener,
         answer_task: TaskReplay,
+        owner_of: OwnerOf,
         worker_id: str,
         ttl_seconds: float,
         clock: Callable[[], float] = time.time,
@@ -189,6 +192,7 @@ class RoundLedger:
     ) -> None:
         self._open_store = open_store
         self._answer_task = answer_task
+        self._owner_of = owner_of
         self.worker_id = worker_id
         #: A record lives as long as the token it keys verifies (then nothing can replay it).
         self.ttl_seconds = ttl_seconds
@@ -209,16 +213,19 @@ class RoundLedger:
         key: str,
         run: Callable[[RoundHold], Awaitable[JSONObject]],
         *,
+        principal: str | None,
         follows_tasks: bool,
         on_replay: Callable[[], None] | None = None,
     ) -> JSONObject:
-        """The answer to the round keyed `key`: `run`'s (it runs only under this process's
-        claim), or what the record says came of an earlier sending (then `on_replay` is
-        called: the audit trail's line for it)."""
+        """The answer to the round keyed `key`, sent by `principal`: `run`'s (it runs only
+        under this process's claim), or what the record says came of an earlier sending
+        (then `on_replay` is called: the audit trail's line for it). A new round of a
+        principal whose records pass its bound is refused before anything runs."""
         try:
             store = await self._open_store()
         except RpcError as error:
             raise _unrecordable(error.message) from None
+        owner = self._owner_of(principal)
         deadline: float | None = None
         conflicts = 0
         while conflicts < _SWAP_TRIES:
@@ -226,11 +233,18 @@ class RoundLedger:
             claim = RoundRecord(
                 key=key,
                 expires_at=now + self.ttl_seconds,
+                owner=owner,
                 holder=f"{self.worker_id}:{next(self._claims)}",
                 lease_expires=now + self.lease_seconds,
             )
             try:
                 record = await store.claim_round(claim, now)
+            except TaskStoreFull as error:
+                _logger.warning("confirming round %s: refused, not run: %s", key[:12], error)
+                raise RpcError(
+                    INTERNAL_ERROR,
+                    f"This confirmation was not carried out: {error}. Nothing was run.",
+                ) from None
             except TaskStoreUnavailable as error:
                 answered = await self._answer_unwritable(store, key, error, follows_tasks)
                 if on_replay is not None:

@@ -306,6 +306,7 @@ class Server:
             ledger = self._ledger = RoundLedger(
                 open_store=engine.store,
                 answer_task=engine.replayed,
+                owner_of=engine.owner,
                 worker_id=engine.worker_id,
                 ttl_seconds=self.signing.ttl_seconds,
             )

@@ -52,7 +52,13 @@ import anyio
 import anyio.to_thread
 
 from ._permissions import open_to_others
-from ._task_store import RoundRecord, TaskRecord, TaskStoreFull, TaskStoreUnavailable
+from ._task_store import (
+    DEFAULT_ROUND_BYTES_PER_OWNER,
+    RoundRecord,
+    TaskRecord,
+    TaskStoreFull,
+    TaskStoreUnavailable,
+)
 
 __all__ = ("SqliteTaskStore", "open_sqlite_store")
 
@@ -64,7 +70,7 @@ WAL_SIZE_LIMIT_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_BYTES_PER_OWNER: Final = 64 * 1024 * 1024
 
 #: The schema's version, in ``PRAGMA user_version``: a file written by another schema is refused.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: How long a write waits for another process's write lock before it fails. Writers hold it for
 #: well under a millisecond; seconds mean a stuck process, which an error should name.
 BUSY_TIMEOUT_MS: Final = 5000
@@ -85,6 +91,37 @@ _ROUNDS_SCHEMA: Final = (
         free_from REAL NOT NULL,
         record TEXT NOT NULL
     ) WITHOUT ROWID""",
+)
+
+#: Schema 4: whose each round record is (``rounds.owner``) and each owner's bytes of them
+#: (``round_owner.bytes``: the lengths of its records, ASCII JSON, kept by the triggers of
+#: every insert, update and delete), for the per-owner bound on round records. A claim reads
+#: its owner's row (a primary-key read); the triggers are one primary-key write beside each of
+#: a round's writes. A schema-3 file gets the column (its records' owner unknown: '') and the
+#: table, filled in, as it is opened.
+_ROUND_OWNERS_SCHEMA: Final = (
+    "ALTER TABLE rounds ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+    """CREATE TABLE IF NOT EXISTS round_owner (
+        owner TEXT PRIMARY KEY NOT NULL,
+        bytes INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """INSERT INTO round_owner (owner, bytes)
+        SELECT owner, sum(length(record)) FROM rounds GROUP BY owner""",
+    """CREATE TRIGGER round_added AFTER INSERT ON rounds
+        BEGIN
+            INSERT INTO round_owner (owner, bytes) VALUES (NEW.owner, length(NEW.record))
+                ON CONFLICT (owner) DO UPDATE SET bytes = bytes + length(NEW.record);
+        END""",
+    """CREATE TRIGGER round_changed AFTER UPDATE OF record ON rounds
+        BEGIN
+            UPDATE round_owner SET bytes = bytes + length(NEW.record) - length(OLD.record)
+                WHERE owner = OLD.owner;
+        END""",
+    """CREATE TRIGGER round_removed AFTER DELETE ON rounds
+        BEGIN
+            UPDATE round_owner SET bytes = bytes - length(OLD.record) WHERE owner = OLD.owner;
+            DELETE FROM round_owner WHERE owner = OLD.owner AND bytes <= 0;
+        END""",
 )
 
 #: Schema 3: each owner's bytes beside its count (``owner_count.bytes``: the lengths of its
@@ -153,6 +190,7 @@ _SCHEMA: Final = (
     ) WITHOUT ROWID""",
     *_OWNER_BYTES_SCHEMA,
     *_ROUNDS_SCHEMA,
+    *_ROUND_OWNERS_SCHEMA,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 #: A round's claim, one statement: stored where no live record holds the key, or where the
@@ -160,18 +198,34 @@ _SCHEMA: Final = (
 #: when it was stored, no row when the key is held. Every confirming round runs it, so it is
 #: one write (an upsert with RETURNING, SQLite 3.35+), not a read and a write in a transaction.
 _CLAIM_ROUND: Final = (
-    "INSERT INTO rounds (key, version, expires_at, free_from, record) VALUES (?, 1, ?, ?, ?) "
+    "INSERT INTO rounds (key, version, expires_at, free_from, record, owner) "
+    "VALUES (?, 1, ?, ?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET version = rounds.version + 1, "
     "expires_at = excluded.expires_at, free_from = excluded.free_from, record = excluded.record "
     "WHERE rounds.free_from <= ? OR rounds.expires_at <= ? "
     "RETURNING version"
 )
+#: The claim of a key that is held already, for an owner at its bound: only a free or expired
+#: record is taken (the key's own, so nothing the owner holds grows but by the claim).
+_RECLAIM_ROUND: Final = (
+    "UPDATE rounds SET version = version + 1, expires_at = ?, free_from = ?, record = ? "
+    "WHERE key = ? AND (free_from <= ? OR expires_at <= ?) RETURNING version"
+)
 #: How often a claim is made again when its key's holder vanished between two statements.
 _SWAP_TRIES: Final = 8
 #: SQLites older than 3.35 (no RETURNING) claim in a transaction instead.
 _RETURNING: Final = sqlite3.sqlite_version_info >= (3, 35, 0)
-#: What a schema-2 file (runtime 0.7.0) needs to become schema 3.
-_FROM_2: Final = (*_OWNER_BYTES_SCHEMA, *_ROUNDS_SCHEMA, f"PRAGMA user_version = {SCHEMA_VERSION}")
+#: What a schema-2 file (runtime 0.7.0) and a schema-3 one (0.8.0 to 0.11.0) need to become
+#: schema 4.
+_UPGRADES: Final = {
+    2: (
+        *_OWNER_BYTES_SCHEMA,
+        *_ROUNDS_SCHEMA,
+        *_ROUND_OWNERS_SCHEMA,
+        f"PRAGMA user_version = {SCHEMA_VERSION}",
+    ),
+    3: (*_ROUND_OWNERS_SCHEMA, f"PRAGMA user_version = {SCHEMA_VERSION}"),
+}
 
 
 def _expiry(record: TaskRecord) -> float:
@@ -190,11 +244,13 @@ class SqliteTaskStore:
         max_tasks: int,
         max_per_owner: int,
         max_bytes_per_owner: int = DEFAULT_BYTES_PER_OWNER,
+        max_round_bytes_per_owner: int = DEFAULT_ROUND_BYTES_PER_OWNER,
     ) -> None:
         self.path = path
         self.max_tasks = max_tasks
         self.max_per_owner = max_per_owner
         self.max_bytes_per_owner = max_bytes_per_owner
+        self.max_round_bytes_per_owner = max_round_bytes_per_owner
         #: The loop's connection: no busy timeout (SQLITE_BUSY at once instead of a wait).
         self._eager = eager
         #: The worker thread's: waits up to BUSY_TIMEOUT_MS for the write lock.
@@ -351,16 +407,32 @@ class SqliteTaskStore:
 
     async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
         text = claim.to_json()
-        claimed = (claim.key, claim.expires_at, claim.free_from(), text)
+        claimed = (claim.key, claim.expires_at, claim.free_from(), text, claim.owner)
+        bound = self.max_round_bytes_per_owner
 
         def claim_round(db: sqlite3.Connection) -> tuple[str, int] | int:
+            row = db.execute(
+                "SELECT bytes FROM round_owner WHERE owner = ?", (claim.owner,)
+            ).fetchone()
+            full = row is not None and int(row[0]) + len(text) > bound
+            if full:
+                full = self._purge_owner_rounds(db, claim.owner, now, bound - len(text))
             if _RETURNING:
-                row = db.execute(_CLAIM_ROUND, (*claimed, now, now)).fetchone()
+                if full:
+                    # Only the key's own record may be taken: an owner at its bound starts
+                    # no new one, while every round it has already is still answered.
+                    row = db.execute(
+                        _RECLAIM_ROUND, (*claimed[1:4], claim.key, now, now)
+                    ).fetchone()
+                else:
+                    row = db.execute(_CLAIM_ROUND, (*claimed, now, now)).fetchone()
                 if row is not None:
                     return int(row[0])  # stored: the claim, at this version
                 held = db.execute(
                     "SELECT record, version FROM rounds WHERE key = ?", (claim.key,)
                 ).fetchone()
+                if held is None and full:
+                    raise TaskStoreFull.of_owner_rounds(bound)
                 # None: the holder expired and was purged in between; the caller claims again.
                 return (str(held[0]), int(held[1])) if held is not None else 0
             with _transaction(db):
@@ -370,30 +442,55 @@ class SqliteTaskStore:
                 ).fetchone()
                 if held is not None and held[1] > now and held[2] > now:
                     return str(held[3]), int(held[0])
-                version = 1 if held is None else int(held[0]) + 1
+                if held is None:
+                    if full:
+                        raise TaskStoreFull.of_owner_rounds(bound)
+                    db.execute(
+                        "INSERT INTO rounds (key, version, expires_at, free_from, record, owner) "
+                        "VALUES (?, 1, ?, ?, ?, ?)",
+                        claimed,
+                    )
+                    return 1
+                # An UPDATE, not INSERT OR REPLACE: a replace deletes without its trigger.
                 db.execute(
-                    "INSERT OR REPLACE INTO rounds (key, version, expires_at, free_from, record) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (claim.key, version, *claimed[1:]),
+                    "UPDATE rounds SET version = ?, expires_at = ?, free_from = ?, record = ? "
+                    "WHERE key = ?",
+                    (int(held[0]) + 1, *claimed[1:4], claim.key),
                 )
-                return version
+                return int(held[0]) + 1
 
         for _ in range(_SWAP_TRIES):
             outcome = await self._run(claim_round)
             if isinstance(outcome, int):
                 if outcome:
                     return RoundRecord(
-                        claim.key,
-                        claim.expires_at,
-                        claim.holder,
-                        claim.lease_expires,
-                        claim.committed,
-                        claim.outcome,
-                        outcome,
+                        key=claim.key,
+                        expires_at=claim.expires_at,
+                        owner=claim.owner,
+                        holder=claim.holder,
+                        lease_expires=claim.lease_expires,
+                        committed=claim.committed,
+                        outcome=claim.outcome,
+                        version=outcome,
                     )
                 continue
             return RoundRecord.from_json(*outcome)
         raise TaskStoreUnavailable(f"the task store {self.path}: a round's record kept changing")
+
+    @staticmethod
+    def _purge_owner_rounds(db: sqlite3.Connection, owner: str, now: float, room: int) -> bool:
+        """Forget `owner`'s expired round records (a scan: only an owner at its bound pays
+        for it); whether it is still past `room` bytes."""
+        db.execute("DELETE FROM rounds WHERE owner = ? AND expires_at <= ?", (owner, now))
+        row = db.execute("SELECT bytes FROM round_owner WHERE owner = ?", (owner,)).fetchone()
+        return row is not None and int(row[0]) > room
+
+    async def round_bytes(self, owner: str) -> int:
+        def round_bytes(db: sqlite3.Connection) -> int:
+            row = db.execute("SELECT bytes FROM round_owner WHERE owner = ?", (owner,)).fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._run(round_bytes)
 
     async def load_round(self, key: str) -> RoundRecord | None:
         def load_round(db: sqlite3.Connection) -> tuple[str, int] | None:
@@ -465,6 +562,7 @@ async def open_sqlite_store(
     max_tasks: int,
     max_per_owner: int = 1_000,
     max_bytes_per_owner: int = DEFAULT_BYTES_PER_OWNER,
+    max_round_bytes_per_owner: int = DEFAULT_ROUND_BYTES_PER_OWNER,
     make_parents: bool = False,
 ) -> SqliteTaskStore:
     """The store in ``path`` (absolute), its directory and file created private if new.
@@ -480,6 +578,7 @@ async def open_sqlite_store(
         raise TaskStoreUnavailable(f"the task store path {path} must be absolute")
     store = await anyio.to_thread.run_sync(_open, path, max_tasks, max_per_owner, make_parents)
     store.max_bytes_per_owner = max_bytes_per_owner
+    store.max_round_bytes_per_owner = max_round_bytes_per_owner
     return store
 
 
@@ -491,13 +590,13 @@ def _open(path: Path, max_tasks: int, max_per_owner: int, make_parents: bool) ->
         try:
             with _transaction(patient):
                 found = patient.execute("PRAGMA user_version").fetchone()[0]
-                if found not in (0, 2, SCHEMA_VERSION):
+                if found not in (0, *_UPGRADES, SCHEMA_VERSION):
                     raise TaskStoreUnavailable(
                         f"the task store {path} has schema version {found}, not "
                         f"{SCHEMA_VERSION}: it was written by another version of the runtime; "
                         "point MRTR_TASK_STORE at another file"
                     )
-                for statement in _SCHEMA if found == 0 else _FROM_2 if found == 2 else ():
+                for statement in _SCHEMA if found == 0 else _UPGRADES.get(found, ()):
                     patient.execute(statement)
             eager = _connect(path, 0)
         except BaseException:

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Final, Literal
 from ._config import (
     DEFAULT_TASK_MAX_BYTES_PER_OWNER,
     DEFAULT_TASK_MAX_PER_OWNER,
+    DEFAULT_TASK_MAX_ROUND_BYTES_PER_OWNER,
     TASK_MAX_BYTES_PER_OWNER_VARIABLE,
     TASK_MAX_PER_OWNER_VARIABLE,
+    TASK_MAX_ROUND_BYTES_PER_OWNER_VARIABLE,
     TASK_MAX_STORED_VARIABLE,
     TASK_STORE_VARIABLE,
     Settings,
@@ -59,6 +61,8 @@ class TaskBackend:
     max_per_owner: int = DEFAULT_TASK_MAX_PER_OWNER
     #: The bound on the bytes of one owner's unexpired tasks.
     max_bytes_per_owner: int = DEFAULT_TASK_MAX_BYTES_PER_OWNER
+    #: The bound on the bytes of one owner's live round records (single use's).
+    max_round_bytes_per_owner: int = DEFAULT_TASK_MAX_ROUND_BYTES_PER_OWNER
     #: The SQLite file; None for the others.
     path: Path | None = None
     #: Whether opening may create the file's missing parent directories: only for the default
@@ -110,6 +114,7 @@ class TaskBackend:
                 max_tasks=self.max_tasks,
                 max_per_owner=self.max_per_owner,
                 max_bytes_per_owner=self.max_bytes_per_owner,
+                max_round_bytes_per_owner=self.max_round_bytes_per_owner,
             )
         if self.path is not None:  # sqlite
             return await open_sqlite_store(
@@ -117,6 +122,7 @@ class TaskBackend:
                 max_tasks=self.max_tasks,
                 max_per_owner=self.max_per_owner,
                 max_bytes_per_owner=self.max_bytes_per_owner,
+                max_round_bytes_per_owner=self.max_round_bytes_per_owner,
                 make_parents=self.make_parents,
             )
         if not has_wing("redis"):
@@ -141,6 +147,7 @@ class TaskBackend:
             max_tasks=self.max_tasks,
             max_per_owner=self.max_per_owner,
             max_bytes_per_owner=self.max_bytes_per_owner,
+            max_round_bytes_per_owner=self.max_round_bytes_per_owner,
             label=self.location,
         )
         return store
@@ -157,11 +164,13 @@ def task_backend(
     bound = settings.task_max_stored
     per_owner = settings.task_max_per_owner
     bytes_per_owner = settings.task_max_bytes_per_owner
+    round_bytes = settings.task_max_round_bytes_per_owner
     for variable in (
         TASK_STORE_VARIABLE,
         TASK_MAX_STORED_VARIABLE,
         TASK_MAX_PER_OWNER_VARIABLE,
         TASK_MAX_BYTES_PER_OWNER_VARIABLE,
+        TASK_MAX_ROUND_BYTES_PER_OWNER_VARIABLE,
     ):
         if problem := settings.problems.get(variable):
             return TaskBackend(
@@ -175,6 +184,7 @@ def task_backend(
             bound,
             per_owner,
             bytes_per_owner,
+            round_bytes,
             url=url,
             namespace=namespace,
             project=distribution,
@@ -186,6 +196,7 @@ def task_backend(
             bound,
             per_owner,
             bytes_per_owner,
+            round_bytes,
             namespace=namespace,
             project=distribution,
             homeless=url != "memory:",
@@ -197,6 +208,7 @@ def task_backend(
         bound,
         per_owner,
         bytes_per_owner,
+        round_bytes,
         path=path,
         make_parents=not url,
         namespace=namespace,

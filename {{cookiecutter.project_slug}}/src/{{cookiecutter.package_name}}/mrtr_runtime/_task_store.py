@@ -27,6 +27,7 @@ from ._errors import MrtrError
 
 __all__ = (
     "ACTIVE_STATUSES",
+    "DEFAULT_ROUND_BYTES_PER_OWNER",
     "TERMINAL_STATUSES",
     "MemoryTaskStore",
     "RoundRecord",
@@ -76,6 +77,18 @@ class TaskStoreFull(MrtrError):
             f"you have {bound} tasks in the task store, the bound of unexpired tasks for each "
             "user (MRTR_TASK_MAX_PER_OWNER), so no new task of yours can start until one of "
             "them expires"
+        )
+
+    @classmethod
+    def of_owner_rounds(cls, bound: int) -> TaskStoreFull:
+        # A round record lives as long as its token verifies (MRTR_STATE_TTL_SECONDS), and a
+        # client can close rounds as fast as it can send them: without this, one principal's
+        # confirmations could fill the store every other principal's tasks live in.
+        return cls(
+            f"your confirmations' records in the task store would pass {bound} bytes, the bound "
+            "for each user (MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER), so no new confirmation of yours "
+            "can be carried out until some of them expire (MRTR_STATE_TTL_SECONDS after their "
+            "question was asked)"
         )
 
 
@@ -159,6 +172,10 @@ class TaskRecord:
         return _read_record("a task", text, build)
 
 
+#: The per-owner bound on live round records' bytes of a store opened without one (Settings
+#: gives the configured one, MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER).
+DEFAULT_ROUND_BYTES_PER_OWNER: Final = 16 * 1024 * 1024
+
 _FIELD_NAMES: Final = tuple(item.name for item in fields(TaskRecord))
 
 
@@ -166,7 +183,9 @@ _FIELD_NAMES: Final = tuple(item.name for item in fields(TaskRecord))
 class RoundRecord:
     """What became of one confirming round: the record that makes a `requestState` single use.
 
-    `key` is the token's identity (`_once.round_key`), never the answers sent with it. While
+    `key` is the token's identity (`_once.round_key`), never the answers sent with it; `owner`
+    is whose it is (the task engine's owner: the principal and the server), whose byte bound
+    for round records (`TaskStore.max_round_bytes_per_owner`) counts it. While
     the round runs, `holder` names the run and `lease_expires` says until when its claim
     holds (renewed while it runs); `committed` says the handler passed its point of no
     return. Once it ends, `outcome` says what became of it: ``{"result": ...}`` (the complete
@@ -181,6 +200,7 @@ class RoundRecord:
     lease_expires: float = 0.0
     committed: bool = False
     outcome: Mapping[str, Any] | None = None
+    owner: str = ""
     version: int = 1
 
     def free(self, now: float) -> bool:
@@ -216,6 +236,7 @@ class RoundRecord:
             "lease_expires": self.lease_expires,
             "committed": self.committed,
             "outcome": self.outcome,
+            "owner": self.owner,
         }
 
     @classmethod
@@ -305,14 +326,25 @@ class TaskStore(Protocol):
         """The bytes of `owner`'s stored tasks (expired ones not yet purged may count)."""
         ...
 
+    #: The bound on the bytes of one owner's live round records (`RoundRecord.owner`).
+    max_round_bytes_per_owner: int
+
     async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
         """In one atomic step: store `claim` (version 1, or the next of a free record it
         replaces, `RoundRecord.free`) and return it as stored, or return the live record that
-        holds the key. The caller's claim is its own when the holder returned is its own."""
+        holds the key. The caller's claim is its own when the holder returned is its own.
+        Raises `TaskStoreFull` when no live record holds the key and storing the claim would
+        pass its owner's `max_round_bytes_per_owner`: a round already recorded is always
+        answered, a new one is refused."""
         ...
 
     async def load_round(self, key: str) -> RoundRecord | None:
         """The round record of `key`, or None when there is none (or it expired)."""
+        ...
+
+    async def round_bytes(self, owner: str) -> int:
+        """The bytes of `owner`'s stored round records (expired ones not yet purged may
+        count)."""
         ...
 
     async def swap_round(self, record: RoundRecord) -> bool:
@@ -332,6 +364,11 @@ class _MemoryEntry:
     size: int = 0
 
 
+def _round_size(record: RoundRecord) -> int:
+    """What a round record weighs against its owner's bound: its JSON, as the stores keep it."""
+    return len(record.to_json())  # ASCII: the encoder escapes everything else
+
+
 def _size(record: TaskRecord) -> int:
     """What a record weighs against its owner's byte bound: its JSON, as the stores keep it."""
     return len(record.to_json().encode("utf-8", "surrogatepass"))
@@ -347,13 +384,17 @@ class MemoryTaskStore:
         max_tasks: int = 10_000,
         max_per_owner: int = 1_000,
         max_bytes_per_owner: int = 64 * 1024 * 1024,
+        max_round_bytes_per_owner: int = DEFAULT_ROUND_BYTES_PER_OWNER,
     ) -> None:
         self.max_tasks = max_tasks
         self.max_per_owner = max_per_owner
         self.max_bytes_per_owner = max_bytes_per_owner
+        self.max_round_bytes_per_owner = max_round_bytes_per_owner
         self._tasks: dict[str, _MemoryEntry] = {}
         self._once: dict[str, str] = {}
-        self._rounds: dict[str, RoundRecord] = {}
+        #: Round records by key, each with its bytes as stored; their bytes by owner.
+        self._rounds: dict[str, tuple[RoundRecord, int]] = {}
+        self._round_bytes: dict[str, int] = {}
         #: Stored tasks (expired ones included until purged) by owner, and their bytes.
         self._owned: dict[str, int] = {}
         self._bytes: dict[str, int] = {}
@@ -444,31 +485,61 @@ class MemoryTaskStore:
             # Only if the key still names this task: an expired holder's key may name a newer one.
             if entry.once_key is not None and self._once.get(entry.once_key) == task_id:
                 del self._once[entry.once_key]
-        for key in [key for key, held in self._rounds.items() if held.expires_at <= now]:
-            del self._rounds[key]
+        for key in [key for key, (held, _) in self._rounds.items() if held.expires_at <= now]:
+            self._drop_round(key)
         return len(gone)
 
     async def owner_bytes(self, owner: str) -> int:
         return self._bytes.get(owner, 0)
 
     async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
-        held = self._rounds.get(claim.key)
+        entry = self._rounds.get(claim.key)
+        held = None if entry is None else entry[0]
         if held is not None and held.expires_at > now and not held.free(now):
             return held
+        if held is None or held.expires_at <= now:
+            # A new record (or one in an expired one's place): the owner's bound counts it.
+            size = _round_size(claim)
+            if self._round_bytes.get(claim.owner, 0) + size > self.max_round_bytes_per_owner:
+                await self.purge(now)
+                if self._round_bytes.get(claim.owner, 0) + size > self.max_round_bytes_per_owner:
+                    raise TaskStoreFull.of_owner_rounds(self.max_round_bytes_per_owner)
         stored = replace(claim, version=1 if held is None else held.version + 1)
-        self._rounds[claim.key] = stored
+        self._put_round(stored)
         return stored
 
     async def load_round(self, key: str) -> RoundRecord | None:
-        held = self._rounds.get(key)
-        return None if held is None or held.expires_at <= time.time() else held
+        entry = self._rounds.get(key)
+        return None if entry is None or entry[0].expires_at <= time.time() else entry[0]
 
     async def swap_round(self, record: RoundRecord) -> bool:
-        held = self._rounds.get(record.key)
-        if held is None or held.version != record.version - 1 or held.expires_at <= time.time():
+        entry = self._rounds.get(record.key)
+        if entry is None:
             return False
-        self._rounds[record.key] = record
+        held = entry[0]
+        if held.version != record.version - 1 or held.expires_at <= time.time():
+            return False
+        self._put_round(record)
         return True
+
+    def _put_round(self, record: RoundRecord) -> None:
+        self._drop_round(record.key)
+        size = _round_size(record)
+        self._rounds[record.key] = (record, size)
+        self._round_bytes[record.owner] = self._round_bytes.get(record.owner, 0) + size
+
+    def _drop_round(self, key: str) -> None:
+        entry = self._rounds.pop(key, None)
+        if entry is not None:
+            owner = entry[0].owner
+            left = self._round_bytes.get(owner, 0) - entry[1]
+            if left > 0:
+                self._round_bytes[owner] = left
+            else:
+                self._round_bytes.pop(owner, None)
+
+    async def round_bytes(self, owner: str) -> int:
+        return self._round_bytes.get(owner, 0)
 
     async def close(self) -> None:
         return None

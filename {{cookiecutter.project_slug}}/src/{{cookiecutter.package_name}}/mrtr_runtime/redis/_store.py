@@ -49,7 +49,13 @@ from typing import Any, Final
 import redis.asyncio
 import redis.exceptions
 
-from .._task_store import RoundRecord, TaskRecord, TaskStoreFull, TaskStoreUnavailable
+from .._task_store import (
+    DEFAULT_ROUND_BYTES_PER_OWNER,
+    RoundRecord,
+    TaskRecord,
+    TaskStoreFull,
+    TaskStoreUnavailable,
+)
 
 __all__ = ("RedisTaskStore", "open_redis_store")
 
@@ -239,9 +245,25 @@ return weight
 # Round records (`RoundRecord`): ``...:round:<key>``, a hash of the record's JSON ``r``, its
 # version ``v`` and ``f``, from when a claim may take it (its lease's end while nothing came of
 # it and it is not past its point of no return; '+inf' otherwise). Redis forgets it at its
-# expiry (PEXPIREAT).
-# KEYS: round. ARGV: record, now, free-from, expiry ms. Returns {stored record, version}.
-_CLAIM_ROUND: Final = """
+# expiry (PEXPIREAT). Its owner's ``...:rounds:<owner>`` (its round keys, scored by expiry) and
+# ``...:round-bytes:<owner>`` (each key's bytes, and their sum in field '#': no round key has
+# a '#') keep the owner's bound; a claim of a new key first forgets that owner's expired ones
+# (at most PURGE_BATCH per claim: Redis forgot their records already). Both keys expire with
+# the owner's last round, so an owner who stops leaves nothing behind.
+_ROUND_OWNER_EXPIRY: Final = """
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+if last[2] then
+  local at = math.ceil(tonumber(last[2]) * 1000)
+  redis.call('PEXPIREAT', KEYS[2], at)
+  redis.call('PEXPIREAT', KEYS[3], at)
+end
+"""
+
+# KEYS: round, owner's rounds, owner's round bytes. ARGV: record, now, free-from, expiry ms,
+# the round's key, its bytes, the owner's byte bound, expiry score, the purge batch. Returns
+# {stored record, version}, or {} when a new record would pass the owner's bound.
+_CLAIM_ROUND: Final = (
+    """
 local held = redis.call('HMGET', KEYS[1], 'r', 'v', 'f')
 local version = 1
 if held[1] then
@@ -249,19 +271,48 @@ if held[1] then
     return {held[1], held[2]}
   end
   version = tonumber(held[2]) + 1
+else
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'LIMIT', 0, ARGV[9])
+  if #gone > 0 then
+    local freed = 0
+    for _, size in ipairs(redis.call('HMGET', KEYS[3], unpack(gone))) do
+      freed = freed + (tonumber(size) or 0)
+    end
+    redis.call('ZREM', KEYS[2], unpack(gone))
+    redis.call('HDEL', KEYS[3], unpack(gone))
+    redis.call('HINCRBY', KEYS[3], '#', -freed)
+  end
+  local total = tonumber(redis.call('HGET', KEYS[3], '#')) or 0
+  if total + tonumber(ARGV[6]) > tonumber(ARGV[7]) then
+    return {}
+  end
 end
+local before = tonumber(redis.call('HGET', KEYS[3], ARGV[5])) or 0
+redis.call('HSET', KEYS[3], ARGV[5], ARGV[6])
+redis.call('HINCRBY', KEYS[3], '#', tonumber(ARGV[6]) - before)
+redis.call('ZADD', KEYS[2], ARGV[8], ARGV[5])
 redis.call('HSET', KEYS[1], 'r', ARGV[1], 'v', version, 'f', ARGV[3])
 redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+"""
+    + _ROUND_OWNER_EXPIRY
+    + """
 return {ARGV[1], tostring(version)}
 """
+)
 
-# KEYS: round. ARGV: predecessor version, record, version, free-from, expiry ms. 1 if stored.
+# KEYS: round, owner's rounds, owner's round bytes. ARGV: predecessor version, record,
+# version, free-from, expiry ms, the round's key, its bytes. 1 if stored.
 _SWAP_ROUND: Final = """
 if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then
   return 0
 end
 redis.call('HSET', KEYS[1], 'r', ARGV[2], 'v', ARGV[3], 'f', ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], ARGV[5])
+local before = redis.call('HGET', KEYS[3], ARGV[6])
+if before then
+  redis.call('HSET', KEYS[3], ARGV[6], ARGV[7])
+  redis.call('HINCRBY', KEYS[3], '#', tonumber(ARGV[7]) - tonumber(before))
+end
 return 1
 """
 
@@ -289,6 +340,7 @@ class RedisTaskStore:
         max_tasks: int,
         max_per_owner: int = 1_000,
         max_bytes_per_owner: int = 64 * 1024 * 1024,
+        max_round_bytes_per_owner: int = DEFAULT_ROUND_BYTES_PER_OWNER,
         label: str,
     ) -> None:
         if not namespace or any(character in namespace for character in "{}"):
@@ -296,6 +348,7 @@ class RedisTaskStore:
         self.max_tasks = max_tasks
         self.max_per_owner = max_per_owner
         self.max_bytes_per_owner = max_bytes_per_owner
+        self.max_round_bytes_per_owner = max_round_bytes_per_owner
         self.label = label
         self._client = client
         self._prefix = f"mrtr:{{{namespace}}}:"
@@ -427,19 +480,32 @@ class RedisTaskStore:
             raise self._unavailable(exc) from exc
         return int(weight)
 
+    def _round_keys(self, record: RoundRecord) -> list[str]:
+        return [
+            f"{self._prefix}round:{record.key}",
+            f"{self._prefix}rounds:{record.owner}",
+            f"{self._prefix}round-bytes:{record.owner}",
+        ]
+
     async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
-        arguments = [
-            claim.to_json(),
+        text = claim.to_json()
+        arguments: list[str | int] = [
+            text,
             _number(now),
             _number(claim.free_from()),
             str(math.ceil(claim.expires_at * 1000)),
+            claim.key,
+            len(text),
+            self.max_round_bytes_per_owner,
+            _number(claim.expires_at),
+            PURGE_BATCH,
         ]
         try:
-            reply: list[Any] = await self._claim_round(
-                keys=[f"{self._prefix}round:{claim.key}"], args=arguments
-            )
+            reply: list[Any] = await self._claim_round(keys=self._round_keys(claim), args=arguments)
         except redis.exceptions.RedisError as exc:
             raise self._unavailable(exc) from exc
+        if not reply:
+            raise TaskStoreFull.of_owner_rounds(self.max_round_bytes_per_owner)
         return RoundRecord.from_json(reply[0], int(reply[1]))
 
     async def load_round(self, key: str) -> RoundRecord | None:
@@ -453,20 +519,28 @@ class RedisTaskStore:
         return None if record.expires_at <= time.time() else record
 
     async def swap_round(self, record: RoundRecord) -> bool:
+        text = record.to_json()
         arguments: list[str | int] = [
             record.version - 1,
-            record.to_json(),
+            text,
             record.version,
             _number(record.free_from()),
             str(math.ceil(record.expires_at * 1000)),
+            record.key,
+            len(text),
         ]
         try:
-            stored = await self._swap_round(
-                keys=[f"{self._prefix}round:{record.key}"], args=arguments
-            )
+            stored = await self._swap_round(keys=self._round_keys(record), args=arguments)
         except redis.exceptions.RedisError as exc:
             raise self._unavailable(exc) from exc
         return int(stored) == 1
+
+    async def round_bytes(self, owner: str) -> int:
+        try:
+            total = await self._client.hget(f"{self._prefix}round-bytes:{owner}", "#")
+        except redis.exceptions.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        return int(total or 0)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -479,6 +553,7 @@ async def open_redis_store(
     max_tasks: int,
     max_per_owner: int = 1_000,
     max_bytes_per_owner: int = 64 * 1024 * 1024,
+    max_round_bytes_per_owner: int = DEFAULT_ROUND_BYTES_PER_OWNER,
     label: str | None = None,
 ) -> RedisTaskStore:
     """A store on the Redis at ``url`` (``redis://`` or ``rediss://``), its keys under
@@ -505,6 +580,7 @@ async def open_redis_store(
         max_tasks=max_tasks,
         max_per_owner=max_per_owner,
         max_bytes_per_owner=max_bytes_per_owner,
+        max_round_bytes_per_owner=max_round_bytes_per_owner,
         label=shown,
     )
     try:
