@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_http_e2e import Replica, replica, stop
 
-from mrtr_runtime.http._app import MAX_BODY_BYTES, MAX_HEAD_BYTES, HttpSettings
+from mrtr_runtime.http._settings import MAX_BODY_BYTES, MAX_HEAD_BYTES, HttpSettings
 from mrtr_runtime.http._uvicorn import _guarded_protocol_class
 from support import BOUND, MODERN, meta
 

@@ -21,13 +21,8 @@ import pytest
 
 from mrtr_runtime import Context, Registry
 from mrtr_runtime.http import _sessions
-from mrtr_runtime.http._app import (
-    MAX_IN_FLIGHT,
-    MAX_WAITING,
-    RETRY_MILLISECONDS,
-    HttpApp,
-    HttpSettings,
-)
+from mrtr_runtime.http._app import MAX_IN_FLIGHT, MAX_WAITING, HttpApp, HttpSettings
+from mrtr_runtime.http._responses import RETRY_MILLISECONDS
 from mrtr_runtime.http._sessions import (
     MAX_DETACHED_STREAMS,
     MAX_LOG_BYTES,

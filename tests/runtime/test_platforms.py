@@ -397,15 +397,15 @@ def test_a_task_store_file_others_can_read_is_refused_on_posix_only(tmp_path: Pa
 
 
 def test_an_http_tokens_file_others_can_read_is_refused_on_posix_only(tmp_path: Path) -> None:
-    http_app = pytest.importorskip("mrtr_runtime.http._app")
+    http_settings = pytest.importorskip("mrtr_runtime.http._settings")
     path = tmp_path / "tokens"
     path.write_text("alice:tok-a\n", encoding="utf-8")
     os.chmod(path, 0o644)
     with pytest.raises(ValueError, match="readable by others; chmod 600"):
-        http_app._read_tokens_file(str(path), platform="posix")
+        http_settings._read_tokens_file(str(path), platform="posix")
     # Windows reports 0o666 for it whatever its ACL says: the check would refuse every file.
     os.chmod(path, 0o666)  # noqa: S103 (the wrong mode under test)
-    assert http_app._read_tokens_file(str(path), platform="nt") == (("alice", "tok-a"),)
+    assert http_settings._read_tokens_file(str(path), platform="nt") == (("alice", "tok-a"),)
 
 
 # -- what the command line prints, for each system -----------------------------------------

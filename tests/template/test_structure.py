@@ -365,4 +365,4 @@ def test_an_import_up_inside_a_wing_and_out_of_the_standalone_floor_is_caught(
     problems = floor_violations(graph, floors_of(DEVELOPING.read_text("utf-8")))
     assert any(p.startswith("http._rules:") and "imports http._app" in p for p in problems)
     assert any(p.startswith("cli._hosts:") and "imports _wire" in p for p in problems)
-    assert ["http._app", "http._rules", "http._app"] in cycles(graph)
+    assert any({"http._app", "http._rules"} <= set(cycle) for cycle in cycles(graph))

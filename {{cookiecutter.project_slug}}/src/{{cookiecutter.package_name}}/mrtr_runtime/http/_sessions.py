@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 from .._jsonrpc import RequestId
 from .._router import Session
+from ._settings import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_SECONDS
 
 __all__ = (
     "DEFAULT_MAX_SESSIONS",
@@ -38,15 +39,6 @@ __all__ = (
     "parse_event_id",
 )
 
-#: Sessions open at once (MRTR_HTTP_MAX_SESSIONS). A host opens one per start and many never
-#: send DELETE, so sessions pile up until the idle bound ends them; a thousand is a large team's
-#: worth, each a few kilobytes when quiet. At the bound the longest-idle session with nothing
-#: running is ended to make room; when every one is busy, `initialize` gets 503 + Retry-After.
-DEFAULT_MAX_SESSIONS: Final = 1000
-#: A session unused this long is ended (MRTR_HTTP_SESSION_IDLE_SECONDS); its client gets 404
-#: next and, as "Session Management" 4. requires, initializes again. An hour outlasts a
-#: person's pause; a session with a request running or a stream open is never idle.
-DEFAULT_SESSION_IDLE_SECONDS: Final = 3600
 #: The replay log of one stream: the events a resuming GET can still get. Past either bound
 #: the oldest go; the stream's last message (a request's response) is always kept.
 MAX_LOG_EVENTS: Final = 64

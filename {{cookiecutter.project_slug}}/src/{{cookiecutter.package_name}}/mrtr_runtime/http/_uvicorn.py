@@ -26,15 +26,9 @@ from typing import Any, Final
 
 from .._context import SHUTDOWN_GRACE_SECONDS
 from .._router import Server
-from ._app import (
-    BODY_TIMEOUT_SECONDS,
-    ENDPOINT,
-    ENV_TOKEN,
-    ConnectionRefusal,
-    HttpApp,
-    HttpSettings,
-)
+from ._app import ConnectionRefusal, HttpApp
 from ._rules import HeadMeter, access_warning, login_accounts
+from ._settings import BODY_TIMEOUT_SECONDS, ENDPOINT, ENV_TOKEN, HttpSettings
 
 __all__ = ("SHUTDOWN_GRACE_SECONDS", "SHUTDOWN_MARGIN_SECONDS", "serve_http")
 
