@@ -1038,7 +1038,7 @@ async def test_a_schema_2_file_gains_the_round_records_and_keeps_its_tasks(
         assert await store.load(record.task_id) == record
         claimed = await store.claim_round(round_claim("run-a"), time.time())
         assert claimed.holder == "run-a"
-        assert store._eager.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert store._eager.execute("PRAGMA user_version").fetchone()[0] == 3
         (weight,) = store._eager.execute(
             "SELECT bytes FROM owner_count WHERE owner = ?", (record.owner,)
         ).fetchone()
@@ -1064,11 +1064,23 @@ SCHEMA_3 = (
 )
 
 
+#: How runtimes 0.8.0 to 0.11.0 claim a round (no owner): they may share the file with this one.
+CLAIM_ROUND_0_11 = (
+    "INSERT INTO rounds (key, version, expires_at, free_from, record) VALUES (?, 1, ?, ?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET version = rounds.version + 1, "
+    "expires_at = excluded.expires_at, free_from = excluded.free_from, record = excluded.record "
+    "WHERE rounds.free_from <= ? OR rounds.expires_at <= ? "
+    "RETURNING version"
+)
+
+
 async def test_a_schema_3_file_keeps_its_round_records_and_counts_new_ones_by_owner(
     tmp_path: Path,
 ) -> None:
     # A project updated from 0.8.0 to 0.11.0: a confirmation carried out before the update
     # is still answered from its record (never run again), and new rounds count by owner.
+    # The schema stays 3 (the owners are only added), so a 0.11.0 server still running on the
+    # same file (a host not restarted yet) keeps claiming rounds, counted under no owner.
     path = tmp_path / "tasks.db"
     settled = RoundRecord(key="before", expires_at=time.time() + 600, outcome={"result": {}})
     with sqlite3.connect(path, isolation_level=None) as db:
@@ -1085,13 +1097,24 @@ async def test_a_schema_3_file_keeps_its_round_records_and_counts_new_ones_by_ow
     path.chmod(0o600)
     store = await open_sqlite_store(path, max_tasks=10)
     try:
-        assert store._eager.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert store._eager.execute("PRAGMA user_version").fetchone()[0] == 3
         assert await store.claim_round(round_claim("run", key="before"), time.time()) == settled
         mine = await store.claim_round(round_claim("run", key="after"), time.time())
         assert await store.round_bytes("owner-a") == len(mine.to_json())
         assert await store.round_bytes("") == len(old_json)  # the old record: owner unknown
+        now = time.time()
+        claimed_by_0_11 = store._eager.execute(
+            CLAIM_ROUND_0_11, ("by-0.11", now + 600, now + 15, old_json, now, now)
+        ).fetchone()
+        assert claimed_by_0_11 == (1,)
+        assert await store.round_bytes("") == 2 * len(old_json)
     finally:
         await store.close()
+    reopened = await open_sqlite_store(path, max_tasks=10)
+    try:  # opened again: nothing more to add, nothing lost
+        assert await reopened.round_bytes("owner-a") == len(mine.to_json())
+    finally:
+        await reopened.close()
 
 
 async def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ WAL_SIZE_LIMIT_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_BYTES_PER_OWNER: Final = 64 * 1024 * 1024
 
 #: The schema's version, in ``PRAGMA user_version``: a file written by another schema is refused.
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 3
 #: How long a write waits for another process's write lock before it fails. Writers hold it for
 #: well under a millisecond; seconds mean a stuck process, which an error should name.
 BUSY_TIMEOUT_MS: Final = 5000
@@ -93,12 +93,13 @@ _ROUNDS_SCHEMA: Final = (
     ) WITHOUT ROWID""",
 )
 
-#: Schema 4: whose each round record is (``rounds.owner``) and each owner's bytes of them
-#: (``round_owner.bytes``: the lengths of its records, ASCII JSON, kept by the triggers of
-#: every insert, update and delete), for the per-owner bound on round records. A claim reads
-#: its owner's row (a primary-key read); the triggers are one primary-key write beside each of
-#: a round's writes. A schema-3 file gets the column (its records' owner unknown: '') and the
-#: table, filled in, as it is opened.
+#: Whose each round record is (``rounds.owner``) and each owner's bytes of them (``round_owner
+#: .bytes``: the lengths of its records, ASCII JSON, kept by the triggers of every insert, update
+#: and delete), for the per-owner bound on round records (runtime 0.12.0). A claim reads its
+#: owner's row (a primary-key read); the triggers are one primary-key write beside each of a
+#: round's writes. Added to a file that lacks them as it is opened, and only added to: the
+#: schema stays 3, so a 0.8.0 to 0.11.0 server sharing the file (a host still running the
+#: previous release during an update) keeps working; its records count under no owner ('').
 _ROUND_OWNERS_SCHEMA: Final = (
     "ALTER TABLE rounds ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
     """CREATE TABLE IF NOT EXISTS round_owner (
@@ -190,7 +191,6 @@ _SCHEMA: Final = (
     ) WITHOUT ROWID""",
     *_OWNER_BYTES_SCHEMA,
     *_ROUNDS_SCHEMA,
-    *_ROUND_OWNERS_SCHEMA,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 #: A round's claim, one statement: stored where no live record holds the key, or where the
@@ -215,16 +215,9 @@ _RECLAIM_ROUND: Final = (
 _SWAP_TRIES: Final = 8
 #: SQLites older than 3.35 (no RETURNING) claim in a transaction instead.
 _RETURNING: Final = sqlite3.sqlite_version_info >= (3, 35, 0)
-#: What a schema-2 file (runtime 0.7.0) and a schema-3 one (0.8.0 to 0.11.0) need to become
-#: schema 4.
+#: What a schema-2 file (runtime 0.7.0) needs to become schema 3.
 _UPGRADES: Final = {
-    2: (
-        *_OWNER_BYTES_SCHEMA,
-        *_ROUNDS_SCHEMA,
-        *_ROUND_OWNERS_SCHEMA,
-        f"PRAGMA user_version = {SCHEMA_VERSION}",
-    ),
-    3: (*_ROUND_OWNERS_SCHEMA, f"PRAGMA user_version = {SCHEMA_VERSION}"),
+    2: (*_OWNER_BYTES_SCHEMA, *_ROUNDS_SCHEMA, f"PRAGMA user_version = {SCHEMA_VERSION}"),
 }
 
 
@@ -598,6 +591,10 @@ def _open(path: Path, max_tasks: int, max_per_owner: int, make_parents: bool) ->
                     )
                 for statement in _SCHEMA if found == 0 else _UPGRADES.get(found, ()):
                     patient.execute(statement)
+                columns = {row[1] for row in patient.execute("PRAGMA table_info(rounds)")}
+                if "owner" not in columns:
+                    for statement in _ROUND_OWNERS_SCHEMA:
+                        patient.execute(statement)
             eager = _connect(path, 0)
         except BaseException:
             patient.close()
