@@ -373,3 +373,18 @@ class Installs:
 def ended(directory: Path, name: str, text: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / name).write_text(text, encoding="utf-8")
+
+
+def run_template_suite(
+    project: Installed, suite: Path, *options: str | Path, targets: Sequence[str] = ()
+) -> None:
+    """Run the template's ``suite`` (``tests/runtime``, ``tests/samples``; or only its tests
+    ``targets``) with ``project``'s python, against its package, under the suite's own
+    settings: neither the template's conftest nor the project's pytest settings apply."""
+    settings: list[str | Path] = ["-c", suite / "pytest.ini", "--rootdir", suite]
+    run(
+        [project.python, "-m", "pytest", *settings, *options, *(targets or [str(suite)]), "-q"],
+        cwd=project.project,
+        timeout=1200,
+        env={"MRTR_PACKAGE": DEFAULT_PACKAGE},
+    )

@@ -21,7 +21,8 @@ import pytest
 from bakery import COMBINATIONS, PIP_CACHE, REPO, Bake, BakeFactory, Installs, bake_into
 
 # The runtime's suite and the samples suite run inside each installed bake, with that bake's
-# python (test_baked_project.py), never with this venv: they import the baked package by name.
+# python (test_baked_runtime_suite.py, test_baked_samples.py), never with this venv: they
+# import the baked package by name.
 collect_ignore = ["runtime", "samples"]
 NODE_PEERS_MODULE = "peers.node"
 
@@ -98,9 +99,13 @@ def waits_in_the_background(item: pytest.Item) -> bool:
 
 
 #: Under pytest-xdist, the modules that take longest, longest first: a module handed out last
-#: that runs for minutes leaves the other core idle (the samples suites, run whole against two
-#: bakes, took the last 7 minutes of a 24-minute run on one core).
-LONGEST_FIRST = ("tests/template/test_baked_project.py",)
+#: that runs for minutes leaves the other core idle. The baked suites were one module, 28 of a
+#: 30-minute run on one core; split, the two longest start at once on the two workers.
+LONGEST_FIRST = (
+    "tests/template/test_baked_samples.py",
+    "tests/template/test_baked_runtime_suite.py",
+    "tests/template/test_baked_checks.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
