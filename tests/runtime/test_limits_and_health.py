@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 
 import anyio
 import pytest
+import redis
+import redis_server
 from hypothesis import given
 from hypothesis import strategies as st
 from test_http_app import Client
 
 from mrtr_runtime import Context, Registry
 from mrtr_runtime._config import Settings
-from mrtr_runtime._task_store import MemoryTaskStore, TaskRecord, TaskStoreUnavailable
+from mrtr_runtime._task_store import (
+    MemoryTaskStore,
+    RoundRecord,
+    TaskRecord,
+    TaskStore,
+    TaskStoreUnavailable,
+)
 from mrtr_runtime.http._app import HttpApp, HttpSettings
 from mrtr_runtime.http._limits import PrincipalLimits
 from mrtr_runtime.server import Server
@@ -187,11 +196,18 @@ class FlakyStore(MemoryTaskStore):
     def __init__(self) -> None:
         super().__init__()
         self.broken = False
+        #: Reads are served, writes fail (a full disk, a file turned read-only).
+        self.read_only = False
 
     async def load(self, task_id: str) -> TaskRecord | None:
         if self.broken:
             raise TaskStoreUnavailable("the Redis server at redis://db:6379 cannot be reached")
         return await super().load(task_id)
+
+    async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
+        if self.broken or self.read_only:
+            raise TaskStoreUnavailable("the task store /srv/tasks.db: attempt to write a readonly")
+        return await super().claim_round(claim, now)
 
 
 @pytest.mark.anyio
@@ -219,6 +235,64 @@ async def test_readiness_follows_the_task_store_and_liveness_does_not() -> None:
     store.broken = False
     assert (await client.post(b"", method="GET", path="/readyz")).status == 200
     assert (await client.post(b"{}", path="/readyz")).status == 405
+
+
+@pytest.mark.anyio
+async def test_a_task_store_that_reads_but_cannot_write_is_not_ready() -> None:
+    store = FlakyStore()
+
+    async def opener() -> FlakyStore:
+        return store
+
+    server = Server(
+        name="ready", version="1", registry=Registry(), signing=make_codec(), task_store=opener
+    )
+    client = Client(HttpApp(server, HttpSettings()))
+    assert (await client.post(b"", method="GET", path="/readyz")).status == 200
+    store.read_only = True
+    down = await client.post(b"", method="GET", path="/readyz")
+    assert down.status == 503
+    assert down.json()["reason"] == "the task store cannot be used (see the server log)"
+    store.read_only = False
+    assert (await client.post(b"", method="GET", path="/readyz")).status == 200
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real redis-server of this test; the test fails (never skips) when there is none."""
+    try:
+        binary = redis_server.find_redis_server()
+        with redis_server.running_redis(binary) as running:
+            yield running.url
+    except redis_server.RedisUnavailableError as exc:
+        pytest.fail(f"the Redis task store cannot be tested: {exc}", pytrace=False)
+
+
+@pytest.mark.anyio
+async def test_a_redis_demoted_to_a_read_only_replica_is_not_ready(redis_url: str) -> None:
+    # REPLICAOF makes the server a replica (of a master that is not there): it still answers
+    # every read, and refuses every write (READONLY), as a failed-over primary does.
+    from mrtr_runtime.redis import open_redis_store
+
+    async def opener() -> TaskStore:
+        return await open_redis_store(redis_url, namespace="ready", max_tasks=10)
+
+    server = Server(
+        name="ready", version="1", registry=Registry(), signing=make_codec(), task_store=opener
+    )
+    client = Client(HttpApp(server, HttpSettings()))
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        assert (await client.post(b"", method="GET", path="/readyz")).status == 200
+        admin.execute_command("REPLICAOF", "127.0.0.1", "1")
+        down = await client.post(b"", method="GET", path="/readyz")
+        assert down.status == 503
+        assert down.json()["reason"] == "the task store cannot be used (see the server log)"
+        admin.execute_command("REPLICAOF", "NO", "ONE")
+        assert (await client.post(b"", method="GET", path="/readyz")).status == 200
+    finally:
+        admin.close()
+        await (await server.tasks.store()).close()
 
 
 @pytest.mark.anyio

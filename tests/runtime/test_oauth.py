@@ -740,6 +740,19 @@ async def test_a_tool_needing_a_scope_the_token_lacks_is_a_403_before_it_runs() 
 
 
 @pytest.mark.anyio
+async def test_a_tool_is_listed_to_a_token_without_its_scope_so_the_host_can_step_up() -> None:
+    # 2026-07-28 basic/authorization, step-up: the client learns a tool's scope from the 403 on
+    # calling it and asks its user for it. A list without the tool would leave the host no call
+    # to make and so no challenge to follow: the tool would be unreachable until a new login.
+    calls: Counter[str] = Counter()
+    client = Client(oauth_app(calls, FakeAuthorizationServer(KEYS)))
+    listed = await client.rpc("tools/list", {}, headers=bearer(token(claims(scope="mcp"))))
+    assert listed.status == 200
+    assert "deploy" in [tool["name"] for tool in listed.json()["result"]["tools"]]
+    assert calls == Counter()
+
+
+@pytest.mark.anyio
 async def test_a_refused_token_runs_nothing_and_says_why() -> None:
     calls: Counter[str] = Counter()
     client = Client(oauth_app(calls, FakeAuthorizationServer(KEYS)))

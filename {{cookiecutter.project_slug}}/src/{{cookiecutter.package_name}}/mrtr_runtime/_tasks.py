@@ -57,6 +57,7 @@ from ._registry import Registry
 from ._results import InputRequired, ToolResult
 from ._task_store import (
     MemoryTaskStore,
+    RoundRecord,
     TaskRecord,
     TaskStore,
     TaskStoreFull,
@@ -113,6 +114,8 @@ MAX_FOLLOWED_TASKS: Final = 256
 #: How long a replayed confirmation of a client that does not follow tasks waits for the task
 #: its first sending started (it then hears where the work stands, and may call again).
 INLINE_WAIT_SECONDS: Final = 60.0
+#: How long a readiness probe's round record lives (one per process, rewritten by each probe).
+READINESS_PROBE_SECONDS: Final = 60.0
 #: The end of a task whose action may have been carried out by a run that did not finish (the
 #: server stopped past the handler's point of no return), when the handler is not idempotent
 #: and so is not run again: a tool-level outcome, saying the truth ("maybe").
@@ -374,10 +377,22 @@ class TaskEngine:
     # -- the store ----------------------------------------------------------------------
 
     async def check_store(self) -> None:
-        """Whether the store answers now (readiness): opened if need be, then one read of a
-        task that does not exist. Raises TaskStoreUnavailable or RpcError saying why not."""
+        """Whether the store takes a write now (readiness): opened if need be, then one read of
+        a task that does not exist and one write, a round record of this process's own that
+        holds nothing (free at once, gone in a minute). A store that reads but cannot write (a
+        full disk, a file turned read-only, a Redis demoted to a replica) would take requests
+        and fail every confirmation and task. Raises TaskStoreUnavailable or RpcError saying
+        why not."""
         store = await self.store()
         await store.load("readiness-probe")
+        now = time.time()
+        probe = RoundRecord(
+            key=f"readiness-probe:{self.worker_id}",
+            expires_at=now + READINESS_PROBE_SECONDS,
+            lease_expires=now,
+            owner="readiness-probe",
+        )
+        await store.claim_round(probe, now)
 
     async def store(self) -> TaskStore:
         """The store, opened on first use."""
