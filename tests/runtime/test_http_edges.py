@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from test_http_e2e import Replica, replica, stop
 
 from mrtr_runtime.http._settings import MAX_BODY_BYTES, MAX_HEAD_BYTES, HttpSettings
-from mrtr_runtime.http._uvicorn import _guarded_protocol_class
+from mrtr_runtime.http._uvicorn_classes import GuardedHttpToolsProtocol
 from support import BOUND, MODERN, meta
 
 TOOLS_LIST = json.dumps(
@@ -120,7 +120,9 @@ async def feed(reads: Iterable[bytes], max_head_bytes: int = MAX_HEAD_BYTES) -> 
     from uvicorn.server import ServerState
 
     config = uvicorn.Config(ok_app, log_config=None, lifespan="off")
-    protocol_class = _guarded_protocol_class(HttpSettings(max_head_bytes=max_head_bytes))
+    protocol_class = GuardedHttpToolsProtocol.configured(
+        HttpSettings(max_head_bytes=max_head_bytes)
+    )
     protocol = protocol_class(
         config=config, server_state=ServerState(), app_state={}, _loop=asyncio.get_running_loop()
     )
@@ -361,9 +363,10 @@ def test_a_body_trickling_after_its_request_was_answered_ends_with_the_body_time
     )
     # One second instead of thirty (the app's bound, and the discarding connection's).
     prelude = (
-        "import support\nimport mrtr_runtime.http._app\nimport mrtr_runtime.http._uvicorn\n\n"
+        "import support\nimport mrtr_runtime.http._app\n"
+        "import mrtr_runtime.http._uvicorn_classes\n\n"
         "mrtr_runtime.http._app.BODY_TIMEOUT_SECONDS = 1.0\n"
-        "mrtr_runtime.http._uvicorn.BODY_TIMEOUT_SECONDS = 1.0\n"
+        "mrtr_runtime.http._uvicorn_classes.BODY_TIMEOUT_SECONDS = 1.0\n"
     )
     with replica(tmp_path, prelude=prelude) as server:
         with connect(server) as sock:

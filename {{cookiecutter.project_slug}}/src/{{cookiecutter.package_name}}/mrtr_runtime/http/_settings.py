@@ -36,6 +36,7 @@ __all__ = (
     "MAX_IN_FLIGHT",
     "MAX_PARKED",
     "MAX_WAITING",
+    "SHUTDOWN_MARGIN_SECONDS",
     "HttpSettings",
 )
 
@@ -69,6 +70,11 @@ HEAD_TIMEOUT_SECONDS: Final = 10.0
 MAX_HEAD_BYTES: Final = 64 * 1024
 #: A body must arrive within this (408 after): a client trickling bytes holds no connection long.
 BODY_TIMEOUT_SECONDS: Final = 30.0
+#: Past the grace (how long a stopping server gives requests in flight: uvicorn's graceful
+#: shutdown), the last answers get at most this long to reach their clients before the process
+#: ends. Together the bound on a stop, from the signal to the exit.
+SHUTDOWN_MARGIN_SECONDS: Final = 2.0
+
 ENV_TOKEN: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 ENV_TOKENS_FILE: Final = "MRTR_HTTP_TOKENS_FILE"
 ENV_ALLOWED_ORIGINS: Final = "MRTR_HTTP_ALLOWED_ORIGINS"
