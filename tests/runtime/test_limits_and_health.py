@@ -24,6 +24,7 @@ from mrtr_runtime._task_store import (
     TaskStore,
     TaskStoreUnavailable,
 )
+from mrtr_runtime.http import _app as http_app
 from mrtr_runtime.http._app import HttpApp, HttpSettings
 from mrtr_runtime.http._limits import PrincipalLimits
 from mrtr_runtime.server import Server
@@ -210,7 +211,14 @@ class FlakyStore(MemoryTaskStore):
         return await super().claim_round(claim, now)
 
 
+@pytest.fixture
+def no_ready_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every probe checks the store (a verdict of "works" otherwise stands a second)."""
+    monkeypatch.setattr(http_app, "READY_CACHE_SECONDS", 0.0)
+
+
 @pytest.mark.anyio
+@pytest.mark.usefixtures("no_ready_cache")
 async def test_readiness_follows_the_task_store_and_liveness_does_not() -> None:
     store = FlakyStore()
 
@@ -238,6 +246,7 @@ async def test_readiness_follows_the_task_store_and_liveness_does_not() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.usefixtures("no_ready_cache")
 async def test_a_task_store_that_reads_but_cannot_write_is_not_ready() -> None:
     store = FlakyStore()
 
@@ -269,6 +278,7 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.mark.anyio
+@pytest.mark.usefixtures("no_ready_cache")
 async def test_a_redis_demoted_to_a_read_only_replica_is_not_ready(redis_url: str) -> None:
     # REPLICAOF makes the server a replica (of a master that is not there): it still answers
     # every read, and refuses every write (READONLY), as a failed-over primary does.
@@ -293,6 +303,49 @@ async def test_a_redis_demoted_to_a_read_only_replica_is_not_ready(redis_url: st
     finally:
         admin.close()
         await (await server.tasks.store()).close()
+
+
+class CountingStore(FlakyStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    async def claim_round(self, claim: RoundRecord, now: float) -> RoundRecord:
+        self.writes += 1
+        await anyio.sleep(0.05)  # a store that takes a moment: the probes meet
+        return await super().claim_round(claim, now)
+
+
+@pytest.mark.anyio
+async def test_a_flood_of_readiness_probes_writes_to_the_store_about_once_a_second() -> None:
+    # Anyone may probe, and each check writes: 200 probes at once share one check, and a
+    # verdict of "works" stands a second; a failure is never kept.
+    store = CountingStore()
+
+    async def opener() -> CountingStore:
+        return store
+
+    server = Server(
+        name="ready", version="1", registry=Registry(), signing=make_codec(), task_store=opener
+    )
+    client = Client(HttpApp(server, HttpSettings()))
+    statuses: list[int] = []
+
+    async def probe() -> None:
+        statuses.append((await client.post(b"", method="GET", path="/readyz")).status)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(200):
+            group.start_soon(probe)
+    assert statuses == [200] * 200 and store.writes == 1
+    for _ in range(50):
+        await probe()
+    assert store.writes == 1  # within the second
+    store.read_only = True
+    await anyio.sleep(http_app.READY_CACHE_SECONDS)
+    assert (await client.post(b"", method="GET", path="/readyz")).status == 503
+    assert (await client.post(b"", method="GET", path="/readyz")).status == 503
+    assert store.writes == 3  # each failing probe checked again
 
 
 @pytest.mark.anyio

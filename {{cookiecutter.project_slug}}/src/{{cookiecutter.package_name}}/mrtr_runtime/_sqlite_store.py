@@ -54,6 +54,8 @@ import anyio.to_thread
 from ._permissions import open_to_others
 from ._task_store import (
     DEFAULT_ROUND_BYTES_PER_OWNER,
+    MAX_PURGE_MARKS,
+    ROUND_PURGE_SECONDS,
     RoundRecord,
     TaskRecord,
     TaskStoreFull,
@@ -251,6 +253,8 @@ class SqliteTaskStore:
         # One call at a time on the patient connection.
         self._patient_slot = anyio.CapacityLimiter(1)
         self._closed = False
+        #: When each owner at its round bound last had its expired records forgotten.
+        self._rounds_purged: dict[str, float] = {}
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """``work`` on the loop's connection; if it would wait for a lock, in the thread."""
@@ -402,14 +406,14 @@ class SqliteTaskStore:
         text = claim.to_json()
         claimed = (claim.key, claim.expires_at, claim.free_from(), text, claim.owner)
         bound = self.max_round_bytes_per_owner
+        # The owner's bytes: one primary-key read. Past the bound, its expired records go
+        # first (in the thread, at most once a second per owner: a scan of every record).
+        full = await self._run(lambda db: self._round_bytes(db, claim.owner)) + len(text) > bound
+        if full and await self._forget_expired_rounds(claim.owner, now):
+            held = await self._run(lambda db: self._round_bytes(db, claim.owner))
+            full = held + len(text) > bound
 
-        def claim_round(db: sqlite3.Connection) -> tuple[str, int] | int:
-            row = db.execute(
-                "SELECT bytes FROM round_owner WHERE owner = ?", (claim.owner,)
-            ).fetchone()
-            full = row is not None and int(row[0]) + len(text) > bound
-            if full:
-                full = self._purge_owner_rounds(db, claim.owner, now, bound - len(text))
+        def claim_round(db: sqlite3.Connection) -> tuple[str, int, str] | int:
             if _RETURNING:
                 if full:
                     # Only the key's own record may be taken: an owner at its bound starts
@@ -422,19 +426,20 @@ class SqliteTaskStore:
                 if row is not None:
                     return int(row[0])  # stored: the claim, at this version
                 held = db.execute(
-                    "SELECT record, version FROM rounds WHERE key = ?", (claim.key,)
+                    "SELECT record, version, owner FROM rounds WHERE key = ?", (claim.key,)
                 ).fetchone()
                 if held is None and full:
                     raise TaskStoreFull.of_owner_rounds(bound)
                 # None: the holder expired and was purged in between; the caller claims again.
-                return (str(held[0]), int(held[1])) if held is not None else 0
+                return (str(held[0]), int(held[1]), str(held[2])) if held is not None else 0
             with _transaction(db):
                 held = db.execute(
-                    "SELECT version, free_from, expires_at, record FROM rounds WHERE key = ?",
+                    "SELECT version, free_from, expires_at, record, owner FROM rounds "
+                    "WHERE key = ?",
                     (claim.key,),
                 ).fetchone()
                 if held is not None and held[1] > now and held[2] > now:
-                    return str(held[3]), int(held[0])
+                    return str(held[3]), int(held[0]), str(held[4])
                 if held is None:
                     if full:
                         raise TaskStoreFull.of_owner_rounds(bound)
@@ -471,27 +476,41 @@ class SqliteTaskStore:
         raise TaskStoreUnavailable(f"the task store {self.path}: a round's record kept changing")
 
     @staticmethod
-    def _purge_owner_rounds(db: sqlite3.Connection, owner: str, now: float, room: int) -> bool:
-        """Forget `owner`'s expired round records (a scan: only an owner at its bound pays
-        for it); whether it is still past `room` bytes."""
-        db.execute("DELETE FROM rounds WHERE owner = ? AND expires_at <= ?", (owner, now))
+    def _round_bytes(db: sqlite3.Connection, owner: str) -> int:
         row = db.execute("SELECT bytes FROM round_owner WHERE owner = ?", (owner,)).fetchone()
-        return row is not None and int(row[0]) > room
+        return 0 if row is None else int(row[0])
+
+    async def _forget_expired_rounds(self, owner: str, now: float) -> bool:
+        """Forget `owner`'s expired round records, unless that was done less than
+        ROUND_PURGE_SECONDS ago; whether it was done. No index holds the owner (it would cost
+        every round's writes), so this scans every record: in the worker thread, never on
+        the loop, and only for an owner at its bound."""
+        last = self._rounds_purged.get(owner)
+        if last is not None and now - last < ROUND_PURGE_SECONDS:
+            return False
+        if len(self._rounds_purged) >= MAX_PURGE_MARKS:
+            self._rounds_purged.clear()
+        self._rounds_purged[owner] = now
+
+        def forget(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM rounds WHERE owner = ? AND expires_at <= ?", (owner, now))
+
+        try:
+            await anyio.to_thread.run_sync(forget, self._patient, limiter=self._patient_slot)
+        except sqlite3.DatabaseError as exc:
+            raise TaskStoreUnavailable(f"the task store {self.path}: {exc}") from exc
+        return True
 
     async def round_bytes(self, owner: str) -> int:
-        def round_bytes(db: sqlite3.Connection) -> int:
-            row = db.execute("SELECT bytes FROM round_owner WHERE owner = ?", (owner,)).fetchone()
-            return 0 if row is None else int(row[0])
-
-        return await self._run(round_bytes)
+        return await self._run(lambda db: self._round_bytes(db, owner))
 
     async def load_round(self, key: str) -> RoundRecord | None:
-        def load_round(db: sqlite3.Connection) -> tuple[str, int] | None:
+        def load_round(db: sqlite3.Connection) -> tuple[str, int, str] | None:
             row = db.execute(
-                "SELECT record, version FROM rounds WHERE key = ? AND expires_at > ?",
+                "SELECT record, version, owner FROM rounds WHERE key = ? AND expires_at > ?",
                 (key, time.time()),
             ).fetchone()
-            return None if row is None else (str(row[0]), int(row[1]))
+            return None if row is None else (str(row[0]), int(row[1]), str(row[2]))
 
         found = await self._run(load_round)
         return None if found is None else RoundRecord.from_json(*found)

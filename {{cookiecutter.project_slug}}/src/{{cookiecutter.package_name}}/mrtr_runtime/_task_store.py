@@ -28,6 +28,8 @@ from ._errors import MrtrError
 __all__ = (
     "ACTIVE_STATUSES",
     "DEFAULT_ROUND_BYTES_PER_OWNER",
+    "MAX_PURGE_MARKS",
+    "ROUND_PURGE_SECONDS",
     "TERMINAL_STATUSES",
     "MemoryTaskStore",
     "RoundRecord",
@@ -175,6 +177,10 @@ class TaskRecord:
 #: The per-owner bound on live round records' bytes of a store opened without one (Settings
 #: gives the configured one, MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER).
 DEFAULT_ROUND_BYTES_PER_OWNER: Final = 16 * 1024 * 1024
+#: An owner at its round bound has its expired records forgotten at most this often.
+ROUND_PURGE_SECONDS: Final = 1.0
+#: Owners whose last purge is remembered at most (then all are forgotten: a purge more).
+MAX_PURGE_MARKS: Final = 4096
 
 _FIELD_NAMES: Final = tuple(item.name for item in fields(TaskRecord))
 
@@ -191,7 +197,8 @@ class RoundRecord:
     return. Once it ends, `outcome` says what became of it: ``{"result": ...}`` (the complete
     result the client got) or ``{"task": id}`` (the task it became). A released claim (the
     round asked again, or stopped before its point of no return) has no holder and a lapsed
-    lease: the next claim takes it. `version` is the store's, not part of the JSON.
+    lease: the next claim takes it. `owner` and `version` are the store's, kept beside the
+    JSON, not in it.
     """
 
     key: str
@@ -222,13 +229,16 @@ class RoundRecord:
         # confirming round makes two of these).
         fields = self._fields()
         fields.update(changes)
-        return RoundRecord(**fields, version=self.version + 1)
+        return RoundRecord(**fields, owner=self.owner, version=self.version + 1)
 
     def to_json(self) -> str:
+        """The record as the stores keep it. Its owner and version are kept beside it (a
+        column, a hash field), never in it: runtimes 0.8.0 to 0.11.0 read these records with
+        exactly these fields, and one of them may share the store during an update."""
         return _ROUND_ENCODER.encode(self._fields())
 
     def _fields(self) -> dict[str, Any]:
-        """The record's fields but its version (the store's own), by name."""
+        """The record's fields but its owner and version (the store's own), by name."""
         return {
             "key": self.key,
             "expires_at": self.expires_at,
@@ -236,12 +246,15 @@ class RoundRecord:
             "lease_expires": self.lease_expires,
             "committed": self.committed,
             "outcome": self.outcome,
-            "owner": self.owner,
         }
 
     @classmethod
-    def from_json(cls, text: str | bytes, version: int) -> RoundRecord:
-        return _read_record("a confirmed round's", text, lambda data: cls(**data, version=version))
+    def from_json(cls, text: str | bytes, version: int, owner: str = "") -> RoundRecord:
+        return _read_record(
+            "a confirmed round's",
+            text,
+            lambda data: cls(**data, owner=owner, version=version),
+        )
 
 
 #: How much of a decoding error's text a message carries (names and positions, never values).
@@ -335,7 +348,10 @@ class TaskStore(Protocol):
         holds the key. The caller's claim is its own when the holder returned is its own.
         Raises `TaskStoreFull` when no live record holds the key and storing the claim would
         pass its owner's `max_round_bytes_per_owner`: a round already recorded is always
-        answered, a new one is refused."""
+        answered, a new one is refused. The bound counts a round as it is claimed: its kept
+        result (at most `_once.MAX_KEPT_RESULT_BYTES`), written by `swap_round` after, is not
+        refused (a round carried out must keep its outcome), so an owner may pass the bound
+        by that much per round in flight."""
         ...
 
     async def load_round(self, key: str) -> RoundRecord | None:
@@ -395,6 +411,9 @@ class MemoryTaskStore:
         #: Round records by key, each with its bytes as stored; their bytes by owner.
         self._rounds: dict[str, tuple[RoundRecord, int]] = {}
         self._round_bytes: dict[str, int] = {}
+        #: Each owner's round keys, and when each owner at its bound was last purged.
+        self._owner_rounds: dict[str, set[str]] = {}
+        self._rounds_purged: dict[str, float] = {}
         #: Stored tasks (expired ones included until purged) by owner, and their bytes.
         self._owned: dict[str, int] = {}
         self._bytes: dict[str, int] = {}
@@ -501,7 +520,7 @@ class MemoryTaskStore:
             # A new record (or one in an expired one's place): the owner's bound counts it.
             size = _round_size(claim)
             if self._round_bytes.get(claim.owner, 0) + size > self.max_round_bytes_per_owner:
-                await self.purge(now)
+                self._forget_expired_rounds(claim.owner, now)
                 if self._round_bytes.get(claim.owner, 0) + size > self.max_round_bytes_per_owner:
                     raise TaskStoreFull.of_owner_rounds(self.max_round_bytes_per_owner)
         stored = replace(claim, version=1 if held is None else held.version + 1)
@@ -522,21 +541,38 @@ class MemoryTaskStore:
         self._put_round(record)
         return True
 
+    def _forget_expired_rounds(self, owner: str, now: float) -> None:
+        """Forget `owner`'s expired round records (only its own), at most once a second."""
+        last = self._rounds_purged.get(owner)
+        if last is not None and now - last < ROUND_PURGE_SECONDS:
+            return
+        if len(self._rounds_purged) >= MAX_PURGE_MARKS:
+            self._rounds_purged.clear()
+        self._rounds_purged[owner] = now
+        for key in list(self._owner_rounds.get(owner, ())):
+            if self._rounds[key][0].expires_at <= now:
+                self._drop_round(key)
+
     def _put_round(self, record: RoundRecord) -> None:
         self._drop_round(record.key)
         size = _round_size(record)
         self._rounds[record.key] = (record, size)
         self._round_bytes[record.owner] = self._round_bytes.get(record.owner, 0) + size
+        self._owner_rounds.setdefault(record.owner, set()).add(record.key)
 
     def _drop_round(self, key: str) -> None:
         entry = self._rounds.pop(key, None)
         if entry is not None:
             owner = entry[0].owner
             left = self._round_bytes.get(owner, 0) - entry[1]
+            keys = self._owner_rounds.get(owner)
+            if keys is not None:
+                keys.discard(key)
             if left > 0:
                 self._round_bytes[owner] = left
             else:
                 self._round_bytes.pop(owner, None)
+                self._owner_rounds.pop(owner, None)
 
     async def round_bytes(self, owner: str) -> int:
         return self._round_bytes.get(owner, 0)

@@ -113,6 +113,8 @@ LIVE_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 #: A readiness check (the task store's answer) must come within this, else "not ready".
 READY_TIMEOUT_SECONDS: Final = 2.0
+#: How long the task store's verdict stands for further readiness probes.
+READY_CACHE_SECONDS: Final = 1.0
 
 _logger = logging.getLogger("mrtr_runtime")
 
@@ -293,6 +295,10 @@ class HttpApp:
         #: Requests being served, so that stopping answers each one still open (`abandon_open`).
         self.open_requests: dict[OpenExchange, tuple[Request, Cancellation]] = {}
         self._tasks_loop: asyncio.Task[None] | None = None
+        #: The task store's readiness check running now, and until when its last "works"
+        #: stands (monotonic time).
+        self._store_check: asyncio.Task[str | None] | None = None
+        self._store_ok_until = 0.0
         self._sweeper: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -496,6 +502,23 @@ class HttpApp:
             return "stopping"
         if not self.server.signing_works():
             return "the signing key cannot sign and verify a requestState"
+        # The store's check writes, and anyone may ask: probes that come while one check runs
+        # share it, and a store found working is not checked again for READY_CACHE_SECONDS,
+        # so a flood of probes is about one write a second. A failure is never kept: the
+        # next probe checks again.
+        if time.monotonic() < self._store_ok_until:
+            return None
+        check = self._store_check
+        if check is None or check.done():
+            check = self._store_check = asyncio.get_running_loop().create_task(
+                self._store_problem()
+            )
+        problem = await asyncio.shield(check)
+        if problem is None:
+            self._store_ok_until = time.monotonic() + READY_CACHE_SECONDS
+        return problem
+
+    async def _store_problem(self) -> str | None:
         try:
             async with asyncio.timeout(READY_TIMEOUT_SECONDS):
                 await self.server.tasks.check_store()

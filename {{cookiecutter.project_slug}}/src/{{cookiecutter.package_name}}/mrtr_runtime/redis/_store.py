@@ -243,7 +243,8 @@ return weight
 """
 
 # Round records (`RoundRecord`): ``...:round:<key>``, a hash of the record's JSON ``r``, its
-# version ``v`` and ``f``, from when a claim may take it (its lease's end while nothing came of
+# version ``v``, its owner ``w`` (beside the JSON, which 0.8.0 to 0.11.0 read too) and ``f``,
+# from when a claim may take it (its lease's end while nothing came of
 # it and it is not past its point of no return; '+inf' otherwise). Redis forgets it at its
 # expiry (PEXPIREAT). Its owner's ``...:rounds:<owner>`` (its round keys, scored by expiry) and
 # ``...:round-bytes:<owner>`` (each key's bytes, and their sum in field '#': no round key has
@@ -260,15 +261,15 @@ end
 """
 
 # KEYS: round, owner's rounds, owner's round bytes. ARGV: record, now, free-from, expiry ms,
-# the round's key, its bytes, the owner's byte bound, expiry score, the purge batch. Returns
-# {stored record, version}, or {} when a new record would pass the owner's bound.
+# the round's key, its bytes, the owner's byte bound, expiry score, the purge batch, the owner.
+# Returns {stored record, version, owner}, or {} when a new record would pass the owner's bound.
 _CLAIM_ROUND: Final = (
     """
-local held = redis.call('HMGET', KEYS[1], 'r', 'v', 'f')
+local held = redis.call('HMGET', KEYS[1], 'r', 'v', 'f', 'w')
 local version = 1
 if held[1] then
   if held[3] == '+inf' or tonumber(held[3]) > tonumber(ARGV[2]) then
-    return {held[1], held[2]}
+    return {held[1], held[2], held[4] or ''}
   end
   version = tonumber(held[2]) + 1
 else
@@ -291,12 +292,12 @@ local before = tonumber(redis.call('HGET', KEYS[3], ARGV[5])) or 0
 redis.call('HSET', KEYS[3], ARGV[5], ARGV[6])
 redis.call('HINCRBY', KEYS[3], '#', tonumber(ARGV[6]) - before)
 redis.call('ZADD', KEYS[2], ARGV[8], ARGV[5])
-redis.call('HSET', KEYS[1], 'r', ARGV[1], 'v', version, 'f', ARGV[3])
+redis.call('HSET', KEYS[1], 'r', ARGV[1], 'v', version, 'f', ARGV[3], 'w', ARGV[10])
 redis.call('PEXPIREAT', KEYS[1], ARGV[4])
 """
     + _ROUND_OWNER_EXPIRY
     + """
-return {ARGV[1], tostring(version)}
+return {ARGV[1], tostring(version), ARGV[10]}
 """
 )
 
@@ -315,6 +316,11 @@ if before then
 end
 return 1
 """
+
+
+def _text(value: str | bytes) -> str:
+    """A reply's string (the client may return bytes)."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
 def _number(value: float) -> str:
@@ -499,6 +505,7 @@ class RedisTaskStore:
             self.max_round_bytes_per_owner,
             _number(claim.expires_at),
             PURGE_BATCH,
+            claim.owner,
         ]
         try:
             reply: list[Any] = await self._claim_round(keys=self._round_keys(claim), args=arguments)
@@ -506,16 +513,16 @@ class RedisTaskStore:
             raise self._unavailable(exc) from exc
         if not reply:
             raise TaskStoreFull.of_owner_rounds(self.max_round_bytes_per_owner)
-        return RoundRecord.from_json(reply[0], int(reply[1]))
+        return RoundRecord.from_json(reply[0], int(reply[1]), _text(reply[2]))
 
     async def load_round(self, key: str) -> RoundRecord | None:
         try:
-            held: list[Any] = await self._client.hmget(f"{self._prefix}round:{key}", "r", "v")
+            held: list[Any] = await self._client.hmget(f"{self._prefix}round:{key}", "r", "v", "w")
         except redis.exceptions.RedisError as exc:
             raise self._unavailable(exc) from exc
         if held[0] is None:
             return None
-        record = RoundRecord.from_json(held[0], int(held[1]))
+        record = RoundRecord.from_json(held[0], int(held[1]), _text(held[2] or b""))
         return None if record.expires_at <= time.time() else record
 
     async def swap_round(self, record: RoundRecord) -> bool:
