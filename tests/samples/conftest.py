@@ -25,6 +25,24 @@ if not os.environ.get("MRTR_PACKAGE", "").isidentifier():
     )
 
 
+#: Set by the template's tests when they run this suite in an installed bake (tests/bakery.py):
+#: how many pytest-xdist workers to spread it over, a module per worker, where the bake's
+#: interpreter has pytest-xdist and the command line does not choose (``-n``) itself. Most of
+#: the suite's time is servers' grace periods and stand-in AWS waits: workers overlap them.
+WORKERS = "MRTR_SUITE_WORKERS"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Before pytest-xdist's own hook turns -n into workers (it runs later: registered earlier).
+    workers = os.environ.get(WORKERS, "")
+    if not workers.isdigit() or int(workers) < 2 or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None:
+        config.option.numprocesses = int(workers)
+        config.option.dist = "loadfile"
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
