@@ -349,6 +349,21 @@ async def test_a_flood_of_readiness_probes_writes_to_the_store_about_once_a_seco
 
 
 @pytest.mark.anyio
+async def test_a_probe_refused_by_the_round_bound_still_finds_the_store_working() -> None:
+    # MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER below one probe's record (a few replicas' probes
+    # share its owner): the store answered the write with a refusal, so it works.
+    async def opener() -> MemoryTaskStore:
+        return MemoryTaskStore(max_round_bytes_per_owner=100)
+
+    server = Server(
+        name="ready", version="1", registry=Registry(), signing=make_codec(), task_store=opener
+    )
+    client = Client(HttpApp(server, HttpSettings()))
+    ready = await client.post(b"", method="GET", path="/readyz")
+    assert (ready.status, ready.json()) == (200, {"status": "ok"})
+
+
+@pytest.mark.anyio
 async def test_readiness_is_false_when_the_key_cannot_sign() -> None:
     server = Server(name="ready", version="1", registry=Registry(), signing=make_codec())
 
