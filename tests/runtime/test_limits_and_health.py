@@ -268,7 +268,8 @@ async def test_a_task_store_that_reads_but_cannot_write_is_not_ready() -> None:
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    """A real redis-server of this test; the test fails (never skips) when there is none."""
+    """A real redis-server of this test alone (the test demotes it to a replica, so it is not
+    the session's shared one); the test fails (never skips) when there is none."""
     try:
         binary = redis_server.find_redis_server()
         with redis_server.running_redis(binary) as running:

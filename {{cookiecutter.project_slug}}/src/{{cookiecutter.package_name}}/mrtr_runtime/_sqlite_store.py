@@ -54,8 +54,7 @@ import anyio.to_thread
 from ._permissions import open_to_others
 from ._task_store import (
     DEFAULT_ROUND_BYTES_PER_OWNER,
-    MAX_PURGE_MARKS,
-    ROUND_PURGE_SECONDS,
+    PurgeSchedule,
     RoundRecord,
     TaskRecord,
     TaskStoreFull,
@@ -253,8 +252,8 @@ class SqliteTaskStore:
         # One call at a time on the patient connection.
         self._patient_slot = anyio.CapacityLimiter(1)
         self._closed = False
-        #: When each owner at its round bound last had its expired records forgotten.
-        self._rounds_purged: dict[str, float] = {}
+        #: When an owner at its round bound may have its expired records forgotten again.
+        self._purges = PurgeSchedule()
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """``work`` on the loop's connection; if it would wait for a lock, in the thread."""
@@ -481,16 +480,12 @@ class SqliteTaskStore:
         return 0 if row is None else int(row[0])
 
     async def _forget_expired_rounds(self, owner: str, now: float) -> bool:
-        """Forget `owner`'s expired round records, unless that was done less than
-        ROUND_PURGE_SECONDS ago; whether it was done. No index holds the owner (it would cost
+        """Forget `owner`'s expired round records, unless that was done less than a second
+        ago (`PurgeSchedule`); whether it was done. No index holds the owner (it would cost
         every round's writes), so this scans every record: in the worker thread, never on
         the loop, and only for an owner at its bound."""
-        last = self._rounds_purged.get(owner)
-        if last is not None and now - last < ROUND_PURGE_SECONDS:
+        if not self._purges.due(owner, now):
             return False
-        if len(self._rounds_purged) >= MAX_PURGE_MARKS:
-            self._rounds_purged.clear()
-        self._rounds_purged[owner] = now
 
         def forget(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM rounds WHERE owner = ? AND expires_at <= ?", (owner, now))

@@ -28,10 +28,10 @@ from ._errors import MrtrError
 __all__ = (
     "ACTIVE_STATUSES",
     "DEFAULT_ROUND_BYTES_PER_OWNER",
-    "MAX_PURGE_MARKS",
     "ROUND_PURGE_SECONDS",
     "TERMINAL_STATUSES",
     "MemoryTaskStore",
+    "PurgeSchedule",
     "RoundRecord",
     "TaskRecord",
     "TaskStatus",
@@ -181,6 +181,27 @@ DEFAULT_ROUND_BYTES_PER_OWNER: Final = 16 * 1024 * 1024
 ROUND_PURGE_SECONDS: Final = 1.0
 #: Owners whose last purge is remembered at most (then all are forgotten: a purge more).
 MAX_PURGE_MARKS: Final = 4096
+
+
+class PurgeSchedule:
+    """When an owner at its round bound may have its expired records forgotten again: at most
+    once every ROUND_PURGE_SECONDS (a store without an index on the owner scans for them),
+    remembering at most MAX_PURGE_MARKS owners (past that, all are forgotten: one purge more
+    each). The one rule every store's claim goes through."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+
+    def due(self, owner: str, now: float) -> bool:
+        """Whether `owner`'s purge may run now; if so, it counts as run."""
+        last = self._last.get(owner)
+        if last is not None and now - last < ROUND_PURGE_SECONDS:
+            return False
+        if len(self._last) >= MAX_PURGE_MARKS:
+            self._last.clear()
+        self._last[owner] = now
+        return True
+
 
 _FIELD_NAMES: Final = tuple(item.name for item in fields(TaskRecord))
 
@@ -411,9 +432,9 @@ class MemoryTaskStore:
         #: Round records by key, each with its bytes as stored; their bytes by owner.
         self._rounds: dict[str, tuple[RoundRecord, int]] = {}
         self._round_bytes: dict[str, int] = {}
-        #: Each owner's round keys, and when each owner at its bound was last purged.
+        #: Each owner's round keys, and when an owner at its bound may be purged again.
         self._owner_rounds: dict[str, set[str]] = {}
-        self._rounds_purged: dict[str, float] = {}
+        self._purges = PurgeSchedule()
         #: Stored tasks (expired ones included until purged) by owner, and their bytes.
         self._owned: dict[str, int] = {}
         self._bytes: dict[str, int] = {}
@@ -543,12 +564,8 @@ class MemoryTaskStore:
 
     def _forget_expired_rounds(self, owner: str, now: float) -> None:
         """Forget `owner`'s expired round records (only its own), at most once a second."""
-        last = self._rounds_purged.get(owner)
-        if last is not None and now - last < ROUND_PURGE_SECONDS:
+        if not self._purges.due(owner, now):
             return
-        if len(self._rounds_purged) >= MAX_PURGE_MARKS:
-            self._rounds_purged.clear()
-        self._rounds_purged[owner] = now
         for key in list(self._owner_rounds.get(owner, ())):
             if self._rounds[key][0].expires_at <= now:
                 self._drop_round(key)
