@@ -3,8 +3,9 @@
 ``bake(**answers)`` renders the template with cookiecutter's API (no prompts) into a fresh
 temporary directory and returns the project with the post-gen hook's output. ``installed(aws)``
 gives one installed project per option combination for the whole session: a bake whose own
-``.venv`` has ``pip install -e .[dev(,aws)]`` done, i.e. exactly what the README tells users to do,
-so host configs printed for it point at that venv.
+``.venv`` has ``pip install -e .[dev(,aws)]`` done, i.e. what the README tells users to do (with
+pip for ``PIP_COMBINATION``, with uv for the others), so host configs printed for it point at that
+venv.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ else:
 
 REPO = Path(__file__).resolve().parents[1]
 PIP_CACHE = REPO / ".cache" / "pip"
+UV_CACHE = REPO / ".cache" / "uv"
 KEY_FILE = ".mrtr-signing-key"
 #: Every optional wing of the runtime, on.
 ALL_WINGS: Mapping[str, str] = {
@@ -61,6 +63,9 @@ COMBINATIONS: Mapping[str, Mapping[str, str]] = {
 }
 #: The combinations that carry every wing: the whole runtime suite runs against them.
 FULL_COMBINATIONS = frozenset({"aws", "no-aws"})
+#: The combination installed with pip, the README's "Run it" command word for word; the others
+#: with uv (``install``), which resolves the same versions (test_baked_checks.py compares them).
+PIP_COMBINATION = "minimal"
 DEFAULT_SLUG = "mrtr-server"
 DEFAULT_PACKAGE = "mrtr_server"
 # Directories that are never part of what the template generated.
@@ -239,17 +244,25 @@ SUITE_WORKERS = min(
 )
 
 
-def install(project: Path, extras: str) -> Path:
+def install(project: Path, extras: str, *, with_pip: bool = True) -> Path:
     """``python -m venv .venv && .venv/bin/pip install -e .[extras]``, with the shared pip cache,
-    plus the pinned extras of the template's runtime suite (``RUNTIME_SUITE_NEEDS``)."""
+    plus the pinned extras of the template's runtime suite (``RUNTIME_SUITE_NEEDS``). Without
+    ``with_pip``, the same requirements go in with ``uv pip install`` (the README's other way):
+    pip spends over a minute of CPU on a venv with the AWS example's dependencies (moto and
+    botocore are tens of thousands of files, each compiled), uv a few seconds, and every
+    combination's venv is on the critical path of the suites that wait for it."""
     venv.EnvBuilder(with_pip=True, clear=True).create(project / ".venv")
     python = venv_python(project / ".venv")
     pins = [dev_pin(name) for name in RUNTIME_SUITE_NEEDS]
-    run(
-        [python, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]", *pins],
-        cwd=project,
-        timeout=900,
-    )
+    requirements = ["-e", f".[{extras}]", *pins]
+    if with_pip:
+        command = [python, "-m", "pip", "install", "--quiet", *requirements]
+        env = None
+    else:
+        command = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", python]
+        command += requirements
+        env = {"UV_CACHE_DIR": str(UV_CACHE)}
+    run(command, cwd=project, timeout=900, env=env)
     return python
 
 
@@ -271,7 +284,7 @@ def bake_every_combination(
 
 def install_combination(project: Path, combination: str) -> Installed:
     aws = COMBINATIONS[combination]["include_aws_example"] == "yes"
-    install(project, "dev,aws" if aws else "dev")
+    install(project, "dev,aws" if aws else "dev", with_pip=combination == PIP_COMBINATION)
     return Installed(project, combination)
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from types import ModuleType
@@ -43,8 +45,9 @@ def bake(
 
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installs]:
-    """``installed("aws" | "no-aws")``: a bake with ``pip install -e .[dev(,aws)]`` done in its own
-    ``.venv``, exactly as its README says; one per combination, shared by the whole session."""
+    """``installed("aws" | "no-aws" | ...)``: a bake with ``pip install -e .[dev(,aws)]`` done in
+    its own ``.venv``, as its README says (``bakery.install``); one per combination, shared by the
+    whole session."""
     installs = Installs(tmp_path_factory)
     yield installs
     installs.close()
@@ -133,3 +136,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     # The template's tests and the baked projects' pip share one cache inside the checkout.
     PIP_CACHE.mkdir(parents=True, exist_ok=True)
+    # Servers these tests start keep their default task store and per-user key under
+    # $XDG_STATE_HOME/<slug>/: this process's own directory, never the user's (a test that needs
+    # its own state, or none, says so in the server's environment).
+    # (Each pytest-xdist worker runs this hook too, and gets a directory of its own.)
+    state = tempfile.mkdtemp(prefix="mrtr-test-state-")
+    os.environ["XDG_STATE_HOME"] = state
+    config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))

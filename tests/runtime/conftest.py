@@ -42,6 +42,14 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's servers keep their default task store (``$XDG_STATE_HOME/<slug>/``) in that
+    test's own directory: never the user's, never another test's (tasks of one test are not
+    found by the next, and parallel workers do not share one SQLite file)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
 @pytest.fixture
 def calls() -> Counter[str]:
     """Handler runs of `support.build_registry`, by tool name."""

@@ -14,6 +14,7 @@ this directory is not rendered, so it holds no Jinja.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +47,11 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's servers keep their default task store (``$XDG_STATE_HOME/<slug>/``) in that
+    test's own directory: never the user's, never another test's (tasks of one test are not
+    found by the next, and parallel workers do not share one SQLite file)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

@@ -3,8 +3,9 @@ wing serve stdio and name the option for the rest.
 
 For each named option combination (``bakery.COMBINATIONS``: the AWS example on and off with every
 wing, the default bake, the minimal one) one bake gets its own ``.venv`` with
-``pip install -e .[dev(,aws)]`` (the README's "Run it", pip cache shared), and then runs what its
-README promises: ``ruff check``, ``ruff format --check``, ``mypy`` and ``pytest``. Every
+``pip install -e .[dev(,aws)]`` (the README's "Run it": with pip for one, with uv for the others,
+caches shared), and then runs what its README promises: ``ruff check``, ``ruff format
+--check``, ``mypy`` and ``pytest``. Every
 combination vendors the same runtime byte for byte (less the wings it was generated without) and
 installs the same versions of what they share, which is what lets the template's runtime suite
 (test_baked_runtime_suite.py) run in full against one of them. A combination without some wing

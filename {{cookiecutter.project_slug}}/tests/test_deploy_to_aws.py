@@ -145,7 +145,7 @@ async def deploy(
 
 
 def cfn() -> Any:
-    return boto3.client("cloudformation", region_name=REGION)
+    return engine.aws_session(boto3).client("cloudformation", region_name=REGION)
 
 
 def no_stacks() -> bool:

@@ -129,7 +129,7 @@ async def deploy(client: MemoryClient, elicit: Elicit | None = None, **arguments
 
 
 def cfn() -> Any:
-    return boto3.client("cloudformation", region_name=REGION)
+    return engine.aws_session(boto3).client("cloudformation", region_name=REGION)
 
 
 def stack_events(name: str = STACK) -> int:
@@ -748,7 +748,7 @@ class Recorder:
 
 @pytest.fixture
 def stubbed() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client(
+    client = engine.aws_session(boto3).client(
         "cloudformation",
         region_name=REGION,
         aws_access_key_id="testing",

@@ -708,15 +708,16 @@ def require_boto3() -> Any:
         ) from None
 
 
-def _session(boto3: Any, **credentials: str) -> Any:
+def aws_session(boto3: Any) -> Any:
     """A boto3 session of its own (credentials and configuration read anew, as each deploy
     must) that shares this process's one botocore data loader. The loader holds the service
     models and the endpoint rules, about a megabyte of JSON: parsed once per process, not once
-    per session (it was most of a deploy's CPU, and each deploy opens two sessions)."""
+    per session (it was most of a deploy's CPU). Tests make their clients with it too: a plain
+    ``boto3.client`` parses that JSON again whenever moto has reset boto3's default session."""
     botocore_session = importlib.import_module("botocore.session").get_session()
     data_path = botocore_session.get_config_variable("data_path")  # AWS_DATA_PATH, if set
     botocore_session.register_component("data_loader", _data_loader(data_path))
-    return boto3.session.Session(botocore_session=botocore_session, **credentials)
+    return boto3.session.Session(botocore_session=botocore_session)
 
 
 @functools.cache
@@ -839,15 +840,17 @@ def _matches(
 def resolve_region(region: str | None) -> str:
     """The region a deploy goes to: the argument, else AWS_REGION, else AWS_DEFAULT_REGION,
     else the profile's. Reads local configuration only; blocks on files: run it in a thread."""
-    return _region_of(require_boto3().session.Session(), region)
+    return _region_of(lambda: aws_session(require_boto3()), region)
 
 
-def _region_of(session: Any, region: str | None) -> str:
+def _region_of(session: Callable[[], Any], region: str | None) -> str:
+    # The session only when the argument and the environment are silent: making one registers
+    # botocore's event handlers, a tenth of a second of CPU, to read one profile setting.
     resolved = (
         region
         or os.environ.get("AWS_REGION")
         or os.environ.get("AWS_DEFAULT_REGION")
-        or session.region_name
+        or session().region_name
     )
     if not resolved:
         raise ToolError("No AWS region: pass `region`, or set AWS_REGION for the server.")
@@ -873,8 +876,8 @@ def _as_role(
     )
     secrets: list[str] = []
     try:
-        base = _session(boto3)
-        resolved = _region_of(base, region)
+        base = aws_session(boto3)
+        resolved = _region_of(lambda: base, region)
         found = base.get_credentials()
         if found is not None:
             frozen = found.get_frozen_credentials()
@@ -893,14 +896,18 @@ def _as_role(
         secrets += credentials.secrets()
         treat_as_secret(*credentials.secrets())
         checkpoint()
-        assumed = _session(
-            boto3,
+        # The assumed role's client, from the same session: a botocore session registers its
+        # hundreds of event handlers when made, a tenth of a second of CPU that a second
+        # session per deploy would spend again for nothing but these three values.
+        cfn = base.client(
+            "cloudformation",
+            region_name=resolved,
+            config=config,
             aws_access_key_id=credentials.access_key_id,
             aws_secret_access_key=credentials.secret_access_key,
             aws_session_token=credentials.session_token,
-            region_name=resolved,
         )
-        return resolved, work(assumed.client("cloudformation", config=config))
+        return resolved, work(cfn)
     except ToolError as error:
         raise ToolError(_redact(str(error), secrets)) from None
     except _botocore_exceptions().ClientError as error:
