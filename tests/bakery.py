@@ -235,13 +235,17 @@ RUNTIME_SUITE_NEEDS = (
     "opentelemetry-semantic-conventions",
     "opentelemetry-exporter-otlp-proto-http",
 )
-#: The runtime suite's workers in an installed bake (tests/runtime/conftest.py reads
-#: MRTR_SUITE_WORKERS): one per core, at most 4. It is the longest single test of the run
-#: (hundreds of server starts); spread over the cores it stays far inside its subprocess
-#: timeout on a loaded machine.
-SUITE_WORKERS = min(
-    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 4
-)
+#: A suite's workers in an installed bake (tests/runtime/conftest.py and tests/samples/
+#: conftest.py read MRTR_SUITE_WORKERS): one per core, at most 4. The runtime suite is the
+#: longest single test of the run (hundreds of server starts); spread over the cores it stays far
+#: inside its subprocess timeout on a loaded machine.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+SUITE_WORKERS = min(CORES, 4)
+#: The runtime suite's: two per core, at most 4. Most of its time is waits (shutdown graces,
+#: timeouts a test runs into, servers starting): with one worker per core it kept about 1.25 of
+#: 2 cores busy (266 s), with two per core 211 s on a quiet machine, and it is the run's long
+#: pole.
+RUNTIME_SUITE_WORKERS = min(2 * CORES, 4)
 
 
 def install(project: Path, extras: str, *, with_pip: bool = True) -> Path:
@@ -389,7 +393,11 @@ def ended(directory: Path, name: str, text: str) -> None:
 
 
 def run_template_suite(
-    project: Installed, suite: Path, *options: str | Path, targets: Sequence[str] = ()
+    project: Installed,
+    suite: Path,
+    *options: str | Path,
+    targets: Sequence[str] = (),
+    workers: int = SUITE_WORKERS,
 ) -> None:
     """Run the template's ``suite`` (``tests/runtime``, ``tests/samples``; or only its tests
     ``targets``) with ``project``'s python, against its package, under the suite's own
@@ -399,5 +407,5 @@ def run_template_suite(
         [project.python, "-m", "pytest", *settings, *options, *(targets or [str(suite)]), "-q"],
         cwd=project.project,
         timeout=1200,
-        env={"MRTR_PACKAGE": DEFAULT_PACKAGE},
+        env={"MRTR_PACKAGE": DEFAULT_PACKAGE, "MRTR_SUITE_WORKERS": str(workers)},
     )

@@ -15,7 +15,13 @@ import re
 from collections.abc import Callable
 
 import pytest
-from bakery import FULL_COMBINATIONS, REPO, Installed, run_template_suite
+from bakery import (
+    FULL_COMBINATIONS,
+    REPO,
+    RUNTIME_SUITE_WORKERS,
+    Installed,
+    run_template_suite,
+)
 
 pytestmark = pytest.mark.baked_checks
 
@@ -98,7 +104,9 @@ def test_the_runtime_suite_passes_against_every_combination_with_every_wing(
     installed: Callable[[str], Installed], combination: str
 ) -> None:
     if combination == FULL_RUNTIME_COMBINATION:
-        run_template_suite(installed(combination), RUNTIME_SUITE)
+        run_template_suite(installed(combination), RUNTIME_SUITE, workers=RUNTIME_SUITE_WORKERS)
     else:
         tests = runtime_tests_reaching_the_project()
-        run_template_suite(installed(combination), RUNTIME_SUITE, targets=tests)
+        run_template_suite(
+            installed(combination), RUNTIME_SUITE, targets=tests, workers=RUNTIME_SUITE_WORKERS
+        )

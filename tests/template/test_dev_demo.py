@@ -169,3 +169,32 @@ def test_dev_py_test_runs_only_the_paths_it_is_given() -> None:
     assert not names_a_path("pre_gen")  # the value of -k: every test, filtered by name
     assert not names_a_path("-x")
     assert not names_a_path("tests/no_such_file.py")
+
+
+@pytest.mark.parametrize("uv_status", [0, 2])
+def test_the_test_venv_is_installed_by_uv_and_by_pip_where_uv_cannot(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], uv_status: int
+) -> None:
+    # uv reads no pip configuration: where it cannot install (an index only pip.conf names),
+    # pip installs everything, and dev.py says why; where it can, pip installs only uv.
+    dev = load_dev_py()
+    pip_installs: list[list[str]] = []
+    uv_commands: list[list[str]] = []
+    monkeypatch.setattr(dev, "pip_install", lambda _venv, install: pip_installs.append(install))
+
+    def fake_run(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        uv_commands.append(command)
+        failed = "error: Failed to fetch: `https://pypi.org/simple/anyio/`\n"
+        return subprocess.CompletedProcess(command, uv_status, "", failed if uv_status else "")
+
+    monkeypatch.setattr(dev.subprocess, "run", fake_run)
+    dev.uv_install(Path("venv"), ["-r", "requirements-dev.txt"])
+
+    (uv,) = uv_commands
+    assert uv[1:5] == ["-m", "uv", "pip", "install"] and uv[-2:] == ["-r", "requirements-dev.txt"]
+    expected = [[dev_pin("uv")]]
+    if uv_status:
+        expected.append(["-r", "requirements-dev.txt"])
+        said = "dev.py: uv could not install (error: Failed to fetch: `https://pypi.org/simple/"
+        assert capsys.readouterr().err.startswith(said)
+    assert pip_installs == expected

@@ -47,6 +47,7 @@ from ._tokens import (
     Binding,
     InvalidRequestState,
     RequestStateCodec,
+    RoundState,
     digest_arguments,
     digest_principal,
     round_key,
@@ -450,94 +451,31 @@ async def run_round(
         context = scope.context(answers, task_start=first)
         return await _finish_round(call, scope, context, answers, None, codec, tasks)
     binding = call.binding(scope.principal)
-    presented = received.request_state
-    # mrtr: "servers MUST treat requestState as an attacker-controlled input" and "MUST
-    # reject state that fails verification" -- before the handler sees anything.
-    try:
-        state = codec.verify(presented, binding)
-    except InvalidRequestState as error:
-        if error.reason != "expired":
-            raise RpcError(INVALID_PARAMS, f"Invalid requestState: {error.reason}") from None
+    verified = _verified_state(codec, received.request_state, binding)
+    if verified is None:
         # Authentic and bound to this very call, only stale: its answers are too old to act
         # on, so the questions start over with a fresh token instead of failing.
         context = scope.context({}, task_start=first)
         return await _finish_round(call, scope, context, {}, binding, codec, tasks)
-    token = presented if isinstance(presented, str) else None  # verify accepts only a str
-    if token is None:  # verify accepts only a str: never reached
-        raise RpcError(INVALID_PARAMS, "Invalid requestState: malformed")
-    once_key = round_key(token)
-
-    audit = scope.audit
-    trail_round = round_id(token) if audit is not None else ""
-
-    async def run(claim: RoundClaim | None) -> JSONObject:
-        # Under the round's claim: a sending answered from the record never gets here, so
-        # nothing it carries (answers, extra keys, extra fields) is read at all.
-        answers, parsed = _asked_answers(state.answers, state.asked, offered)
-        if audit is not None:
-            # What this round acts on: the decisions on what the round it closes asked.
-            decisions = {
-                key: decision_of(method, answers[key])
-                for key, method in state.asked.items()
-                if key in answers
-            }
-            audit.decided(
-                era=scope.version,
-                principal=scope.principal,
-                tool=call.target,
-                round=trail_round,
-                decisions=decisions,
-            )
-
-        async def rerun() -> JSONObject:
-            # The inline run of a task: the same round, in which start_task returns at once.
-            again = scope.context(answers, token, state.state, parsed, fence=claim)
-            return await _finish_round(call, scope, again, answers, binding, codec, None)
-
-        context = scope.context(
-            answers, token, state.state, parsed, task_start=confirming, fence=claim
-        )
-        try:
-            result = await _finish_round(
-                call, scope, context, answers, binding, codec, tasks, once_key, rerun, claim
-            )
-        except BaseException:
-            if audit is not None:
-                # Acted on decisions and ended without a result: the trail says so.
-                failed: JSONObject = {"isError": True}
-                audit.finished(
-                    era=scope.version,
-                    principal=scope.principal,
-                    tool=call.target,
-                    round=trail_round,
-                    result=failed,
-                )
-            raise
-        if audit is not None:
-            audit.finished(
-                era=scope.version,
-                principal=scope.principal,
-                tool=call.target,
-                round=trail_round,
-                result=result,
-            )
-        return result
+    token, state = verified
+    closing = _ClosingRound(call, scope, token, state, offered, binding, codec, tasks, confirming)
 
     def work() -> Awaitable[JSONObject]:
         if ledger is None:
-            return run(None)
+            return closing.run(None)
         # Single use: the round's record answers every later sending of this token, before
         # any handler code runs (see _once); the trail says so when it does.
+        audit = scope.audit
         replayed = (
             None
             if audit is None
             else functools.partial(
-                audit.replayed, principal=scope.principal, tool=call.target, round=trail_round
+                audit.replayed, principal=scope.principal, tool=call.target, round=closing.trail
             )
         )
         return ledger.once(
-            once_key,
-            run,
+            closing.key,
+            closing.run,
             principal=scope.principal,
             follows_tasks=extension,
             on_replay=replayed,
@@ -545,7 +483,115 @@ async def run_round(
 
     if flights is None:
         return await work()
-    return await flights.run(once_key, work)
+    return await flights.run(closing.key, work)
+
+
+def _verified_state(
+    codec: RequestStateCodec, presented: object, binding: Binding
+) -> tuple[str, RoundState] | None:
+    """The token `presented` and what it carries, verified; None when it is authentic and
+    bound to this call but expired. Any other failure is the call's -32602."""
+    # mrtr: "servers MUST treat requestState as an attacker-controlled input" and "MUST
+    # reject state that fails verification" -- before the handler sees anything.
+    try:
+        state = codec.verify(presented, binding)
+    except InvalidRequestState as error:
+        if error.reason != "expired":
+            raise RpcError(INVALID_PARAMS, f"Invalid requestState: {error.reason}") from None
+        return None
+    if not isinstance(presented, str):  # verify accepts only a str: never reached
+        raise RpcError(INVALID_PARAMS, "Invalid requestState: malformed")
+    return presented, state
+
+
+class _ClosingRound:
+    """A round that closes a verified token: what `run_round` hands the ledger to carry out at
+    most once, and the audit trail's record of what it acted on and how it ended."""
+
+    def __init__(
+        self,
+        call: Call,
+        scope: RequestScope,
+        token: str,
+        state: RoundState,
+        offered: Mapping[str, Any],
+        binding: Binding,
+        codec: RequestStateCodec,
+        tasks: TaskStarter | None,
+        task_start: TaskStart,
+    ) -> None:
+        self.call, self.scope, self.token, self.state = call, scope, token, state
+        self.offered = offered
+        self.binding, self.codec, self.tasks, self.task_start = binding, codec, tasks, task_start
+        #: The round's identity for single use and for flights.
+        self.key = round_key(token)
+        #: The round's name in the audit trail (none without one).
+        self.trail = round_id(token) if scope.audit is not None else ""
+
+    async def run(self, claim: RoundClaim | None) -> JSONObject:
+        # Under the round's claim: a sending answered from the record never gets here, so
+        # nothing it carries (answers, extra keys, extra fields) is read at all.
+        call, scope, state = self.call, self.scope, self.state
+        answers, parsed = _asked_answers(state.answers, state.asked, self.offered)
+        self._decided(answers)
+
+        async def rerun() -> JSONObject:
+            # The inline run of a task: the same round, in which start_task returns at once.
+            again = scope.context(answers, self.token, state.state, parsed, fence=claim)
+            return await _finish_round(call, scope, again, answers, self.binding, self.codec, None)
+
+        context = scope.context(
+            answers, self.token, state.state, parsed, task_start=self.task_start, fence=claim
+        )
+        try:
+            result = await _finish_round(
+                call,
+                scope,
+                context,
+                answers,
+                self.binding,
+                self.codec,
+                self.tasks,
+                self.key,
+                rerun,
+                claim,
+            )
+        except BaseException:
+            # Acted on decisions and ended without a result: the trail says so.
+            self._finished({"isError": True})
+            raise
+        self._finished(result)
+        return result
+
+    def _decided(self, answers: Mapping[str, Any]) -> None:
+        """The trail's record of what this round acts on: the decisions on what the round it
+        closes asked."""
+        audit = self.scope.audit
+        if audit is None:
+            return
+        asked = self.state.asked
+        audit.decided(
+            era=self.scope.version,
+            principal=self.scope.principal,
+            tool=self.call.target,
+            round=self.trail,
+            decisions={
+                key: decision_of(method, answers[key])
+                for key, method in asked.items()
+                if key in answers
+            },
+        )
+
+    def _finished(self, result: JSONObject) -> None:
+        audit = self.scope.audit
+        if audit is not None:
+            audit.finished(
+                era=self.scope.version,
+                principal=self.scope.principal,
+                tool=self.call.target,
+                round=self.trail,
+                result=result,
+            )
 
 
 def _task_starts(call: Call, engine: bool, extension: bool) -> tuple[TaskStart, TaskStart]:

@@ -24,11 +24,14 @@ from ._dispatch import (
     check_answer,
     round_step,
 )
+from ._errors import MrtrError
 from ._jsonrpc import INVALID_REQUEST, JSONObject, Response, RpcError, clip
 from ._wire import ELICIT
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+
+    from ._inputs import InputRequest
 
 __all__ = ("MAX_LEGACY_ROUNDS", "client_result", "run_legacy")
 
@@ -105,8 +108,6 @@ async def run_legacy(
         state = outcome.state
         answers = kept
         parsed = {key: model for key, model in parsed.items() if key in kept}
-        decisions: dict[str, str] = {}
-        plans: dict[str, str] = {}
         if scope.audit is not None:
             scope.audit.asked(
                 era=scope.version,
@@ -118,33 +119,10 @@ async def run_legacy(
                     for key, request in outcome.requests.items()
                 },
             )
-        # In the handler's order, so the question it put first (a confirmation) comes first.
-        for key, request in outcome.requests.items():
-            request_params = dict(request.params)
-            if request.method == ELICIT and request_params.get("mode") == "url":
-                # 2025-11-25 URL-mode elicitation carries an elicitationId; 2026-07-28 dropped it.
-                request_params["elicitationId"] = uuid.uuid4().hex
-            if scope.audit is not None:
-                plans[key] = plan_digest(request.method, request.params)
-            try:
-                answer = await scope.peer.request(request.method, request_params)
-            except RpcError as error:
-                return call.refuse(
-                    f"The client could not answer {request.method} ({error.code}): "
-                    f"{clip(error.message)}"
-                )
-            try:
-                model = check_answer(request.method, answer)
-            except BadAnswer as problem:
-                return call.refuse(f"The client's answer to {request.method} is invalid: {problem}")
-            answers[key] = answer
-            if model is not None:
-                parsed[key] = model
-            decisions[key] = decision_of(request.method, answer)
-            if request.method == ELICIT and answer.get("action") != "accept":
-                # A decline or cancel may make the rest moot ("Deploy?" -> no): the handler
-                # decides with what it has before the user is asked anything more.
-                break
+        try:
+            decisions, plans = await _ask_in_turn(scope, outcome.requests, answers, parsed)
+        except _Refusal as refusal:
+            return call.refuse(str(refusal))
         if scope.audit is not None:
             # Asked and answered in this request: one line with the decisions and what each
             # was a decision on (the trail's `plan`).
@@ -159,3 +137,50 @@ async def run_legacy(
     return call.refuse(
         f"{call.target!r} asked for input more than {max_rounds} times without finishing"
     )
+
+
+class _Refusal(MrtrError):
+    """Why the client's side of an exchange ended the call: its text is the call's refusal."""
+
+
+async def _ask_in_turn(
+    scope: RequestScope,
+    requests: Mapping[str, InputRequest],
+    answers: dict[str, Any],
+    parsed: dict[str, BaseModel],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Ask the client each of `requests` with a real request, in the handler's order, so the
+    question it put first (a confirmation) comes first; each answer goes into `answers` (its
+    model into `parsed`). Returns the decisions and, with an audit trail, the plan digest each
+    was a decision on. A declined or cancelled form ends the asking: the rest may be moot."""
+    decisions: dict[str, str] = {}
+    plans: dict[str, str] = {}
+    for key, request in requests.items():
+        request_params = dict(request.params)
+        if request.method == ELICIT and request_params.get("mode") == "url":
+            # 2025-11-25 URL-mode elicitation carries an elicitationId; 2026-07-28 dropped it.
+            request_params["elicitationId"] = uuid.uuid4().hex
+        if scope.audit is not None:
+            plans[key] = plan_digest(request.method, request.params)
+        try:
+            answer = await scope.peer.request(request.method, request_params)
+        except RpcError as error:
+            raise _Refusal(
+                f"The client could not answer {request.method} ({error.code}): "
+                f"{clip(error.message)}"
+            ) from None
+        try:
+            model = check_answer(request.method, answer)
+        except BadAnswer as problem:
+            raise _Refusal(
+                f"The client's answer to {request.method} is invalid: {problem}"
+            ) from None
+        answers[key] = answer
+        if model is not None:
+            parsed[key] = model
+        decisions[key] = decision_of(request.method, answer)
+        if request.method == ELICIT and answer.get("action") != "accept":
+            # A decline or cancel may make the rest moot ("Deploy?" -> no): the handler
+            # decides with what it has before the user is asked anything more.
+            break
+    return decisions, plans

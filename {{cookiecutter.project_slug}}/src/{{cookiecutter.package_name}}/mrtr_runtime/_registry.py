@@ -452,6 +452,19 @@ def _input_keys(keys: Collection[str]) -> frozenset[str]:
 _SCOPE_TOKEN: Final = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 
 
+def _check_task_options(task: TaskSupport | None, task_ttl_seconds: float | None) -> None:
+    if task not in (None, "optional", "required"):
+        raise ValueError(f'task must be None, "optional" or "required", not {task!r}')
+    if task_ttl_seconds is None:
+        return
+    if task is None:
+        raise TypeError('task_ttl_seconds needs task="optional" or task="required"')
+    if not 0 < task_ttl_seconds <= MAX_TASK_TTL_SECONDS:
+        raise ValueError(
+            f"task_ttl_seconds must be above 0 and at most {MAX_TASK_TTL_SECONDS} (7 days)"
+        )
+
+
 def _scope_tokens(scopes: Collection[str]) -> tuple[str, ...]:
     if isinstance(scopes, str):
         # scopes="deploy" would otherwise mean the scopes "d", "e", "p"...
@@ -593,15 +606,7 @@ class Registry:
             return self.tool()(name)
         required_scopes = _scope_tokens(scopes)
         unasked = _input_keys(accept_unasked)
-        if task not in (None, "optional", "required"):
-            raise ValueError(f'task must be None, "optional" or "required", not {task!r}')
-        if task_ttl_seconds is not None:
-            if task is None:
-                raise TypeError('task_ttl_seconds needs task="optional" or task="required"')
-            if not 0 < task_ttl_seconds <= MAX_TASK_TTL_SECONDS:
-                raise ValueError(
-                    f"task_ttl_seconds must be above 0 and at most {MAX_TASK_TTL_SECONDS} (7 days)"
-                )
+        _check_task_options(task, task_ttl_seconds)
 
         def register(handler: F) -> F:
             tool_name = handler.__name__ if name is None else name
@@ -614,8 +619,7 @@ class Registry:
             wire: dict[str, Any] = {"name": tool_name}
             if title is not None:
                 wire["title"] = title
-            text = _description(description, handler)
-            if text:
+            if text := _description(description, handler):
                 wire["description"] = text
             if annotations is not None:
                 wire["annotations"] = annotations.to_wire()

@@ -372,6 +372,27 @@ class HttpApp:
         headers = _headers(scope) if path_is_endpoint else {}
         method = scope["method"]
         authorization = headers.get("authorization")
+        refusal, grant = await self._judge_head(path_is_endpoint, method, headers)
+        if refusal is not None:
+            await refuse(send, refusal)
+            return
+        if method == "POST":
+            await self._serve_post(scope, headers, grant, receive, send)
+            return
+        principal = self._principal_of(scope, authorization, grant)
+        limited = principal if grant is None else _subject_key(grant)
+        if await self._past_rate(limited, send):
+            return
+        if method == "GET":
+            await self.legacy.get(headers, principal, receive, send)
+        else:
+            await self.legacy.delete(headers, principal, send)
+
+    async def _judge_head(
+        self, path_is_endpoint: bool, method: str, headers: dict[str, str]
+    ) -> tuple[Refusal | None, Grant | None]:
+        """The head's refusal, if any, and the OAuth grant its access token carries."""
+        authorization = headers.get("authorization")
         access_problem = (
             _access_problem(self.policy, headers.get("host"), headers.get("origin"))
             if path_is_endpoint
@@ -389,27 +410,22 @@ class HttpApp:
                 content_type=headers.get("content-type", ""),
                 accepts_json=accepts(headers.get("accept"), "application/json"),
             )
-        grant: Grant | None = None
-        if refusal is None and self.authority is not None:
-            verdict = await self.authority.authorise(authorization)
-            if isinstance(verdict, Grant):
-                grant = verdict
-            else:
-                refusal = oauth_refusal(self.authority.settings, verdict)
-        if refusal is not None:
-            await refuse(send, refusal)
-            return
-        if method != "POST":
-            principal = self._principal_of(scope, authorization, grant)
-            limited = principal if grant is None else _subject_key(grant)
-            if await self._past_rate(limited, send):
-                return
-            if method == "GET":
-                await self.legacy.get(headers, principal, receive, send)
-            else:
-                await self.legacy.delete(headers, principal, send)
-            return
-        accept = headers.get("accept")
+        if refusal is not None or self.authority is None:
+            return refusal, None
+        verdict = await self.authority.authorise(authorization)
+        if isinstance(verdict, Grant):
+            return None, verdict
+        return oauth_refusal(self.authority.settings, verdict), None
+
+    async def _serve_post(
+        self,
+        scope: Scope,
+        headers: dict[str, str],
+        grant: Grant | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """A POST whose head passed: its body, its message, then the message served."""
         try:
             async with asyncio.timeout(BODY_TIMEOUT_SECONDS):
                 body = await self._read_body(headers, receive, send)
@@ -438,13 +454,14 @@ class HttpApp:
             if missing is not None:
                 await refuse(send, oauth_refusal(self.authority.settings, missing))
                 return
-        principal = self._principal_of(scope, authorization, grant)
+        principal = self._principal_of(scope, headers.get("authorization"), grant)
         # What one principal may take is counted by who it is: an OAuth subject whatever
         # client it registers (a user with ten clients is one user). A client's answer to the
         # server's own request (2025-11-25) is never refused: it is the end of a call.
         limited = principal if grant is None else _subject_key(grant)
         if not isinstance(message, Response) and await self._past_rate(limited, send):
             return
+        accept = headers.get("accept")
         if not (isinstance(message, Request) and message.method == "tools/call"):
             await self._post(message, headers, accept, principal, receive, send)
             return
