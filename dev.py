@@ -51,9 +51,10 @@ WINDOWS = os.name == "nt"
 MIN_PYTHON = (3, 11)
 #: pytest's "no tests were collected" exit status.
 NO_TESTS_COLLECTED = 5
-#: A run of every test uses one pytest-xdist worker per core, at most this many: the suite is
-#: mostly subprocesses (servers, pip, npm, mypy), so a worker per core keeps the cores busy, and
-#: more would only wait on one another's background installs.
+#: A run of every test uses one pytest-xdist worker per core and one more, at most this many: the
+#: suite is mostly subprocesses (servers, npm, mypy), and much of its time is waits (servers'
+#: graces and timeouts): with a worker per core, a run on 2 cores kept 1.5 of them busy on
+#: average, its end mostly waiting.
 MAX_TEST_WORKERS = 4
 #: Options that say how to run in parallel (or not at all), or that need a single process.
 OWN_PARALLELISM = ("-n", "--numprocesses", "--dist", "--pdb", "--trace", "no:xdist")
@@ -325,12 +326,13 @@ def names_a_path(argument: str) -> bool:
 
 
 def test_workers() -> int:
-    """The cores this process may run on, at most ``MAX_TEST_WORKERS``."""
+    """The cores this process may run on and one more, at most ``MAX_TEST_WORKERS``; one on
+    one core."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_TEST_WORKERS))
+    return 1 if cores < 2 else min(cores + 1, MAX_TEST_WORKERS)
 
 
 def parallel_options(pytest_args: Sequence[str], workers: int) -> list[str]:

@@ -294,7 +294,7 @@ def install_combination(project: Path, combination: str) -> Installed:
 
 def shared_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The temporary directory every test process of this run shares: this session's own, or,
-    under pytest-xdist (``dev.py test`` runs one worker per core), the run's, whose
+    under pytest-xdist (``dev.py test`` runs a worker per core and one more), the run's, whose
     ``popen-gw<N>`` children are the workers' own."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") and fcntl else base
