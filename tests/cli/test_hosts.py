@@ -465,13 +465,17 @@ def test_unknown_host_over_http_is_a_clear_error(remote: Any) -> None:
 
 
 class HostLaunch:
-    """Starts the server from a printed config: cwd ``/``, env = HOME + PATH + the config's env."""
+    """Starts the server from a printed config: cwd ``/``, env = HOME + PATH (+ this run's
+    XDG_STATE_HOME) + the config's env."""
 
     def __init__(self, entry: Mapping[str, Any]) -> None:
         self.argv = [entry["command"], *entry["args"]]
         self.env = {
             "HOME": os.environ.get("HOME", "/"),
             "PATH": os.environ.get("PATH", os.defpath),
+            # The user's per-user state (the default task store) is this test run's own
+            # (tests/conftest.py), never the developer's: a host's user has theirs.
+            **{key: os.environ[key] for key in ("XDG_STATE_HOME",) if key in os.environ},
             **entry.get("env", {}),
         }
         self.stderr = ""
