@@ -110,8 +110,6 @@ def child_env(**extra: str) -> dict[str, str]:
         if key not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX"}
     }
     env.update(PIP_CACHE_DIR=str(PIP_CACHE), PIP_DISABLE_PIP_VERSION_CHECK="1")
-    if "MRTR_PACKAGE" in extra:  # a run of the runtime or samples suite (only the first reads it)
-        env["MRTR_SUITE_WORKERS"] = str(SUITE_WORKERS)
     env.update(extra)
     return env
 
@@ -251,7 +249,7 @@ RUNTIME_SUITE_WORKERS = min(2 * CORES, 4)
 def install(project: Path, extras: str, *, with_pip: bool = True) -> Path:
     """``python -m venv .venv && .venv/bin/pip install -e .[extras]``, with the shared pip cache,
     plus the pinned extras of the template's runtime suite (``RUNTIME_SUITE_NEEDS``). Without
-    ``with_pip``, the same requirements go in with ``uv pip install`` (the README's other way):
+    ``with_pip``, the same requirements go in with ``uv pip install`` (uv: the README's other way):
     pip spends over a minute of CPU on a venv with the AWS example's dependencies (moto and
     botocore are tens of thousands of files, each compiled), uv a few seconds, and every
     combination's venv is on the critical path of the suites that wait for it."""

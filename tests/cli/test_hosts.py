@@ -475,7 +475,7 @@ class HostLaunch:
             "PATH": os.environ.get("PATH", os.defpath),
             # The user's per-user state (the default task store) is this test run's own
             # (tests/conftest.py), never the developer's: a host's user has theirs.
-            **{key: os.environ[key] for key in ("XDG_STATE_HOME",) if key in os.environ},
+            **({"XDG_STATE_HOME": state} if (state := os.environ.get("XDG_STATE_HOME")) else {}),
             **entry.get("env", {}),
         }
         self.stderr = ""
