@@ -58,6 +58,8 @@ OPTION_FILES: dict[str, tuple[str, ...]] = {
         "tests/test_http_mode.py",
         "docs/http.md",
         "docs/replicas.md",
+        "docs/oauth.md",
+        "local-stack",
     ),
     "include_redis_store": (f"{RUNTIME}/redis",),
     "include_bundle": (

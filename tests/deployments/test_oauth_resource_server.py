@@ -10,8 +10,9 @@ principals: one completes `deploy_to_aws`'s rounds as a task against moto, the o
 finish those rounds nor see the task. Tokens that must not pass are refused with their status:
 expired, for another resource, from another issuer, unsigned, HMAC keyed with the public key, an
 ID token, one without the scope `deploy_to_aws` declares, and one signed by a key the
-authorization server has rotated out. With the authorization server unreachable, a call is 503
-and nothing is deployed. Run with ``-rA`` to see the transcripts.
+authorization server has rotated out. Opaque tokens are read by introspection (RFC 7662), with the
+same checks, and one revoked at the authorization server stops working. With the authorization
+server unreachable, a call is 503 and nothing is deployed. Run with ``-rA`` to see the transcripts.
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class AuthorizationServer:
     port: int
     resource: str
     clients: dict[str, str]
+    #: A second resource, whose tokens are opaque; and the client the MCP server introspects as.
+    opaque_resource: str = ""
+    resource_server: tuple[str, str] = ("mcp-server", secrets.token_urlsafe(24))
     process: subprocess.Popen[bytes] | None = None
     keys: list[tuple[rsa.RSAPrivateKey, Json]] = field(default_factory=list)
 
@@ -104,6 +108,11 @@ class AuthorizationServer:
             "port": self.port,
             "jwks": {"keys": [jwk for _, jwk in keys]},
             "resource": self.resource,
+            "opaqueResource": self.opaque_resource,
+            "resourceServer": {
+                "client_id": self.resource_server[0],
+                "client_secret": self.resource_server[1],
+            },
             "scopes": SCOPES,
             "clients": [
                 {"client_id": name, "client_secret": secret, "scope": SCOPE_OF[name]}
@@ -137,14 +146,25 @@ class AuthorizationServer:
         self.stop()
         self.start(keys)
 
-    def token(self, client: str, scope: str | None = None) -> str:
+    def token(self, client: str, scope: str | None = None, resource: str | None = None) -> str:
         """An access token for `client` by the client credentials grant, with the resource
-        indicator (RFC 8707) naming this server, as basic/authorization requires of clients."""
-        discovery = get_json(self.issuer + "/.well-known/openid-configuration")
-        form = {"grant_type": "client_credentials", "resource": self.resource}
+        indicator (RFC 8707) naming this server (or `resource`), as basic/authorization
+        requires of clients."""
+        form = {"grant_type": "client_credentials", "resource": resource or self.resource}
         form["scope"] = scope or SCOPE_OF[client]
+        body = self.post(client, "token_endpoint", form)
+        access_token: str = body["access_token"]
+        return access_token
+
+    def revoke(self, client: str, token: str) -> None:
+        """RFC 7009: `client` withdraws its token."""
+        self.post(client, "revocation_endpoint", {"token": token})
+
+    def post(self, client: str, endpoint: str, form: dict[str, str]) -> Json:
+        """POST `form` to the endpoint the discovery document names, as `client`."""
+        discovery = get_json(self.issuer + "/.well-known/openid-configuration")
         credentials = b64(f"{client}:{self.clients[client]}".encode())
-        target = urlsplit(discovery["token_endpoint"])
+        target = urlsplit(discovery[endpoint])
         connection = http.client.HTTPConnection(target.netloc, timeout=CALL_TIMEOUT_SECONDS)
         try:
             connection.request(
@@ -157,12 +177,12 @@ class AuthorizationServer:
                 },
             )
             response = connection.getresponse()
-            body = json.loads(response.read())
+            payload = response.read()
         finally:
             connection.close()
-        assert response.status == 200, body
-        access_token: str = body["access_token"]
-        return access_token
+        assert response.status == 200, payload
+        body: Json = json.loads(payload) if payload else {}
+        return body
 
     def forge(self, claims: Mapping[str, Any], **header: Any) -> str:
         """A token signed with the authorization server's own current key: only its claims or
@@ -328,6 +348,7 @@ def stack(
     resource = f"http://127.0.0.1:{mcp_port}/mcp"
     clients = {name: secrets.token_urlsafe(24) for name in SCOPE_OF}
     authorization = AuthorizationServer(node_peers, home, free_port(), resource, clients)
+    authorization.opaque_resource = f"http://127.0.0.1:{free_port()}/mcp"
     authorization.start([signing_key("key-1")])
     key_file = home / "secrets" / "mrtr-signing-key"
     run([project.tool(DEFAULT_SLUG), "keygen", "--path", key_file], cwd=home)
@@ -556,6 +577,69 @@ def test_tokens_that_must_not_pass_are_refused_with_401(stack: Stack) -> None:
         assert answer.status == 401, (why, answer)
         assert 'error="invalid_token"' in answer.headers["www-authenticate"], why
     show("refused tokens", lines)
+
+
+def test_opaque_tokens_are_introspected_and_a_revoked_one_stops_working(
+    project: Installed, stack: Stack, aws_env: dict[str, str]
+) -> None:
+    authorization = stack.authorization
+    resource = authorization.opaque_resource
+    client_id, client_secret = authorization.resource_server
+    env = {
+        **stack.env,
+        "MRTR_OAUTH_RESOURCE": resource,
+        # This server's own client at the authorization server, to introspect with; answers
+        # are trusted for a second here (60 s by default).
+        "MRTR_OAUTH_CLIENT_ID": client_id,
+        "MRTR_OAUTH_CLIENT_SECRET": client_secret,
+        "MRTR_OAUTH_INTROSPECTION_CACHE_SECONDS": "1",
+    }
+    port = str(urlsplit(resource).port)
+    command = [str(project.tool(DEFAULT_SLUG)), "http", "--host", "127.0.0.1", "--port", port]
+    server = start_replica("opaque", command, env, stack.home)
+    try:
+        alice = authorization.token("alice-app", resource=resource)
+        carol = authorization.token("carol-app", resource=resource)
+        lines = [
+            f"alice's token for {resource}: {alice[:12]}... ({len(alice)} characters, no dots)"
+        ]
+        assert "." not in alice
+        listed = call(server.url, alice, "tools/list", {})
+        lines.append(f"tools/list -> {listed.status}")
+        name = f"oauth-{secrets.token_hex(3)}"
+        params: Json = {"name": "deploy_to_aws", "arguments": {"stack": name}}
+        first = call(server.url, alice, "tools/call", params)
+        lines.append(f"tools/call deploy_to_aws -> {first.status} {first.result['resultType']}")
+        narrow = call(server.url, carol, "tools/call", params)
+        lines.append(
+            f"carol (scope mcp): tools/call deploy_to_aws -> {narrow.status} "
+            + narrow.headers["www-authenticate"]
+        )
+        # A JWT the same authorization server issued for the other resource: read with its
+        # keys, and refused for its audience; a made-up opaque token: inactive.
+        elsewhere = call(server.url, authorization.token("alice-app"), "tools/list", {})
+        made_up = call(server.url, secrets.token_urlsafe(32), "tools/list", {})
+        authorization.revoke("alice-app", alice)
+        time.sleep(1.2)  # the kept answer is trusted for a second
+        revoked = call(server.url, alice, "tools/list", {})
+        for label, answer in (
+            ("a JWT for the other resource", elsewhere),
+            ("a made-up opaque token", made_up),
+            ("alice's token, revoked (RFC 7009)", revoked),
+        ):
+            lines.append(f"{label} -> {answer.status} {answer.headers.get('www-authenticate')}")
+        show("opaque tokens, introspected (RFC 7662)", lines)
+        assert listed.status == 200
+        assert first.result["resultType"] == "input_required"
+        assert narrow.status == 403 and 'scope="deploy"' in narrow.headers["www-authenticate"]
+        assert (
+            elsewhere.status == 401 and "another resource" in elsewhere.headers["www-authenticate"]
+        )
+        assert made_up.status == 401 and "not active" in made_up.headers["www-authenticate"]
+        assert revoked.status == 401 and "not active" in revoked.headers["www-authenticate"]
+        assert stack_status(aws_env, name, role_arn=None) is None
+    finally:
+        server.stop()
 
 
 def test_after_a_key_rotation_new_tokens_pass_and_one_signed_by_the_old_key_does_not(

@@ -1,11 +1,14 @@
 // A real OAuth 2.1 / OpenID Connect authorization server for the resource-server tests:
-// npm `oidc-provider` (a certified OpenID Provider), on loopback, issuing JWT access tokens
-// (RFC 9068) for one resource (RFC 8707 resource indicators) by the client credentials grant.
+// npm `oidc-provider` (a certified OpenID Provider), on loopback, issuing access tokens by the
+// client credentials grant for its resources (RFC 8707 resource indicators): JWTs (RFC 9068)
+// for `resource`, opaque ones for `opaqueResource` (read by introspection, RFC 7662, which
+// the MCP server asks as the client `resourceServer`); tokens can be revoked (RFC 7009).
 //
 //   node oidc_provider.mjs <node_modules> <config.json>
 //
-// config.json: {"port", "jwks": {"keys": [private JWKs]}, "resource", "scopes": [...],
-// "clients": [{"client_id", "client_secret", "scope"}], "accessTokenTtl"}. The test writes it
+// config.json: {"port", "jwks": {"keys": [private JWKs]}, "resource", "opaqueResource",
+// "scopes": [...], "clients": [{"client_id", "client_secret", "scope"}], "resourceServer":
+// {"client_id", "client_secret"}, "accessTokenTtl"}. The test writes it
 // (and holds the private keys, so it can also sign tokens the provider never would). Prints
 // "ready <issuer>" on stdout once listening; everything else goes to stderr. Nothing here is
 // shipped in a generated project.
@@ -22,14 +25,18 @@ const { default: Provider, errors } = await import(
 );
 
 const issuer = `http://127.0.0.1:${config.port}`;
+const clients = [...config.clients];
+if (config.resourceServer) clients.push({ ...config.resourceServer });
+const formats = { [config.resource]: 'jwt' };
+if (config.opaqueResource) formats[config.opaqueResource] = 'opaque';
 const provider = new Provider(issuer, {
-  clients: config.clients.map((client) => ({
+  clients: clients.map((client) => ({
     client_id: client.client_id,
     client_secret: client.client_secret,
     grant_types: ['client_credentials'],
     redirect_uris: [],
     response_types: [],
-    scope: client.scope,
+    ...(client.scope ? { scope: client.scope } : {}),
   })),
   jwks: config.jwks,
   scopes: config.scopes,
@@ -37,20 +44,22 @@ const provider = new Provider(issuer, {
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },
     introspection: { enabled: true },
+    revocation: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => config.resource,
       useGrantedResource: () => true,
       getResourceServerInfo: (_ctx, resourceIndicator) => {
-        if (resourceIndicator !== config.resource) {
+        const format = formats[resourceIndicator];
+        if (format === undefined) {
           throw new errors.InvalidTarget(`unknown resource ${resourceIndicator}`);
         }
         return {
           scope: config.scopes.join(' '),
-          audience: config.resource,
+          audience: resourceIndicator,
           accessTokenTTL: config.accessTokenTtl ?? 600,
-          accessTokenFormat: 'jwt',
-          jwt: { sign: { alg: 'RS256' } },
+          accessTokenFormat: format,
+          ...(format === 'jwt' ? { jwt: { sign: { alg: 'RS256' } } } : {}),
         };
       },
     },

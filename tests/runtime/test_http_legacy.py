@@ -1064,6 +1064,23 @@ def test_the_share_is_an_equal_split_of_the_table_among_the_known_principals() -
     assert HttpApp(make_server(), settings).sessions.max_per_principal == 7
 
 
+def test_with_oauth_one_principal_holds_a_tenth_of_the_table() -> None:
+    # Before: OAuth principals are not known in advance, so the share was the whole table and
+    # one signed-in user could hold every session.
+    environ = {
+        "MRTR_OAUTH_ISSUER": "https://auth.example.com",
+        "MRTR_OAUTH_RESOURCE": "https://mcp.example.com/mcp",
+        "MRTR_HTTP_MAX_SESSIONS": "40",
+    }
+    settings = HttpSettings.from_environment(environ, host="127.0.0.1", port=0)
+    assert settings.session_share() == 4
+    assert HttpApp(make_server(), settings).sessions.max_per_principal == 4
+    few = HttpSettings.from_environment({**environ, "MRTR_HTTP_MAX_SESSIONS": "5"}, host="", port=0)
+    assert few.session_share() == 1
+    chosen = {**environ, "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": "30"}
+    assert HttpSettings.from_environment(chosen, host="", port=0).session_share() == 30
+
+
 def test_one_principal_s_undelivered_stream_logs_stay_within_its_budget() -> None:
     # Before: each session kept up to 9 logs of 256 KiB whatever its principal held, so one
     # principal's sessions held gigabytes. Now all its logs together stay within its budget

@@ -252,6 +252,9 @@ def test_plain_jwt_access_tokens_are_taken_only_when_asked_for_and_id_tokens_nev
     )
     assert read_access_token(token(typ="JWT"), KEYS, lenient).subject == "alice"
     assert "typ must be at+jwt" in refused(token(typ="JWT")).description
+    # RFC 7519 section 5.1: `typ` is optional, and some providers (Okta) send none.
+    assert read_access_token(token(typ=None), KEYS, lenient).subject == "alice"
+    assert "typ must be at+jwt" in refused(token(typ=None)).description
     id_token = token(claims(aud="claude-code"), typ="JWT")
     assert "another resource" in refused(id_token, lenient).description
     assert "typ must be at+jwt" in refused(token(typ="id_token+jwt"), lenient).description

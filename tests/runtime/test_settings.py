@@ -49,6 +49,9 @@ VALID = {
     "MRTR_HTTP_RATE_PER_PRINCIPAL": ("20", "http_rate_per_principal", 20),
     "MRTR_HTTP_CALLS_PER_PRINCIPAL": ("4", "http_calls_per_principal", 4),
     "MRTR_OAUTH_ACCEPT_PLAIN_JWT": ("1", "oauth_accept_plain_jwt", True),
+    "MRTR_OAUTH_CLIENT_ID": (" mcp-server ", "oauth_client_id", "mcp-server"),
+    "MRTR_OAUTH_CLIENT_SECRET": ("s3cret", "oauth_client_secret", "s3cret"),
+    "MRTR_OAUTH_INTROSPECTION_CACHE_SECONDS": ("0", "oauth_introspection_cache_seconds", 0),
     "MRTR_AUDIT_LOG": (" /var/log/mcp-audit.jsonl ", "audit_log", "/var/log/mcp-audit.jsonl"),
     "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL": ("25", "http_max_sessions_per_principal", 25),
     "MRTR_TASK_MAX_BYTES_PER_OWNER": ("1000000", "task_max_bytes_per_owner", 1_000_000),
@@ -124,6 +127,8 @@ def test_only_the_settings_read_the_environment() -> None:
         ("MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL", "0"),
         ("MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL", "a quarter"),
         ("MRTR_HTTP_SSE_POLL_SECONDS", "0.5"),
+        ("MRTR_OAUTH_INTROSPECTION_CACHE_SECONDS", "3601"),
+        ("MRTR_OAUTH_INTROSPECTION_CACHE_SECONDS", "a minute"),
     ],
 )
 def test_a_value_that_makes_no_sense_is_named_and_the_default_kept(name: str, value: str) -> None:
@@ -144,10 +149,12 @@ def test_secrets_never_appear_in_the_repr() -> None:
             "MRTR_SIGNING_KEY": "ab" * 32,
             "MRTR_PREVIOUS_SIGNING_KEYS": "cd" * 32,
             "MRTR_HTTP_TOKEN": "s3cret-t0ken",
+            "MRTR_OAUTH_CLIENT_SECRET": "client-secr3t",
         }
     )
     shown = repr(settings)
     assert "ab" * 32 not in shown and "cd" * 32 not in shown and "s3cret" not in shown
+    assert "secr3t" not in shown
 
 
 def test_the_codec_refuses_a_ttl_the_settings_refused() -> None:

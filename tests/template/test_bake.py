@@ -48,6 +48,10 @@ WING_FILES = {
         Path("tests", "test_http_mode.py"),
         Path("docs", "http.md"),
         Path("docs", "replicas.md"),
+        Path("docs", "oauth.md"),
+        Path("local-stack", "start.py"),
+        Path("local-stack", "authorization_server.mjs"),
+        Path("local-stack", "package-lock.json"),
     ),
     "include_redis_store": (RUNTIME / "redis" / "__init__.py", RUNTIME / "redis" / "_store.py"),
     "include_bundle": (

@@ -132,6 +132,10 @@ _SESSIONS_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_MAX_SESSIONS_PER_PRINCIPAL"
 _SSE_POLL_VARIABLE: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
 _RATE_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_RATE_PER_PRINCIPAL"
 _PLAIN_JWT_VARIABLE: Final = "MRTR_OAUTH_ACCEPT_PLAIN_JWT"
+_INTROSPECTION_CACHE_VARIABLE: Final = "MRTR_OAUTH_INTROSPECTION_CACHE_SECONDS"
+#: The most an introspection's answer may be trusted (RFC 7662 section 4: the longer, the later
+#: a revoked token stops working).
+MAX_INTROSPECTION_CACHE_SECONDS: Final = 3600
 _CALLS_PER_PRINCIPAL_VARIABLE: Final = "MRTR_HTTP_CALLS_PER_PRINCIPAL"
 _HTTP_TOKEN_VARIABLE: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 TASK_STORE_VARIABLE: Final = "MRTR_TASK_STORE"
@@ -220,9 +224,16 @@ class Settings:
     oauth_issuer: str = ""
     oauth_resource: str = ""
     oauth_scopes: tuple[str, ...] = ()
-    #: ``MRTR_OAUTH_ACCEPT_PLAIN_JWT`` (``1``): take access tokens whose ``typ`` is ``JWT``, as
-    #: providers that predate RFC 9068 sign them; off by default.
+    #: ``MRTR_OAUTH_ACCEPT_PLAIN_JWT`` (``1``): take access tokens whose ``typ`` is ``JWT``, or
+    #: absent, as providers that predate RFC 9068 sign them; off by default.
     oauth_accept_plain_jwt: bool = False
+    #: ``MRTR_OAUTH_CLIENT_ID`` and ``MRTR_OAUTH_CLIENT_SECRET``: this server's own client at
+    #: the authorization server, with which it introspects opaque tokens (RFC 7662); "" unset.
+    oauth_client_id: str = ""
+    oauth_client_secret: str = field(default="", repr=False)
+    #: ``MRTR_OAUTH_INTROSPECTION_CACHE_SECONDS``: how long an introspection's answer is
+    #: trusted, 0 to ask for every request; None for the HTTP wing's default.
+    oauth_introspection_cache_seconds: int | None = None
     #: ``MRTR_AUDIT_LOG``: where the consent audit trail goes (a file path, or ``stderr``);
     #: "" for none (`_audit`).
     audit_log: str = ""
@@ -303,6 +314,9 @@ class Settings:
             oauth_scopes=tuple(text("MRTR_OAUTH_SCOPES").replace(",", " ").split()),
             audit_log=text("MRTR_AUDIT_LOG"),
             oauth_accept_plain_jwt=_switch_of(_PLAIN_JWT_VARIABLE, environ, problems),
+            oauth_client_id=text("MRTR_OAUTH_CLIENT_ID"),
+            oauth_client_secret=text("MRTR_OAUTH_CLIENT_SECRET"),
+            oauth_introspection_cache_seconds=_cache_seconds_of(environ, problems),
             task_store=_task_store_of(text(TASK_STORE_VARIABLE), problems),
             task_max_stored=_task_bound_of(
                 TASK_MAX_STORED_VARIABLE, DEFAULT_TASK_MAX_STORED, environ, problems
@@ -372,6 +386,21 @@ def _switch_of(variable: str, environ: Mapping[str, str], problems: dict[str, st
         return True
     problems[variable] = f"{variable} must be 1 (on) or 0 (off), not {value[:40]!r}"
     return False
+
+
+def _cache_seconds_of(environ: Mapping[str, str], problems: dict[str, str]) -> int | None:
+    raw = environ.get(_INTROSPECTION_CACHE_VARIABLE)
+    if raw is None or not raw.strip():
+        return None
+    value = raw.strip()
+    digits = value.isascii() and value.isdigit() and len(value) <= 10
+    if digits and int(value) <= MAX_INTROSPECTION_CACHE_SECONDS:
+        return int(value)
+    problems[_INTROSPECTION_CACHE_VARIABLE] = (
+        f"{_INTROSPECTION_CACHE_VARIABLE} must be a whole number of seconds from 0 to "
+        f"{MAX_INTROSPECTION_CACHE_SECONDS}, not {raw[:40]!r}"
+    )
+    return None
 
 
 def _whole_of(variable: str, environ: Mapping[str, str], problems: dict[str, str]) -> int | None:

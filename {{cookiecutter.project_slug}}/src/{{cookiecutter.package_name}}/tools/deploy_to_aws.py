@@ -356,7 +356,7 @@ def _summarized(outcome: DeployResult) -> ToolResult:
     ),
     output_model=DeployResult,
     task="optional",  # the deploy takes minutes: a client that can follow a task gets one
-    # Over HTTP with OAuth (docs/http.md), only tokens granted this scope may deploy.
+    # Over HTTP with OAuth (docs/oauth.md), only tokens granted this scope may deploy.
     scopes=["deploy"],
 )
 async def deploy_to_aws(args: DeployArgs, *, ctx: Context) -> ToolResult | InputRequired:

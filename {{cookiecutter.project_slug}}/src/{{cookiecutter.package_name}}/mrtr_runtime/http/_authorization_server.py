@@ -1,18 +1,21 @@
 """The authorization server as the resource server sees it: its metadata, found from its issuer
 (RFC 8414 section 3, then OpenID Connect Discovery 1.0 section 4, the order basic/authorization
 "Authorization Server Metadata Discovery" gives clients), and its signing keys (`jwks_uri`),
-kept and fetched again when a token names a key they lack (a rotation) or they grow old.
+kept and fetched again when a token names a key they lack (a rotation) or they grow old; and,
+for opaque tokens, its introspection endpoint (RFC 7662), asked as a client of its own.
 
-The fetches are plain HTTPS GETs (the standard library's, in a worker thread): bounded in time
-and size, never following a redirect to another scheme, never sending the client's token
-anywhere ("Token Handling": a server MUST NOT transit tokens). While the authorization server
-cannot be reached and no usable keys are at hand, every request is answered 503 with
-Retry-After: nothing runs half-authorised.
+The fetches are plain HTTPS GETs and POSTs (the standard library's, in a worker thread):
+bounded in time and size, never following a redirect to another origin. A client's token goes
+to one place only, the introspection endpoint of the issuer that made it ("Token Handling": a
+server MUST NOT pass tokens through to anyone else). While the authorization server cannot be
+reached and nothing at hand can decide, every request is answered 503 with Retry-After: nothing
+runs half-authorised.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import hashlib
 import json
@@ -22,7 +25,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import quote_plus, urlencode, urlsplit
 
 import anyio.to_thread
 
@@ -30,23 +33,29 @@ from .._errors import MrtrError
 from ._oauth import (
     CLOCK_SKEW_SECONDS,
     Grant,
+    IntrospectionClient,
     ResourceServerSettings,
     TokenRefused,
     UnknownSigningKey,
     https_uri_problem,
+    is_jwt,
+    opaque_token_problem,
     read_access_token,
+    read_introspection,
     token_header,
 )
 
 __all__ = (
     "FETCH_TIMEOUT_SECONDS",
     "KEYS_MAX_AGE_SECONDS",
+    "MAX_CONCURRENT_INTROSPECTIONS",
     "MAX_DOCUMENT_BYTES",
     "REFRESH_INTERVAL_SECONDS",
     "RETRY_AFTER_SECONDS",
     "AuthorizationServer",
     "AuthorizationServerUnavailable",
     "BearerAuthority",
+    "Introspector",
 )
 
 #: One fetch of a metadata document or a key set must finish within this.
@@ -65,10 +74,15 @@ RETRY_AFTER_SECONDS: Final = 5
 #: hash instead of a signature check (a client uses one token for many requests): at most
 #: this many, each until its `exp`, all forgotten when the keys change.
 MAX_REMEMBERED_TOKENS: Final = 4096
+#: Introspections in flight at once. Opaque tokens are free to invent and each one costs the
+#: authorization server a request: more wait for a turn, within FETCH_TIMEOUT_SECONDS (then
+#: 503), so a flood of made-up tokens cannot become a flood on the authorization server.
+MAX_CONCURRENT_INTROSPECTIONS: Final = 8
 
 _logger = logging.getLogger("mrtr_runtime")
 
 Fetch = Callable[[str], dict[str, Any]]
+Post = Callable[[str, Mapping[str, str], IntrospectionClient], dict[str, Any]]
 
 
 class AuthorizationServerUnavailable(MrtrError):
@@ -100,11 +114,34 @@ _OPENER: Final = urllib.request.build_opener(_SameOrigin)
 
 
 def _fetch_json(url: str) -> dict[str, Any]:
-    """GET `url` as JSON (blocking: run in a thread): redirects only within its origin, the
-    whole answer within FETCH_TIMEOUT_SECONDS (a server sending a byte now and then is cut
-    off), an object of at most MAX_DOCUMENT_BYTES; else the error says what came instead."""
-    deadline = time.monotonic() + FETCH_TIMEOUT_SECONDS
+    """GET `url` as JSON (blocking: run in a thread), as `_exchange` bounds it."""
     request = urllib.request.Request(url, headers={"Accept": "application/json"})  # noqa: S310
+    return _exchange(request, url)
+
+
+def _post_form(url: str, form: Mapping[str, str], client: IntrospectionClient) -> dict[str, Any]:
+    """POST `form` to `url` as this server's own client, by `client_secret_basic` (RFC 6749
+    section 2.3.1: the id and secret form-encoded, then Basic), and read JSON back (blocking:
+    run in a thread), as `_exchange` bounds it."""
+    pair = f"{quote_plus(client.client_id)}:{quote_plus(client.client_secret)}"
+    request = urllib.request.Request(  # noqa: S310 -- https, or http on loopback, checked
+        url,
+        data=urlencode(form).encode("ascii"),
+        method="POST",
+        headers={
+            "Accept": "application/json",
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Authorization": "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii"),
+        },
+    )
+    return _exchange(request, url)
+
+
+def _exchange(request: urllib.request.Request, url: str) -> dict[str, Any]:
+    """`request`'s answer as JSON: redirects only within its origin, the whole answer within
+    FETCH_TIMEOUT_SECONDS (a server sending a byte now and then is cut off), an object of at
+    most MAX_DOCUMENT_BYTES; else the error says what came instead."""
+    deadline = time.monotonic() + FETCH_TIMEOUT_SECONDS
     chunks: list[bytes] = []
     size = 0
     try:
@@ -120,7 +157,9 @@ def _fetch_json(url: str) -> dict[str, Any]:
                 chunks.append(chunk)
                 size += len(chunk)
     except urllib.error.HTTPError as error:
-        raise AuthorizationServerUnavailable(f"{url} answered HTTP {error.code}") from None
+        raise AuthorizationServerUnavailable(
+            f"{url} answered HTTP {error.code}{_oauth_error(request, error)}"
+        ) from None
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
         raise AuthorizationServerUnavailable(f"{url} cannot be reached: {reason}") from None
@@ -133,6 +172,24 @@ def _fetch_json(url: str) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise AuthorizationServerUnavailable(f"{url} did not send a JSON object")
     return document
+
+
+def _oauth_error(request: urllib.request.Request, error: urllib.error.HTTPError) -> str:
+    """What an OAuth endpoint's error response says (RFC 6749 section 5.2: `error`,
+    `error_description`), shortened and printable, for the log; "" when it says nothing."""
+    try:
+        body = json.loads(error.read(4096))
+    except (OSError, ValueError):
+        body = None
+    said = ""
+    if isinstance(body, dict):
+        parts = [body.get("error"), body.get("error_description")]
+        said = ": " + " ".join(str(part)[:200] for part in parts if isinstance(part, str))
+        said = "".join(char if char.isprintable() else "?" for char in said).rstrip(": ")
+    if request.get_method() == "POST" and error.code in (400, 401):
+        # invalid_client: this server's own credentials are what is wrong.
+        said += " (are MRTR_OAUTH_CLIENT_ID and MRTR_OAUTH_CLIENT_SECRET right?)"
+    return said
 
 
 def metadata_urls(issuer: str) -> tuple[str, ...]:
@@ -183,6 +240,9 @@ class AuthorizationServer:
         self._fetch = fetch
         self._clock = clock
         self._jwks_uri: str | None = None
+        self._introspection_endpoint: str | None = None
+        #: Why the metadata's endpoints cannot be used, by name (while they cannot).
+        self._unusable: dict[str, str] = {}
         self._keys: dict[str, dict[str, Any]] | None = None
         #: Bumped whenever the keys are replaced: grants read with older keys are forgotten.
         self.generation = 0
@@ -200,9 +260,10 @@ class AuthorizationServer:
         except TimeoutError:
             raise AuthorizationServerUnavailable(f"{url} did not answer in time") from None
 
-    async def _discover(self) -> str:
-        """The issuer's `jwks_uri`, from the first metadata document found whose `issuer` is
-        exactly this one (RFC 8414 section 3.3: MUST, or the document is not used)."""
+    async def _discover(self) -> None:
+        """The issuer's `jwks_uri` and `introspection_endpoint`, from the first metadata
+        document found whose `issuer` is exactly this one (RFC 8414 section 3.3: MUST, or the
+        document is not used); an endpoint that is missing or unusable stays None, with why."""
         problems: list[str] = []
         for url in metadata_urls(self.issuer):
             try:
@@ -215,18 +276,25 @@ class AuthorizationServer:
                     f"{url} names the issuer {str(metadata.get('issuer'))[:200]!r}, "
                     f"not {self.issuer!r} (RFC 8414 section 3.3)"
                 )
-            jwks_uri = metadata.get("jwks_uri")
-            problem = (
-                "no jwks_uri"
-                if not isinstance(jwks_uri, str)
-                else https_uri_problem("jwks_uri", jwks_uri, query_allowed=True)
-            )
-            if problem is not None or not isinstance(jwks_uri, str):
-                raise AuthorizationServerUnavailable(f"{url} names no usable jwks_uri: {problem}")
-            return jwks_uri
+            self._jwks_uri = self._endpoint(metadata, "jwks_uri", url)
+            self._introspection_endpoint = self._endpoint(metadata, "introspection_endpoint", url)
+            return
         raise AuthorizationServerUnavailable(
             "the authorization server's metadata cannot be had: " + "; ".join(problems)
         )
+
+    def _endpoint(self, metadata: Mapping[str, Any], name: str, url: str) -> str | None:
+        value = metadata.get(name)
+        problem = (
+            f"no {name}"
+            if not isinstance(value, str)
+            else https_uri_problem(name, value, query_allowed=True)
+        )
+        if problem is None and isinstance(value, str):
+            self._unusable.pop(name, None)
+            return value
+        self._unusable[name] = f"{url} names no usable {name}: {problem}"
+        return None
 
     def _usable(self) -> dict[str, dict[str, Any]] | None:
         """The keys at hand while they may still serve (twice their age: an outage must not
@@ -244,8 +312,11 @@ class AuthorizationServer:
         starts the interval before the next."""
         try:
             if self._jwks_uri is None:
-                self._jwks_uri = await self._discover()
-            keys = _keys_by_id(await self._get(self._jwks_uri), self._jwks_uri)
+                await self._discover()
+            jwks_uri = self._jwks_uri
+            if jwks_uri is None:
+                raise AuthorizationServerUnavailable(self._unusable["jwks_uri"])
+            keys = _keys_by_id(await self._get(jwks_uri), jwks_uri)
         except AuthorizationServerUnavailable as error:
             self._last_failure = error
             raise
@@ -294,6 +365,103 @@ class AuthorizationServer:
         """The keys, fetched again because a token named `kid`, which they lack."""
         return await self._renewed(lambda keys: kid in keys)
 
+    async def introspection_endpoint(self) -> str:
+        """The issuer's introspection endpoint (RFC 8414 section 2), found on first use and
+        looked for again (at most once per REFRESH_INTERVAL_SECONDS) while the metadata names
+        none; AuthorizationServerUnavailable saying why meanwhile."""
+        found = self._introspection_endpoint
+        if found is not None:
+            return found
+        async with self._lock:
+            found = self._introspection_endpoint
+            if found is not None:
+                return found
+            if not self._may_try():
+                raise self._last_failure or AuthorizationServerUnavailable(
+                    self._unusable.get(
+                        "introspection_endpoint",
+                        "the authorization server was asked moments ago; retry later",
+                    )
+                )
+            try:
+                await self._discover()
+                found = self._introspection_endpoint
+                if found is None:
+                    raise AuthorizationServerUnavailable(self._unusable["introspection_endpoint"])
+            except AuthorizationServerUnavailable as error:
+                # Only a failed attempt starts the interval: one that found the endpoint must
+                # not hold back the first fetch of the keys (a JWT may come next).
+                self._last_failure, self._attempt_ended = error, self._clock()
+                raise
+            return found
+
+
+class Introspector:
+    """Opaque tokens, read by asking the authorization server (RFC 7662 section 2) as this
+    server's own client. An answer that grants is kept for `cache_seconds` at most (section
+    4: so a revocation is noticed within that) and never past the token's `exp`; one that
+    does not is never kept (made-up tokens must not push out good ones). At most
+    MAX_CONCURRENT_INTROSPECTIONS at once. `post` and the clocks are the tests' to replace."""
+
+    def __init__(
+        self,
+        server: AuthorizationServer,
+        settings: ResourceServerSettings,
+        client: IntrospectionClient,
+        *,
+        post: Post = _post_form,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.server = server
+        self.settings = settings
+        self.client = client
+        self._post = post
+        self._clock = clock
+        self._wall_clock = wall_clock
+        #: sha256 of a token -> its grant and when (monotonic) it must be asked about again.
+        self._remembered: collections.OrderedDict[bytes, tuple[Grant, float]] = (
+            collections.OrderedDict()
+        )
+        self._turns = asyncio.Semaphore(MAX_CONCURRENT_INTROSPECTIONS)
+
+    def _recalled(self, digest: bytes) -> Grant | None:
+        kept = self._remembered.get(digest)
+        if kept is None:
+            return None
+        grant, until = kept
+        if self._clock() < until and self._wall_clock() <= grant.expires_at + CLOCK_SKEW_SECONDS:
+            return grant
+        del self._remembered[digest]
+        return None
+
+    async def grant(self, token: str, digest: bytes) -> Grant:
+        """The grant of the opaque `token` (`digest`: its sha256); TokenRefused saying why
+        not, AuthorizationServerUnavailable when it cannot be asked or does not answer."""
+        problem = opaque_token_problem(token)
+        if problem is not None:
+            raise TokenRefused(problem)
+        known = self._recalled(digest)
+        if known is not None:
+            return known
+        endpoint = await self.server.introspection_endpoint()
+        form = {"token": token, "token_type_hint": "access_token"}
+        try:
+            # The wait for a turn counts too: a queue behind a slow server ends in a 503.
+            with anyio.fail_after(FETCH_TIMEOUT_SECONDS + 1):
+                async with self._turns:
+                    answer = await anyio.to_thread.run_sync(
+                        self._post, endpoint, form, self.client, abandon_on_cancel=True
+                    )
+        except TimeoutError:
+            raise AuthorizationServerUnavailable(f"{endpoint} did not answer in time") from None
+        grant = read_introspection(answer, self.settings, now=self._wall_clock())
+        if self.client.cache_seconds > 0:
+            self._remembered[digest] = (grant, self._clock() + self.client.cache_seconds)
+            if len(self._remembered) > MAX_REMEMBERED_TOKENS:
+                self._remembered.popitem(last=False)
+        return grant
+
 
 class BearerAuthority:
     """The resource server: a request's `Authorization` header in; out, the `Grant` it
@@ -307,10 +475,15 @@ class BearerAuthority:
         server: AuthorizationServer | None = None,
         *,
         wall_clock: Callable[[], float] = time.time,
+        introspector: Introspector | None = None,
     ) -> None:
         self.settings = settings
         self._wall_clock = wall_clock
         self.server = server or AuthorizationServer(settings.issuer)
+        #: Opaque tokens' reader, when the settings name this server's client for it.
+        self.introspector = introspector
+        if introspector is None and settings.introspection is not None:
+            self.introspector = Introspector(self.server, settings, settings.introspection)
         #: sha256 of a verified token -> its grant (at most MAX_REMEMBERED_TOKENS, oldest out).
         self._remembered: collections.OrderedDict[bytes, Grant] = collections.OrderedDict()
         self._generation = -1
@@ -347,6 +520,8 @@ class BearerAuthority:
             )
         digest = hashlib.sha256(token.encode()).digest()
         try:
+            if self.introspector is not None and not is_jwt(token):
+                return await self.introspector.grant(token, digest)
             # Garbage is refused before it costs a fetch.
             token_header(token, accept_plain_jwt=self.settings.accept_plain_jwt)
             keys = await self.server.keys()

@@ -10,16 +10,19 @@ turns a reason into an answer, and `_app.py` sends it.
 - reading a JWT access token (RFC 9068) into a `Grant`: signature by one of the authorization
   server's keys, with an asymmetric algorithm the key is for; issuer; audience, which must be
   this server's canonical URI ("Token Handling": RFC 8707 section 2); expiry and not-before;
-  the scopes every request needs. JOSE is PyJWT's (the `oauth` extra), never written here.
+  the scopes every request needs. JOSE is PyJWT's (the `oauth` extra), never written here;
+- reading an introspection response (RFC 7662 section 2.2) into a `Grant` with the same checks,
+  for opaque tokens, which only the authorization server can read.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -30,14 +33,18 @@ __all__ = (
     "CLOCK_SKEW_SECONDS",
     "SIGNING_ALGORITHMS",
     "Grant",
+    "IntrospectionClient",
     "ResourceServerSettings",
     "TokenRefused",
     "UnknownSigningKey",
     "canonical_uri",
     "challenge",
     "https_uri_problem",
+    "is_jwt",
     "metadata_document",
+    "opaque_token_problem",
     "read_access_token",
+    "read_introspection",
     "scope_refusal",
     "token_header",
 )
@@ -61,8 +68,9 @@ SIGNING_ALGORITHMS: Final = (
 #: or any other JWT the authorization server signs is never taken for an access token.
 ACCESS_TOKEN_TYPES: Final = ("at+jwt", "application/at+jwt")
 #: What `accept_plain_jwt` adds: the `typ` of providers that predate RFC 9068 (Keycloak,
-#: Microsoft Entra ID, Auth0's default profile). Their ID tokens carry it too; the audience
-#: check (this server's URI, never a client id) is then what keeps an ID token out.
+#: Microsoft Entra ID, Auth0's default profile), or none at all (Okta; RFC 7519 makes `typ`
+#: optional). Their ID tokens look the same; the audience check (this server's URI, never a
+#: client id) is then what keeps an ID token out.
 PLAIN_JWT_TYPE: Final = "jwt"
 #: How far the server's clock may be from the authorization server's, for exp and nbf.
 CLOCK_SKEW_SECONDS: Final = 30
@@ -76,6 +84,14 @@ _FAMILIES: Final = {
 }
 #: RFC 6750 section 3: what a scope token and an error description may contain.
 _SCOPE_TOKEN: Final = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+#: RFC 6750 section 2.1: what a bearer token may be (b64token); anything else is refused
+#: before it costs the authorization server an introspection.
+_BEARER_TOKEN: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+#: Longer tokens are refused unread (real opaque tokens are tens of characters, JWTs a few KB).
+MAX_TOKEN_LENGTH: Final = 8192
+#: How long an introspection's answer is trusted by default (RFC 7662 section 4: caching
+#: trades load on the authorization server against how late a revocation is noticed).
+INTROSPECTION_CACHE_SECONDS: Final = 60
 _DESCRIPTION_UNSAFE: Final = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 
 
@@ -153,6 +169,18 @@ def https_uri_problem(name: str, value: str, *, query_allowed: bool) -> str | No
 
 
 @dataclass(frozen=True, slots=True)
+class IntrospectionClient:
+    """How this server asks the authorization server about an opaque token (RFC 7662): as a
+    client of its own (section 2.1: the protected resource MUST authenticate), by
+    `client_secret_basic`; answers trusted for `cache_seconds` at most (never past the
+    token's `exp`)."""
+
+    client_id: str
+    client_secret: str = field(repr=False)
+    cache_seconds: int = INTROSPECTION_CACHE_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceServerSettings:
     """Who issues the tokens this server accepts, and what this server is called in them.
 
@@ -167,6 +195,9 @@ class ResourceServerSettings:
     required_scopes: tuple[str, ...] = ()
     #: `MRTR_OAUTH_ACCEPT_PLAIN_JWT`: take `typ: JWT` access tokens too (see PLAIN_JWT_TYPE).
     accept_plain_jwt: bool = False
+    #: `MRTR_OAUTH_CLIENT_ID` and `MRTR_OAUTH_CLIENT_SECRET`: opaque tokens are introspected
+    #: with these; None: only JWT access tokens are accepted.
+    introspection: IntrospectionClient | None = None
 
     @classmethod
     def from_values(
@@ -176,6 +207,7 @@ class ResourceServerSettings:
         resource: str,
         scopes: Iterable[str] = (),
         accept_plain_jwt: bool = False,
+        introspection: IntrospectionClient | None = None,
     ) -> ResourceServerSettings:
         """Checked settings: ValueError saying what is wrong with any of them."""
         issuer = issuer.strip()
@@ -197,6 +229,7 @@ class ResourceServerSettings:
             resource=canonical_uri(resource),
             required_scopes=required,
             accept_plain_jwt=accept_plain_jwt,
+            introspection=introspection,
         )
 
     @property
@@ -355,7 +388,7 @@ def token_header(token: str, *, accept_plain_jwt: bool = False) -> dict[str, Any
         raise TokenRefused("the token is not a signed JWT") from None
     token_type = header.get("typ")
     kind = token_type.lower() if isinstance(token_type, str) else None
-    plain = accept_plain_jwt and kind == PLAIN_JWT_TYPE
+    plain = accept_plain_jwt and kind in (PLAIN_JWT_TYPE, None)
     if kind not in ACCESS_TOKEN_TYPES and not plain:
         raise TokenRefused("the token is not a JWT access token (typ must be at+jwt, RFC 9068)")
     algorithm = header.get("alg")
@@ -394,27 +427,87 @@ def read_access_token(
         raise TokenRefused(f"the token has no {error.claim!r} claim") from None
     except jwt.InvalidTokenError as error:
         raise TokenRefused(f"the token is not valid: {error}") from None
+    return _grant_of(claims, settings)
+
+
+def _grant_of(claims: Mapping[str, Any], settings: ResourceServerSettings) -> Grant:
+    """The grant of a token's claims, whichever way they were had (a verified JWT, an
+    introspection): for this resource, with a subject (or, RFC 7662 section 2.2, at least a
+    client: a client credentials token names no user), an expiry, and every request's scopes."""
     problem = _audience_problem(claims, settings.resource)
     if problem is not None:
         raise TokenRefused(problem)
-    subject = claims["sub"]
-    if not isinstance(subject, str) or not subject:
-        raise TokenRefused("the token's subject is not a string")
     client = claims.get("client_id")
     if client is None:
         client = claims.get("azp")
     if client is not None and (not isinstance(client, str) or not client):
         raise TokenRefused("the token's client_id is not a string")
+    subject = claims.get("sub", client)
+    if not isinstance(subject, str) or not subject:
+        raise TokenRefused("the token's subject is not a string")
     try:
         expires_at = float(claims["exp"])
-    except (OverflowError, TypeError, ValueError):
-        raise TokenRefused("the token's exp is not a time") from None
+    except (KeyError, OverflowError, TypeError, ValueError):
+        expires_at = math.nan
+    if not math.isfinite(expires_at):
+        raise TokenRefused("the token's exp is not a time")
     grant = Grant(
         subject=subject, client_id=client, scopes=_scopes_of(claims), expires_at=expires_at
     )
     missing = scope_refusal(grant, settings.required_scopes)
     if missing is not None:
         raise missing
+    return grant
+
+
+def is_jwt(token: str) -> bool:
+    """Whether `token` has a JWS's shape (three parts joined by dots, RFC 7515 section 7.1):
+    such a token is read here with the authorization server's keys; any other is opaque, and
+    only the authorization server can say what it grants (introspection)."""
+    return token.count(".") == 2
+
+
+def opaque_token_problem(token: str) -> str | None:
+    """Why `token` cannot be an opaque access token, before anyone is asked about it."""
+    if len(token) > MAX_TOKEN_LENGTH:
+        return f"the token is longer than {MAX_TOKEN_LENGTH} characters"
+    if not _BEARER_TOKEN.fullmatch(token):
+        return "the token has characters a bearer token cannot (RFC 6750 section 2.1)"
+    return None
+
+
+def read_introspection(
+    response: Mapping[str, Any], settings: ResourceServerSettings, *, now: float
+) -> Grant:
+    """The grant an introspection response (RFC 7662 section 2.2) describes, once the same
+    checks as a JWT's have passed: active; from this issuer (when it says); a bearer access
+    token (a refresh token is no access token); for this resource (`aud` is optional in RFC
+    7662 but required here: basic/authorization "Token Handling" has a server accept only
+    tokens issued for it); not expired and not before its `nbf` (30 s of skew); every
+    request's scopes. TokenRefused saying which failed. `now`: seconds since the epoch."""
+    if response.get("active") is not True:
+        # Section 2.2: nothing else about an inactive token may be told, or trusted.
+        raise TokenRefused(
+            "the authorization server says the token is not active "
+            "(expired, revoked, or never issued)"
+        )
+    issuer = response.get("iss")
+    if issuer is not None and issuer != settings.issuer:
+        raise TokenRefused("the token was issued by another authorization server")
+    token_type = response.get("token_type")
+    if token_type is not None and (
+        not isinstance(token_type, str) or token_type.lower() != "bearer"
+    ):
+        raise TokenRefused("the token is not a bearer access token")
+    grant = _grant_of(response, settings)
+    if now > grant.expires_at + CLOCK_SKEW_SECONDS:
+        raise TokenRefused("the token has expired")
+    not_before = response.get("nbf")
+    if not_before is not None:
+        if not isinstance(not_before, int | float) or isinstance(not_before, bool):
+            raise TokenRefused("the token's nbf is not a time")
+        if now + CLOCK_SKEW_SECONDS < not_before:
+            raise TokenRefused("the token is not valid yet")
     return grant
 
 

@@ -17,7 +17,7 @@ from .._config import CLIENT_REQUEST_TIMEOUT_SECONDS, Settings
 from .._jsonrpc import MAX_LINE_BYTES
 from .._permissions import open_to_others
 from ._limits import DEFAULT_CALLS_PER_PRINCIPAL, DEFAULT_RATE_PER_PRINCIPAL
-from ._oauth import ResourceServerSettings
+from ._oauth import INTROSPECTION_CACHE_SECONDS, IntrospectionClient, ResourceServerSettings
 from ._rules import AccessPolicy, parse_token_lines
 
 __all__ = (
@@ -75,6 +75,11 @@ BODY_TIMEOUT_SECONDS: Final = 30.0
 #: ends. Together the bound on a stop, from the signal to the exit.
 SHUTDOWN_MARGIN_SECONDS: Final = 2.0
 
+#: With OAuth, what part of the session table one principal may hold by default: any number
+#: of users may sign in, so no count splits it; a tenth lets ten heavy users fill it while one
+#: user (or one stolen token) cannot lock everyone else out.
+OAUTH_SESSION_SHARE: Final = 0.1
+
 ENV_TOKEN: Final = "MRTR_HTTP_TOKEN"  # noqa: S105 -- the variable's name, not a secret
 ENV_TOKENS_FILE: Final = "MRTR_HTTP_TOKENS_FILE"
 ENV_ALLOWED_ORIGINS: Final = "MRTR_HTTP_ALLOWED_ORIGINS"
@@ -87,6 +92,7 @@ ENV_SSE_POLL: Final = "MRTR_HTTP_SSE_POLL_SECONDS"
 ENV_RATE_PER_PRINCIPAL: Final = "MRTR_HTTP_RATE_PER_PRINCIPAL"
 ENV_CALLS_PER_PRINCIPAL: Final = "MRTR_HTTP_CALLS_PER_PRINCIPAL"
 ENV_ACCEPT_PLAIN_JWT: Final = "MRTR_OAUTH_ACCEPT_PLAIN_JWT"
+ENV_INTROSPECTION_CACHE: Final = "MRTR_OAUTH_INTROSPECTION_CACHE_SECONDS"
 
 _logger = logging.getLogger("mrtr_runtime")
 
@@ -154,6 +160,7 @@ class HttpSettings:
             ENV_RATE_PER_PRINCIPAL,
             ENV_CALLS_PER_PRINCIPAL,
             ENV_ACCEPT_PLAIN_JWT,
+            ENV_INTROSPECTION_CACHE,
         )
         return cls(
             host=host,
@@ -178,9 +185,12 @@ class HttpSettings:
         split of the table among the principals the server knows (each token of
         `MRTR_HTTP_TOKENS_FILE`, and everyone holding the shared `MRTR_HTTP_TOKEN`, or no
         token, as one more), so that all of them at their share still fit; with one principal
-        at most, the whole table."""
+        at most, the whole table. With OAuth the principals are whoever the identity provider
+        signs in, known only as they come: OAUTH_SESSION_SHARE of the table each."""
         if self.max_sessions_per_principal is not None:
             return min(self.max_sessions_per_principal, self.max_sessions)
+        if self.oauth is not None:
+            return max(1, int(self.max_sessions * OAUTH_SESSION_SHARE))
         principals = {principal for principal, _ in self.bearer_tokens}
         known = len(principals) + (1 if self.bearer_token is not None else 0)
         if known > 1:
@@ -202,8 +212,8 @@ def _oauth_settings(settings: Settings) -> ResourceServerSettings | None:
     beside a shared token (two ways to let a request in would make either one's checks
     pointless), or for a missing `oauth` extra."""
     if not settings.oauth_issuer and not settings.oauth_resource:
-        if settings.oauth_scopes:
-            raise ValueError("MRTR_OAUTH_SCOPES is set without MRTR_OAUTH_ISSUER")
+        if settings.oauth_scopes or settings.oauth_client_id or settings.oauth_client_secret:
+            raise ValueError("MRTR_OAUTH_SCOPES or _CLIENT_* is set without MRTR_OAUTH_ISSUER")
         return None
     if not settings.oauth_issuer or not settings.oauth_resource:
         raise ValueError(
@@ -225,12 +235,33 @@ def _oauth_settings(settings: Settings) -> ResourceServerSettings | None:
         resource=settings.oauth_resource,
         scopes=settings.oauth_scopes,
         accept_plain_jwt=settings.oauth_accept_plain_jwt,
+        introspection=_introspection_client(settings),
     )
     if urlsplit(resource_server.resource).path.rstrip("/") != ENDPOINT:
         _logger.info(
             "MRTR_OAUTH_RESOURCE's path is not %s: a proxy in front must map it there", ENDPOINT
         )
     return resource_server
+
+
+def _introspection_client(settings: Settings) -> IntrospectionClient | None:
+    """This server's client for introspecting opaque tokens, or None (JWTs only); ValueError
+    for half of one."""
+    if not settings.oauth_client_id and not settings.oauth_client_secret:
+        if settings.oauth_introspection_cache_seconds is not None:
+            raise ValueError(f"{ENV_INTROSPECTION_CACHE} is set without MRTR_OAUTH_CLIENT_ID")
+        return None
+    if not settings.oauth_client_id or not settings.oauth_client_secret:
+        raise ValueError(
+            "introspecting opaque tokens needs both MRTR_OAUTH_CLIENT_ID and "
+            "MRTR_OAUTH_CLIENT_SECRET (this server's client at the authorization server)"
+        )
+    cache = settings.oauth_introspection_cache_seconds
+    return IntrospectionClient(
+        client_id=settings.oauth_client_id,
+        client_secret=settings.oauth_client_secret,
+        cache_seconds=INTROSPECTION_CACHE_SECONDS if cache is None else cache,
+    )
 
 
 def _read_tokens_file(path: str | None, *, platform: str = os.name) -> tuple[tuple[str, str], ...]:
