@@ -332,8 +332,16 @@ def registered(host: Host, project: Installed) -> Host:
     assert over_http[-2:] == ["--bearer-token-env-var", "MRTR_HTTP_TOKEN"], over_http
     added = host.run(over_http)
     assert added.returncode == 0, added.stderr
-    config = (host.home / ".codex" / "config.toml").read_text(encoding="utf-8")
+    path = host.home / ".codex" / "config.toml"
+    config = path.read_text(encoding="utf-8")
     assert host.token not in config
+    # Codex gives a server 10 s to start, then goes on without its tools. A Python server's
+    # first start (its bytecode compiled) on a CI machine running other suites on every core
+    # can take longer; a user's machine starts it in a third of a second. The test machine's
+    # allowance, in the table `codex mcp add` wrote:
+    table = f"[mcp_servers.{DEFAULT_SLUG}]\n"
+    assert config.count(table) == 1, config
+    path.write_text(config.replace(table, table + "startup_timeout_sec = 120\n"), "utf-8")
     return host
 
 

@@ -9,6 +9,7 @@ Run with ``-rA`` to see the transcript.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import http.client
 import http.cookiejar
@@ -26,6 +27,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -64,15 +66,14 @@ class LocalStack:
     ports: tuple[int, int]
 
 
-@pytest.fixture(scope="module")
-def stack(installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+@contextlib.contextmanager
+def running_stack(project: Installed, home: Path, *flags: str) -> Iterator[LocalStack]:
+    """`local-stack/start.py` of `project`, copied into `home` (its node_modules must never
+    land in the bake other modules read), started with `flags` and stopped after."""
     try:
         peers: NodePeers = ensure_node_peers()
     except PeersUnavailableError as error:
         pytest.fail(f"cannot install Node: {error}")
-    project: Installed = installed("aws")
-    home = tmp_path_factory.mktemp("local-stack")
-    # A copy, so that its node_modules never lands in the bake other modules read.
     shutil.copytree(project.project / "local-stack", home / "local-stack")
     key = home / "signing-key"
     run([project.tool(DEFAULT_SLUG), "keygen", "--path", key], cwd=home)
@@ -90,45 +91,70 @@ def stack(installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         "AWS_CONFIG_FILE": str(home / "no-aws-config"),
         "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-aws-credentials"),
     }
-    command = [
-        str(project.python),
-        str(home / "local-stack" / "start.py"),
-        "--port",
-        str(port),
-        "--issuer-port",
-        str(issuer_port),
-    ]
-    log = (home / "stack.log").open("w")
-    process = subprocess.Popen(
-        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True
-    )
-    assert process.stdout is not None
-    printed: list[str] = []
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while "Ctrl-C stops both." not in "".join(printed):
-        line = process.stdout.readline()
-        if not line or time.monotonic() > deadline:
-            process.kill()
-            log.close()
-            pytest.fail(f"the local stack did not start:\n{(home / 'stack.log').read_text()}")
-        printed.append(line)
-    text = "".join(printed)
-    found = re.search(r"-u local-script:(\S+) ", text)
-    assert found, text
-    try:
-        yield LocalStack(
-            process,
-            text,
-            f"http://127.0.0.1:{port}/mcp",
-            f"http://127.0.0.1:{issuer_port}",
-            found[1],
-            (port, issuer_port),
+    script = home / "local-stack" / "start.py"
+    command = [str(project.python), str(script), "--port", str(port)]
+    command += ["--issuer-port", str(issuer_port), *flags]
+    with (home / "stack.log").open("w") as log:
+        process = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
         )
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        log.close()
+        try:
+            assert process.stdout is not None
+            printed: list[str] = []
+            deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+            while "Ctrl-C stops both." not in "".join(printed):
+                line = process.stdout.readline()
+                if not line or time.monotonic() > deadline:
+                    pytest.fail(f"the stack did not start:\n{(home / 'stack.log').read_text()}")
+                printed.append(line)
+            text = "".join(printed)
+            found = re.search(r"-u local-script:(\S+) ", text)
+            assert found, text
+            yield LocalStack(
+                process,
+                text,
+                f"http://127.0.0.1:{port}/mcp",
+                f"http://127.0.0.1:{issuer_port}",
+                found[1],
+                (port, issuer_port),
+            )
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="module")
+def project(installed: Any) -> Installed:
+    found: Installed = installed("aws")
+    return found
+
+
+@pytest.fixture(scope="module")
+def stack(project: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with running_stack(project, tmp_path_factory.mktemp("local-stack")) as running:
+        yield running
+
+
+def script_token(stack: LocalStack) -> str:
+    """A token by the client credentials grant, as start.py prints how to get one."""
+    discovery_url = stack.issuer + "/.well-known/openid-configuration"
+    with urllib.request.urlopen(discovery_url, timeout=30) as answer:  # noqa: S310
+        token_endpoint = json.load(answer)["token_endpoint"]
+    scope = re.search(r"-d scope='([^']*)'", stack.printed)
+    assert scope, stack.printed
+    tokens = post_form(
+        token_endpoint,
+        {"grant_type": "client_credentials", "resource": stack.resource, "scope": scope[1]},
+        basic=("local-script", stack.secret),
+    )
+    access_token: str = tokens["access_token"]
+    return access_token
 
 
 def call(stack: LocalStack, token: str, method: str, params: Json) -> tuple[int, Json]:
@@ -295,17 +321,7 @@ def test_a_host_registers_signs_its_user_in_with_pkce_and_calls_a_scoped_tool(
 
 
 def test_a_script_gets_a_token_as_printed_and_ctrl_c_stops_both(stack: LocalStack) -> None:
-    discovery_url = stack.issuer + "/.well-known/openid-configuration"
-    with urllib.request.urlopen(discovery_url, timeout=30) as answer:  # noqa: S310
-        token_endpoint = json.load(answer)["token_endpoint"]
-    scope = re.search(r"-d scope='([^']*)'", stack.printed)
-    assert scope, stack.printed
-    tokens = post_form(
-        token_endpoint,
-        {"grant_type": "client_credentials", "resource": stack.resource, "scope": scope[1]},
-        basic=("local-script", stack.secret),
-    )
-    status, _ = call(stack, tokens["access_token"], "tools/list", {})
+    status, _ = call(stack, script_token(stack), "tools/list", {})
     unauthorised, refused = call(stack, "not-a-token", "tools/list", {})
     assert status == 200 and unauthorised == 401, refused
     stack.process.send_signal(signal.SIGINT)
@@ -314,3 +330,14 @@ def test_a_script_gets_a_token_as_printed_and_ctrl_c_stops_both(stack: LocalStac
     while any(listening(port) for port in stack.ports) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(listening(port) for port in stack.ports)
+
+
+def test_with_opaque_tokens_the_server_introspects_them(project: Installed, tmp_path: Path) -> None:
+    with running_stack(project, tmp_path, "--opaque") as stack:
+        token = script_token(stack)
+        status, listed = call(stack, token, "tools/list", {})
+        made_up, _ = call(stack, secrets.token_urlsafe(32), "tools/list", {})
+        print(f"--opaque: a {len(token)}-character token -> {status}; a made-up one -> {made_up}")  # noqa: T201
+        assert "." not in token  # not a JWT: only the authorization server can read it
+        assert status == 200 and "deploy_to_aws" in [t["name"] for t in listed["result"]["tools"]]
+        assert made_up == 401

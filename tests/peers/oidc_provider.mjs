@@ -40,6 +40,9 @@ const provider = new Provider(issuer, {
   })),
   jwks: config.jwks,
   scopes: config.scopes,
+  // RFC 7662 makes `sub` optional and oidc-provider leaves it out of a client credentials
+  // token's introspection; the MCP server needs a subject for every token (the client here).
+  extraTokenClaims: (_ctx, token) => (token.kind === 'ClientCredentials' ? { sub: token.clientId } : undefined),
   features: {
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },

@@ -20,6 +20,10 @@ import support
 from mrtr_runtime.server import Server
 from mrtr_runtime.testing import MemoryClient
 
+# Test modules share helpers across folders (`from test_http_app import Client`): every folder
+# of tests is importable by module name, as this one is.
+sys.path[1:1] = [str(folder) for folder in support.IMPORT_PATH[1:] if str(folder) not in sys.path]
+
 #: Set by the template's tests when they run this suite in an installed bake (tests/bakery.py):
 #: how many pytest-xdist workers to spread it over, a module per worker, where the bake's
 #: interpreter has pytest-xdist and the command line does not choose (``-n``) itself.

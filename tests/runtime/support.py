@@ -61,8 +61,14 @@ def _alias_runtime() -> tuple[str, ModuleType]:
 #: The baked project's import package, and its directory (an editable install: src layout).
 PACKAGE, _package_module = _alias_runtime()
 PROJECT = Path(_package_module.__file__ or "").resolve().parents[2]
-#: This directory: what a subprocess needs on PYTHONPATH to import this module.
+#: This directory: the suite's helpers, and its folders of tests.
 HERE = Path(__file__).resolve().parent
+#: What a subprocess needs on PYTHONPATH to import this module and any test module (a server
+#: script may import its test's helpers): this directory and its folders of tests.
+IMPORT_PATH = (
+    HERE,
+    *sorted(path for path in HERE.iterdir() if path.is_dir() and (path.name[0] not in "._")),
+)
 
 import anyio  # noqa: E402 - after the alias, like everything below
 from anyio.abc import Process  # noqa: E402
@@ -503,7 +509,7 @@ def server_env(key_hex: str | None = KEY_HEX, **extra: str) -> dict[str, str]:
     """This environment minus any MRTR_* setting, plus the test key and the import path."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("MRTR_")}
     env["MRTR_PACKAGE"] = PACKAGE
-    env["PYTHONPATH"] = str(HERE)
+    env["PYTHONPATH"] = os.pathsep.join(map(str, IMPORT_PATH))
     if key_hex is not None:
         env["MRTR_SIGNING_KEY"] = key_hex
     env.update(extra)

@@ -65,7 +65,7 @@ def runtime_tests_reaching_the_project() -> list[str]:
     through their module's functions, classes, fixtures and constants."""
     project_names = names_reaching_the_project()
     selected = []
-    for path in sorted(RUNTIME_SUITE.glob("test_*.py")):
+    for path in sorted(RUNTIME_SUITE.rglob("test_*.py")):
         source = path.read_text(encoding="utf-8")
         lines = source.splitlines()
         definitions: dict[str, str] = {}

@@ -4,7 +4,7 @@ other combination is a subset of type-checks as mypy sees it on Windows and macO
 
 Claude Desktop runs only on macOS and Windows, and the generated check workflow runs there too;
 these tests make that run a confirmation. The runtime's own platform choices (stdin's reader,
-the permission checks) are tested in tests/runtime/test_platforms.py.
+the permission checks) are tested in tests/runtime/stdio/test_platforms.py.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@
 //   node authorization_server.mjs <config.json>
 //
 // config.json (start.py writes it, mode 0600): {"port", "resource", "scopes": [...],
-// "clients": [{"client_id", "client_secret", "scope"}]}. Prints "ready <issuer>" on stdout
+// "clients": [{"client_id", "client_secret", "scope"}], "opaque": false}. With "opaque" the
+// access tokens are opaque strings, which the MCP server reads by introspection (RFC 7662). Prints "ready <issuer>" on stdout
 // once listening; everything else goes to stderr.
 import { generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -37,6 +38,9 @@ const provider = new Provider(issuer, {
   })),
   // OAuth 2.1: every authorization code request carries PKCE.
   pkce: { required: () => true },
+  // RFC 7662 makes `sub` optional and oidc-provider leaves it out of a client credentials
+  // token's introspection; the MCP server needs a subject for every token (the client here).
+  extraTokenClaims: (_ctx, token) => (token.kind === 'ClientCredentials' ? { sub: token.clientId } : undefined),
   features: {
     devInteractions: { enabled: true },
     registration: { enabled: true },
@@ -55,8 +59,7 @@ const provider = new Provider(issuer, {
           scope: config.scopes.join(' '),
           audience: config.resource,
           accessTokenTTL: 3600,
-          accessTokenFormat: 'jwt',
-          jwt: { sign: { alg: 'RS256' } },
+          ...(config.opaque ? { accessTokenFormat: 'opaque' } : { accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } } }),
         };
       },
     },

@@ -1,7 +1,7 @@
 """The whole OAuth flow on one machine: a local authorization server and this MCP server as its
 resource server, both on loopback. One command, Ctrl-C stops both:
 
-    .venv/bin/python local-stack/start.py [--port 8000] [--issuer-port 9000]
+    .venv/bin/python local-stack/start.py [--port 8000] [--issuer-port 9000] [--opaque]
 
 It needs Node.js 20 or later for the authorization server (npm `oidc-provider`, a certified
 OpenID Provider, installed into local-stack/node_modules by `npm ci` on the first run) and the
@@ -15,8 +15,12 @@ project's `http` and `oauth` extras (`dev` has both). In order, it:
    scripts (client credentials, a new secret each start);
 3. prints the server's URL, how to add it to a host, and a token request to try by hand.
 
-Not for production: the authorization server's sign-in page lets anyone sign in under any name.
-docs/oauth.md says what a real identity provider needs instead.
+With `--opaque` the access tokens are opaque strings, and the server reads each one by asking
+the authorization server (RFC 7662 introspection) as a client of its own.
+
+Not for production: the authorization server's sign-in page lets anyone sign in under any name,
+so every account on this machine can call your tools, with your credentials: run it on a
+machine only you use. docs/oauth.md says what a real identity provider needs instead.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ SERVER_NAME = "{{ cookiecutter.project_slug }}"
 MIN_NODE_MAJOR = 20
 START_TIMEOUT_SECONDS = 60
 SCRIPT_CLIENT = "local-script"
+#: This server's own client at the authorization server, with --opaque (for introspection).
+SERVER_CLIENT = "local-mcp-server"
+#: What the stack sets for the server; the same variables from the shell are left out.
+STACK_VARIABLES = ("MRTR_OAUTH_", "MRTR_HTTP_TOKEN")
 
 
 class StackError(Exception):
@@ -111,18 +119,20 @@ def wait_for_line(
     return found[0]
 
 
-def start_mcp_server(port: int, issuer: str, resource: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "MRTR_OAUTH_ISSUER": issuer, "MRTR_OAUTH_RESOURCE": resource}
-    for variable in ("MRTR_HTTP_TOKEN", "MRTR_HTTP_TOKENS_FILE"):
-        env.pop(variable, None)  # the server refuses a shared token beside OAuth
+def start_mcp_server(
+    processes: list[subprocess.Popen[str]], port: int, oauth: dict[str, str]
+) -> None:
+    """The server with the `oauth` settings, added to `processes` at once (a Ctrl-C while it
+    starts stops it too), then waited for."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(STACK_VARIABLES)} | oauth
     command = [sys.executable, "-m", PACKAGE, "http", "--host", "127.0.0.1", "--port", str(port)]
     process = subprocess.Popen(
         command, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
+    processes.append(process)
     if process.stderr is None:  # never: stderr is a pipe
         raise StackError("the server's log cannot be read")
     wait_for_line("the MCP server", process, process.stderr, "serving MCP at", sys.stderr)
-    return process
 
 
 def tool_scopes(resource: str) -> list[str]:
@@ -137,8 +147,8 @@ def tool_scopes(resource: str) -> list[str]:
 
 
 def start_authorization_server(
-    node: str, config: dict[str, object], home: Path
-) -> subprocess.Popen[str]:
+    processes: list[subprocess.Popen[str]], node: str, config: dict[str, object], home: Path
+) -> None:
     path = home / "authorization-server.json"
     # The config holds a client secret: readable by this user only.
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -151,10 +161,10 @@ def start_authorization_server(
         stdout=subprocess.PIPE,
         text=True,
     )
+    processes.append(process)
     if process.stdout is None:  # never: stdout is a pipe
         raise StackError("the authorization server's output cannot be read")
     wait_for_line("the authorization server", process, process.stdout, "ready ", None)
-    return process
 
 
 def summary(resource: str, issuer: str, secret: str, scopes: list[str]) -> str:
@@ -198,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--issuer-port", type=int, default=9000, help="the authorization server's (0: any free)"
     )
+    parser.add_argument(
+        "--opaque", action="store_true", help="opaque access tokens, read by introspection"
+    )
     arguments = parser.parse_args(argv)
     port = arguments.port or free_port()
     issuer_port = arguments.issuer_port or free_port()
@@ -209,18 +222,27 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="mcp-local-stack-") as home:
             node = find_node()
             install_authorization_server()
-            processes.append(start_mcp_server(port, issuer, resource))
+            oauth = {"MRTR_OAUTH_ISSUER": issuer, "MRTR_OAUTH_RESOURCE": resource}
+            clients = []
+            if arguments.opaque:
+                server_secret = os.urandom(18).hex()
+                oauth |= {"MRTR_OAUTH_CLIENT_ID": SERVER_CLIENT}
+                oauth |= {"MRTR_OAUTH_CLIENT_SECRET": server_secret}
+                clients.append({"client_id": SERVER_CLIENT, "client_secret": server_secret})
+            start_mcp_server(processes, port, oauth)
             scopes = tool_scopes(resource)
             secret = os.urandom(18).hex()
+            clients.append(
+                {"client_id": SCRIPT_CLIENT, "client_secret": secret, "scope": " ".join(scopes)}
+            )
             config = {
                 "port": issuer_port,
                 "resource": resource,
                 "scopes": scopes,
-                "clients": [
-                    {"client_id": SCRIPT_CLIENT, "client_secret": secret, "scope": " ".join(scopes)}
-                ],
+                "clients": clients,
+                "opaque": arguments.opaque,
             }
-            processes.append(start_authorization_server(node, config, Path(home)))
+            start_authorization_server(processes, node, config, Path(home))
             print(summary(resource, issuer, secret, scopes), flush=True)
             while all(process.poll() is None for process in processes):
                 time.sleep(0.5)

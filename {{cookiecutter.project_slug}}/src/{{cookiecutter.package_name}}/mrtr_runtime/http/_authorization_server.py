@@ -17,9 +17,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import contextlib
 import hashlib
+import http.client
 import json
 import logging
+import math
+import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +35,7 @@ from urllib.parse import quote_plus, urlencode, urlsplit
 import anyio.to_thread
 
 from .._errors import MrtrError
+from .._redact import treat_as_secret
 from ._oauth import (
     CLOCK_SKEW_SECONDS,
     Grant,
@@ -47,6 +53,7 @@ from ._oauth import (
 
 __all__ = (
     "FETCH_TIMEOUT_SECONDS",
+    "INTROSPECTIONS_PER_SECOND",
     "KEYS_MAX_AGE_SECONDS",
     "MAX_CONCURRENT_INTROSPECTIONS",
     "MAX_DOCUMENT_BYTES",
@@ -74,10 +81,15 @@ RETRY_AFTER_SECONDS: Final = 5
 #: hash instead of a signature check (a client uses one token for many requests): at most
 #: this many, each until its `exp`, all forgotten when the keys change.
 MAX_REMEMBERED_TOKENS: Final = 4096
-#: Introspections in flight at once. Opaque tokens are free to invent and each one costs the
-#: authorization server a request: more wait for a turn, within FETCH_TIMEOUT_SECONDS (then
-#: 503), so a flood of made-up tokens cannot become a flood on the authorization server.
+#: Introspections in flight at once, counted until each one's thread is done (one that took
+#: too long is answered 503 but holds its turn until its fetch is cut off). More wait for a
+#: turn, within FETCH_TIMEOUT_SECONDS, then 503.
 MAX_CONCURRENT_INTROSPECTIONS: Final = 8
+#: Introspections started a second (in bursts of twice that): opaque tokens are free to
+#: invent, and no principal is known before the answer, so no per-principal limit applies.
+#: Past it, a token not already vouched for is answered 503 with Retry-After; tokens the
+#: server already holds an answer for are served as before.
+INTROSPECTIONS_PER_SECOND: Final = 20
 
 _logger = logging.getLogger("mrtr_runtime")
 
@@ -110,7 +122,47 @@ class _SameOrigin(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-_OPENER: Final = urllib.request.build_opener(_SameOrigin)
+#: The sockets of the fetch running in this thread, for its watchdog (`_exchange`).
+_FETCH: Final = threading.local()
+
+
+class _TrackedHTTP(http.client.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        _track(self.sock)
+
+
+class _TrackedHTTPS(http.client.HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        _track(self.sock)
+
+
+def _track(sock: socket.socket | None) -> None:
+    sockets: list[socket.socket] | None = getattr(_FETCH, "sockets", None)
+    if sockets is not None and sock is not None:
+        sockets.append(sock)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_TrackedHTTP, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_TrackedHTTPS, req, context=self._context)  # type: ignore[attr-defined]
+
+
+_OPENER: Final = urllib.request.build_opener(_SameOrigin, _HTTPHandler, _HTTPSHandler)
+
+
+def _cut(sockets: list[socket.socket], fired: list[bool]) -> None:
+    """The watchdog's work: end the fetch's connections, whatever read they are blocked in."""
+    fired.append(True)
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _fetch_json(url: str) -> dict[str, Any]:
@@ -138,19 +190,21 @@ def _post_form(url: str, form: Mapping[str, str], client: IntrospectionClient) -
 
 
 def _exchange(request: urllib.request.Request, url: str) -> dict[str, Any]:
-    """`request`'s answer as JSON: redirects only within its origin, the whole answer within
-    FETCH_TIMEOUT_SECONDS (a server sending a byte now and then is cut off), an object of at
-    most MAX_DOCUMENT_BYTES; else the error says what came instead."""
-    deadline = time.monotonic() + FETCH_TIMEOUT_SECONDS
+    """`request`'s answer as JSON: redirects only within its origin, the whole exchange within
+    FETCH_TIMEOUT_SECONDS (a watchdog cuts the connection then, whatever it is waiting for: a
+    socket timeout bounds each read only, so a server sending a byte now and then would never
+    meet it), an object of at most MAX_DOCUMENT_BYTES; else the error says what came."""
+    sockets: list[socket.socket] = []
+    fired: list[bool] = []
+    watchdog = threading.Timer(FETCH_TIMEOUT_SECONDS, _cut, (sockets, fired))
+    watchdog.daemon = True
+    _FETCH.sockets = sockets
+    watchdog.start()
     chunks: list[bytes] = []
     size = 0
     try:
         with _OPENER.open(request, timeout=FETCH_TIMEOUT_SECONDS) as response:
             while size <= MAX_DOCUMENT_BYTES:
-                if time.monotonic() > deadline:
-                    raise AuthorizationServerUnavailable(
-                        f"{url} did not answer within {FETCH_TIMEOUT_SECONDS:g} s"
-                    )
                 chunk = response.read1(16384)
                 if not chunk:
                     break
@@ -160,14 +214,28 @@ def _exchange(request: urllib.request.Request, url: str) -> dict[str, Any]:
         raise AuthorizationServerUnavailable(
             f"{url} answered HTTP {error.code}{_oauth_error(request, error)}"
         ) from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as error:
+        # HTTPException: a garbled status line, a truncated chunked body, too many headers.
+        if fired:
+            raise AuthorizationServerUnavailable(
+                f"{url} did not answer within {FETCH_TIMEOUT_SECONDS:g} s"
+            ) from None
         reason = getattr(error, "reason", error)
-        raise AuthorizationServerUnavailable(f"{url} cannot be reached: {reason}") from None
+        said = str(reason) or type(reason).__name__
+        raise AuthorizationServerUnavailable(f"{url} cannot be reached: {said}") from None
+    finally:
+        watchdog.cancel()
+        _FETCH.sockets = None
+    if fired:
+        # Cut off mid-body, a read ends as if the answer had: what came is not all of it.
+        raise AuthorizationServerUnavailable(
+            f"{url} did not answer within {FETCH_TIMEOUT_SECONDS:g} s"
+        )
     if size > MAX_DOCUMENT_BYTES:
         raise AuthorizationServerUnavailable(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")
     try:
         document = json.loads(b"".join(chunks))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise AuthorizationServerUnavailable(f"{url} did not send JSON") from None
     if not isinstance(document, dict):
         raise AuthorizationServerUnavailable(f"{url} did not send a JSON object")
@@ -225,9 +293,10 @@ class AuthorizationServer:
     """The issuer's keys, fetched on first use and again when stale or when a token names a
     key they lack. Whatever the reason, the authorization server is asked at most once per
     REFRESH_INTERVAL_SECONDS, counted from when the last attempt ended (a failure too: while it
-    is down, requests are answered at once instead of each waiting for a fetch), one fetch at
-    a time; while one runs, usable keys at hand answer the others. `fetch` and `clock` are
-    the tests' to replace."""
+    is down, requests after a failed attempt are answered at once instead of each waiting for
+    a fetch), one fetch at a time; while one runs, usable keys at hand answer the others, and
+    requests with nothing at hand wait for it (at most FETCH_TIMEOUT_SECONDS and a second).
+    `fetch` and `clock` are the tests' to replace."""
 
     def __init__(
         self,
@@ -263,7 +332,18 @@ class AuthorizationServer:
     async def _discover(self) -> None:
         """The issuer's `jwks_uri` and `introspection_endpoint`, from the first metadata
         document found whose `issuer` is exactly this one (RFC 8414 section 3.3: MUST, or the
-        document is not used); an endpoint that is missing or unusable stays None, with why."""
+        document is not used); an endpoint that is missing or unusable stays None, with why.
+        All the places it may be are tried within one FETCH_TIMEOUT_SECONDS (and a second):
+        requests waiting on a silent authorization server wait that long, not once per place."""
+        try:
+            with anyio.fail_after(FETCH_TIMEOUT_SECONDS + 1):
+                await self._read_metadata()
+        except TimeoutError:
+            raise AuthorizationServerUnavailable(
+                f"the authorization server's metadata ({self.issuer}) did not come in time"
+            ) from None
+
+    async def _read_metadata(self) -> None:
         problems: list[str] = []
         for url in metadata_urls(self.issuer):
             try:
@@ -396,12 +476,32 @@ class AuthorizationServer:
             return found
 
 
+class _TokenBucket:
+    """`rate` takes a second, in bursts of up to twice that."""
+
+    def __init__(self, rate: int, clock: Callable[[], float]) -> None:
+        self._rate = rate
+        self._clock = clock
+        self._tokens = 2.0 * rate
+        self._at = clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(2.0 * self._rate, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+
 class Introspector:
     """Opaque tokens, read by asking the authorization server (RFC 7662 section 2) as this
     server's own client. An answer that grants is kept for `cache_seconds` at most (section
     4: so a revocation is noticed within that) and never past the token's `exp`; one that
     does not is never kept (made-up tokens must not push out good ones). At most
-    MAX_CONCURRENT_INTROSPECTIONS at once. `post` and the clocks are the tests' to replace."""
+    MAX_CONCURRENT_INTROSPECTIONS at once, and INTROSPECTIONS_PER_SECOND started. `post` and
+    the clocks are the tests' to replace."""
 
     def __init__(
         self,
@@ -424,6 +524,11 @@ class Introspector:
             collections.OrderedDict()
         )
         self._turns = asyncio.Semaphore(MAX_CONCURRENT_INTROSPECTIONS)
+        #: Threads of its own: a slow authorization server never starves the shared pool.
+        self._threads = anyio.CapacityLimiter(MAX_CONCURRENT_INTROSPECTIONS)
+        self._starts = _TokenBucket(INTROSPECTIONS_PER_SECOND, clock)
+        # Should the authorization server ever echo the secret in an error, the log redacts it.
+        treat_as_secret(client.client_secret)
 
     def _recalled(self, digest: bytes) -> Grant | None:
         kept = self._remembered.get(digest)
@@ -435,6 +540,36 @@ class Introspector:
         del self._remembered[digest]
         return None
 
+    async def _ask(self, endpoint: str, form: Mapping[str, str]) -> dict[str, Any]:
+        """The endpoint's answer, in a thread that holds a turn until it ends: whoever ends
+        first, the thread or a waiter giving up before it started, gives the turn back, once."""
+        loop = asyncio.get_running_loop()
+        claimed = threading.Lock()
+
+        def post() -> dict[str, Any]:
+            if not claimed.acquire(blocking=False):
+                raise AuthorizationServerUnavailable(f"{endpoint} was not asked in time")
+            try:
+                return self._post(endpoint, form, self.client)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed: nothing to free
+                    loop.call_soon_threadsafe(self._turns.release)
+
+        try:
+            # The wait for a turn counts too: a queue behind a slow server ends in a 503.
+            with anyio.fail_after(FETCH_TIMEOUT_SECONDS + 1):
+                await self._turns.acquire()
+                try:
+                    return await anyio.to_thread.run_sync(
+                        post, abandon_on_cancel=True, limiter=self._threads
+                    )
+                except BaseException:
+                    if claimed.acquire(blocking=False):  # the thread never started
+                        self._turns.release()
+                    raise
+        except TimeoutError:
+            raise AuthorizationServerUnavailable(f"{endpoint} did not answer in time") from None
+
     async def grant(self, token: str, digest: bytes) -> Grant:
         """The grant of the opaque `token` (`digest`: its sha256); TokenRefused saying why
         not, AuthorizationServerUnavailable when it cannot be asked or does not answer."""
@@ -445,16 +580,11 @@ class Introspector:
         if known is not None:
             return known
         endpoint = await self.server.introspection_endpoint()
-        form = {"token": token, "token_type_hint": "access_token"}
-        try:
-            # The wait for a turn counts too: a queue behind a slow server ends in a 503.
-            with anyio.fail_after(FETCH_TIMEOUT_SECONDS + 1):
-                async with self._turns:
-                    answer = await anyio.to_thread.run_sync(
-                        self._post, endpoint, form, self.client, abandon_on_cancel=True
-                    )
-        except TimeoutError:
-            raise AuthorizationServerUnavailable(f"{endpoint} did not answer in time") from None
+        if not self._starts.take():
+            raise AuthorizationServerUnavailable(
+                f"more than {INTROSPECTIONS_PER_SECOND} new tokens a second to introspect"
+            )
+        answer = await self._ask(endpoint, {"token": token, "token_type_hint": "access_token"})
         grant = read_introspection(answer, self.settings, now=self._wall_clock())
         if self.client.cache_seconds > 0:
             self._remembered[digest] = (grant, self._clock() + self.client.cache_seconds)
@@ -487,6 +617,8 @@ class BearerAuthority:
         #: sha256 of a verified token -> its grant (at most MAX_REMEMBERED_TOKENS, oldest out).
         self._remembered: collections.OrderedDict[bytes, Grant] = collections.OrderedDict()
         self._generation = -1
+        self._warned_at = -math.inf
+        self._unwarned = 0
 
     def _recalled(self, digest: bytes) -> Grant | None:
         """The grant of a token verified before with the keys at hand, while it has not
@@ -538,8 +670,18 @@ class BearerAuthority:
             return TokenRefused("the token is signed with a key this server does not know")
         except (TokenRefused, AuthorizationServerUnavailable) as problem:
             if isinstance(problem, AuthorizationServerUnavailable):
-                _logger.warning("refusing a request: %s", problem)
+                self._warn(problem)
             return problem
+
+    def _warn(self, problem: AuthorizationServerUnavailable) -> None:
+        """One log line per REFRESH_INTERVAL_SECONDS at most, with how many it stands for:
+        an outage under load must not become a line per request."""
+        now = self._wall_clock()
+        self._unwarned += 1
+        if now - self._warned_at < REFRESH_INTERVAL_SECONDS:
+            return
+        _logger.warning("refusing %d request(s): %s", self._unwarned, problem)
+        self._warned_at, self._unwarned = now, 0
 
 
 def _bearer_token(authorization: str | None) -> str | None:

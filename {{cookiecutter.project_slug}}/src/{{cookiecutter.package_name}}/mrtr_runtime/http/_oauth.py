@@ -430,26 +430,48 @@ def read_access_token(
     return _grant_of(claims, settings)
 
 
+def _time_of(claims: Mapping[str, Any], name: str) -> float | None:
+    """A NumericDate claim (RFC 7519 section 2: a JSON number of seconds), None when absent;
+    TokenRefused for anything else (a string, a bool, NaN, an infinity, a number too big)."""
+    value = claims.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TokenRefused(f"the token's {name} is not a time")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise TokenRefused(f"the token's {name} is not a time")
+    return seconds
+
+
 def _grant_of(claims: Mapping[str, Any], settings: ResourceServerSettings) -> Grant:
     """The grant of a token's claims, whichever way they were had (a verified JWT, an
-    introspection): for this resource, with a subject (or, RFC 7662 section 2.2, at least a
-    client: a client credentials token names no user), an expiry, and every request's scopes."""
+    introspection): for this resource, of a subject (the user, or the client itself for a
+    client credentials token: never absent, or every user of one client would be one
+    principal), not bound to a key this server cannot check, with an expiry, and with every
+    request's scopes."""
     problem = _audience_problem(claims, settings.resource)
     if problem is not None:
         raise TokenRefused(problem)
+    if claims.get("cnf") is not None:
+        # RFC 8705 and RFC 9449: a token bound to a certificate or a DPoP key is only its
+        # holder's; taken as a bare bearer token, anyone who copied it could use it.
+        raise TokenRefused("the token is bound to a key (cnf), which this server cannot check")
     client = claims.get("client_id")
     if client is None:
         client = claims.get("azp")
     if client is not None and (not isinstance(client, str) or not client):
         raise TokenRefused("the token's client_id is not a string")
-    subject = claims.get("sub", client)
+    subject = claims.get("sub")
+    if subject is None:
+        raise TokenRefused("the token names no subject (sub)")
     if not isinstance(subject, str) or not subject:
         raise TokenRefused("the token's subject is not a string")
-    try:
-        expires_at = float(claims["exp"])
-    except (KeyError, OverflowError, TypeError, ValueError):
-        expires_at = math.nan
-    if not math.isfinite(expires_at):
+    expires_at = _time_of(claims, "exp")
+    if expires_at is None:
         raise TokenRefused("the token's exp is not a time")
     grant = Grant(
         subject=subject, client_id=client, scopes=_scopes_of(claims), expires_at=expires_at
@@ -476,14 +498,26 @@ def opaque_token_problem(token: str) -> str | None:
     return None
 
 
+#: How an introspection answer may say what kind of token it is, and what an access token
+#: presented as a bearer token says there: RFC 7662's `token_type`; `token_use` (ORY Hydra,
+#: whose refresh tokens carry this server's audience too); `typ` (Keycloak: "Bearer", or
+#: "Refresh"). A member that says anything else refuses the token.
+_ACCESS_TOKEN_MARKS: Final = {
+    "token_type": ("bearer",),
+    "token_use": ("access_token",),
+    "typ": ("bearer",),
+}
+
+
 def read_introspection(
     response: Mapping[str, Any], settings: ResourceServerSettings, *, now: float
 ) -> Grant:
     """The grant an introspection response (RFC 7662 section 2.2) describes, once the same
     checks as a JWT's have passed: active; from this issuer (when it says); a bearer access
-    token (a refresh token is no access token); for this resource (`aud` is optional in RFC
-    7662 but required here: basic/authorization "Token Handling" has a server accept only
-    tokens issued for it); not expired and not before its `nbf` (30 s of skew); every
+    token by every member that says what kind (a refresh token is no access token); for this
+    resource (`aud` and `sub` are optional in RFC 7662 but required here: basic/authorization
+    "Token Handling" has a server accept only tokens issued for it, and a principal needs a
+    subject); not bound to a key; not expired and not before its `nbf` (30 s of skew); every
     request's scopes. TokenRefused saying which failed. `now`: seconds since the epoch."""
     if response.get("active") is not True:
         # Section 2.2: nothing else about an inactive token may be told, or trusted.
@@ -494,20 +528,16 @@ def read_introspection(
     issuer = response.get("iss")
     if issuer is not None and issuer != settings.issuer:
         raise TokenRefused("the token was issued by another authorization server")
-    token_type = response.get("token_type")
-    if token_type is not None and (
-        not isinstance(token_type, str) or token_type.lower() != "bearer"
-    ):
-        raise TokenRefused("the token is not a bearer access token")
+    for member, wanted in _ACCESS_TOKEN_MARKS.items():
+        said = response.get(member)
+        if said is not None and (not isinstance(said, str) or said.lower() not in wanted):
+            raise TokenRefused("the token is not a bearer access token")
     grant = _grant_of(response, settings)
     if now > grant.expires_at + CLOCK_SKEW_SECONDS:
         raise TokenRefused("the token has expired")
-    not_before = response.get("nbf")
-    if not_before is not None:
-        if not isinstance(not_before, int | float) or isinstance(not_before, bool):
-            raise TokenRefused("the token's nbf is not a time")
-        if now + CLOCK_SKEW_SECONDS < not_before:
-            raise TokenRefused("the token is not valid yet")
+    not_before = _time_of(response, "nbf")
+    if not_before is not None and now + CLOCK_SKEW_SECONDS < not_before:
+        raise TokenRefused("the token is not valid yet")
     return grant
 
 

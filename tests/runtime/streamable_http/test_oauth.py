@@ -143,6 +143,8 @@ def test_the_principal_tells_subjects_and_clients_apart() -> None:
         ({"aud": None}, "no audience"),
         ({"exp": None}, "'exp'"),
         ({"sub": None}, "'sub'"),
+        # RFC 9449: a DPoP-bound token is its key holder's only; this server cannot check it.
+        ({"cnf": {"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}}, "bound to a key"),
     ],
 )
 def test_a_token_with_a_claim_that_fails_is_refused_saying_which(

@@ -38,7 +38,7 @@ from mrtr_runtime.testing._rounds import (
 )
 from support import ARN, make_server, text_of
 
-FAKE_SERVER = Path(__file__).with_name("fake_stdio_server.py")
+FAKE_SERVER = Path(__file__).parents[1] / "fake_stdio_server.py"
 BOUND = 10  # seconds; every test that waits on another task or process is bounded
 
 Json = dict[str, Any]

@@ -376,7 +376,7 @@ UVICORN_SCRIPT = f"""
 import logging
 import sys
 
-sys.path.insert(0, {str(Path(__file__).parent)!r})
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
 import support
 from mrtr_runtime.http import _uvicorn
 from mrtr_runtime.server import HttpSettings, configure_logging

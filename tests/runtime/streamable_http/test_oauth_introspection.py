@@ -33,8 +33,10 @@ from test_oauth import (
     token,
 )
 
+from mrtr_runtime._redact import redact_secrets
 from mrtr_runtime.http import _authorization_server as authorization_module
 from mrtr_runtime.http._authorization_server import (
+    INTROSPECTIONS_PER_SECOND,
     MAX_CONCURRENT_INTROSPECTIONS,
     REFRESH_INTERVAL_SECONDS,
     AuthorizationServer,
@@ -88,10 +90,16 @@ def test_an_active_answer_grants_its_subject_client_and_scopes() -> None:
     assert grant.principal == 'oauth:["alice","claude-code"]'
 
 
-def test_a_client_credentials_token_is_its_client() -> None:
-    # RFC 7662 section 2.2: `sub` is optional; a token no user signed in for is its client's.
-    grant = read_introspection(active(sub=None), INTROSPECTING, now=NOW)
-    assert (grant.subject, grant.client_id) == ("claude-code", "claude-code")
+def test_an_answer_without_a_subject_is_refused_so_users_of_one_client_stay_apart() -> None:
+    # RFC 7662 section 2.2 makes `sub` optional. Taking the client for the subject would make
+    # alice and bob, signed in through one host, one principal: each could finish the other's
+    # rounds and read the other's tasks. A client credentials token names its client as `sub`.
+    for user in ("alice", "bob"):
+        answer = active(sub=None, username=user)
+        with pytest.raises(TokenRefused, match=r"names no subject \(sub\)"):
+            read_introspection(answer, INTROSPECTING, now=NOW)
+    machine = read_introspection(active(sub="claude-code"), INTROSPECTING, now=NOW)
+    assert machine.principal == 'oauth:["claude-code","claude-code"]'
 
 
 @pytest.mark.parametrize(
@@ -103,17 +111,35 @@ def test_a_client_credentials_token_is_its_client() -> None:
         ({"iss": "https://evil.example.com"}, "another authorization server"),
         ({"token_type": "refresh_token"}, "not a bearer access token"),
         ({"token_type": 5}, "not a bearer access token"),
+        ({"token_type": "DPoP"}, "not a bearer access token"),
+        # ORY Hydra: a refresh token carries this server's audience and no token_type.
+        ({"token_type": None, "token_use": "refresh_token"}, "not a bearer access token"),
+        # Keycloak: typ says what kind of token it is.
+        ({"token_type": None, "typ": "Refresh"}, "not a bearer access token"),
+        ({"cnf": {"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}}, "bound to a key"),
+        (
+            {
+                "token_type": None,
+                "cnf": {"x5t#S256": "bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2"},
+            },
+            "bound to a key",
+        ),
         ({"aud": "https://other.example.com/mcp"}, "another resource"),
         ({"aud": None}, "no audience"),
         ({"exp": int(NOW) - CLOCK_SKEW_SECONDS - 1}, "expired"),
         ({"exp": None}, "exp is not a time"),
         ({"exp": "soon"}, "exp is not a time"),
+        ({"exp": str(int(NOW) + 600)}, "exp is not a time"),
+        ({"exp": True}, "exp is not a time"),
+        ({"exp": 10**400}, "exp is not a time"),
+        ({"nbf": float("nan")}, "nbf is not a time"),
+        ({"nbf": float("-inf")}, "nbf is not a time"),
         ({"exp": float("nan")}, "exp is not a time"),
         ({"exp": float("inf")}, "exp is not a time"),
         ({"nbf": int(NOW) + CLOCK_SKEW_SECONDS + 1}, "not valid yet"),
         ({"nbf": "later"}, "nbf is not a time"),
         ({"sub": 7}, "subject is not a string"),
-        ({"sub": None, "client_id": None}, "subject is not a string"),
+        ({"sub": ""}, "subject is not a string"),
         ({"client_id": ""}, "client_id is not a string"),
     ],
 )
@@ -339,6 +365,8 @@ async def test_introspections_in_flight_are_bounded_and_the_rest_wait_their_turn
         return active(sub=form["token"])
 
     monkeypatch.setattr(fake, "post", slow_post)
+    # The rate bound is another test's: here only the turns bound.
+    monkeypatch.setattr(authorization_module, "INTROSPECTIONS_PER_SECOND", 10_000)
     authority = introspecting(fake, Clock(), [NOW])
     verdicts: list[object] = []
 
@@ -352,6 +380,70 @@ async def test_introspections_in_flight_are_bounded_and_the_rest_wait_their_turn
     assert most == MAX_CONCURRENT_INTROSPECTIONS
     assert len(verdicts) == 10 * MAX_CONCURRENT_INTROSPECTIONS
     assert all(isinstance(verdict, Grant) for verdict in verdicts)
+
+
+@pytest.mark.anyio
+async def test_questions_that_outlive_their_request_still_hold_their_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: a question that took too long gave its turn back when its request got its 503,
+    # while its thread went on asking: a slow authorization server saw 18 at once of a bound
+    # of 8, and threads grew without end under a flood.
+    monkeypatch.setattr(authorization_module, "FETCH_TIMEOUT_SECONDS", 0.1)
+    fake = IntrospectingServer()
+    in_flight, most = 0, 0
+    lock = threading.Lock()
+
+    def hanging_post(url: str, form: Mapping[str, str], client: IntrospectionClient) -> Json:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+        time.sleep(1.5)  # longer than a request waits (FETCH_TIMEOUT_SECONDS and a second)
+        with lock:
+            in_flight -= 1
+        return active()
+
+    monkeypatch.setattr(fake, "post", hanging_post)
+    monkeypatch.setattr(authorization_module, "INTROSPECTIONS_PER_SECOND", 10_000)
+    authority = introspecting(fake, Clock(), [NOW])
+    verdicts: list[object] = []
+
+    async def ask(number: int) -> None:
+        await anyio.sleep(number * 0.03)  # arriving while earlier ones give up
+        verdicts.append(await authority.authorise(f"Bearer made-up-{number}"))
+
+    async with anyio.create_task_group() as group:
+        for number in range(10 * MAX_CONCURRENT_INTROSPECTIONS):
+            group.start_soon(ask, number)
+    assert most <= MAX_CONCURRENT_INTROSPECTIONS
+    assert len(verdicts) == 10 * MAX_CONCURRENT_INTROSPECTIONS
+    assert any(isinstance(verdict, AuthorizationServerUnavailable) for verdict in verdicts)
+    await anyio.sleep(1.6)  # the last threads end; every turn is back
+    assert in_flight == 0
+    assert authority.introspector is not None
+    assert authority.introspector._turns._value == MAX_CONCURRENT_INTROSPECTIONS
+
+
+@pytest.mark.anyio
+async def test_new_tokens_are_asked_about_at_a_bounded_rate_and_known_ones_still_pass() -> None:
+    fake = IntrospectingServer()
+    fake.tokens["known"] = active()
+    clock = Clock()
+    authority = introspecting(fake, clock, [NOW])
+    assert isinstance(await authority.authorise("Bearer known"), Grant)
+    burst = 2 * INTROSPECTIONS_PER_SECOND
+    # Ten times the burst of made-up tokens at one instant: the burst is asked, the rest 503.
+    verdicts = [await authority.authorise(f"Bearer made-up-{n}") for n in range(10 * burst)]
+    asked = sum(count for token, count in fake.posts.items() if token != "known")
+    assert asked == burst - 1  # the known token's question came out of the same bucket
+    unavailable = [v for v in verdicts if isinstance(v, AuthorizationServerUnavailable)]
+    assert len(unavailable) == 10 * burst - (burst - 1)
+    assert "new tokens a second" in str(unavailable[0])
+    assert isinstance(await authority.authorise("Bearer known"), Grant)
+    clock.now += 1
+    await authority.authorise("Bearer made-up-later")
+    assert fake.posts["made-up-later"] == 1
 
 
 # -- the request itself ---------------------------------------------------------------------------
@@ -394,6 +486,115 @@ def endpoint() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class Dripping(http.server.BaseHTTPRequestHandler):
+    """/drip sends one header line now and then for ever; /garbled a status line that is not
+    one; /truncated a chunked body that stops; /deep JSON nested past any parser's depth."""
+
+    def do_POST(self) -> None:
+        if self.path == "/garbled":
+            self.wfile.write(b"HTTP/9 nonsense\r\n\r\n")
+            return
+        if self.path == "/deep":
+            body = b"[" * 100_000 + b"]" * 100_000
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            self.wfile.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            return
+        if self.path == "/truncated":
+            self.wfile.write(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"a"')
+            self.wfile.flush()
+            return
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        try:
+            for number in range(60):
+                self.wfile.write(b"X-Wait-%d: 1\r\n" % number)
+                self.wfile.flush()
+                time.sleep(0.1)
+        except OSError:
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_an_answer_is_cut_off_at_its_deadline_and_garbage_is_unavailable_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: a socket timeout bounded each read only, so a server sending a header line now
+    # and then held the question (and its turn) for ever; and http.client's own errors and a
+    # parser's RecursionError escaped as a 500.
+    monkeypatch.setattr(authorization_module, "FETCH_TIMEOUT_SECONDS", 0.5)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Dripping)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    form = {"token": "opaque", "token_type_hint": "access_token"}
+    try:
+        started = time.monotonic()
+        with pytest.raises(AuthorizationServerUnavailable, match=r"did not answer within 0\.5 s"):
+            authorization_module._post_form(base + "/drip", form, CLIENT)
+        assert time.monotonic() - started < 2
+        for path, said in (
+            ("/garbled", "cannot be reached"),
+            ("/truncated", "cannot be reached"),
+            ("/deep", "did not send JSON"),
+        ):
+            with pytest.raises(AuthorizationServerUnavailable, match=said):
+                authorization_module._post_form(base + path, form, CLIENT)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_client_secret_is_redacted_wherever_it_would_be_logged() -> None:
+    secret = "introspection-secret-0123456789"
+    client = IntrospectionClient("mcp-server", secret)
+    settings = ResourceServerSettings.from_values(
+        issuer=ISSUER, resource=RESOURCE, introspection=client
+    )
+    Introspector(AuthorizationServer(ISSUER), settings, client)
+    said = redact_secrets(f"answered HTTP 400: invalid_client bad secret {secret}")
+    assert secret not in said
+
+
+@pytest.mark.anyio
+async def test_a_silent_authorization_server_is_waited_for_once_not_once_per_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An issuer with a path has three places its metadata may be; each silent for the whole
+    # fetch bound, a request waited three bounds. Now the places share one.
+    monkeypatch.setattr(authorization_module, "FETCH_TIMEOUT_SECONDS", 0.3)
+
+    def silent(url: str) -> Json:
+        time.sleep(1.0)
+        raise AuthorizationServerUnavailable(f"{url} did not answer")
+
+    server = AuthorizationServer(ISSUER + "/tenant", fetch=silent, clock=Clock())
+    started = time.monotonic()
+    with pytest.raises(AuthorizationServerUnavailable, match="did not come in time"):
+        await server.introspection_endpoint()
+    assert time.monotonic() - started < 1.5
+
+
+@pytest.mark.anyio
+async def test_an_outage_under_load_is_one_log_line_per_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake = IntrospectingServer()
+    fake.down = True
+    wall = [NOW]
+    authority = introspecting(fake, Clock(), wall)
+    with caplog.at_level("WARNING", logger="mrtr_runtime"):
+        for number in range(50):
+            verdict = await authority.authorise(f"Bearer made-up-{number}")
+            assert isinstance(verdict, AuthorizationServerUnavailable)
+        wall[0] += REFRESH_INTERVAL_SECONDS
+        await authority.authorise("Bearer made-up-later")
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("refusing 1 request(s)")
+    assert lines[1].startswith("refusing 50 request(s)")
 
 
 def test_the_question_authenticates_this_server_by_client_secret_basic(endpoint: str) -> None:
