@@ -7,12 +7,13 @@ tests/deployments/test_oauth_resource_server.py runs the same against a real one
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.server
 import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -586,24 +587,31 @@ class SlowOrWandering(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` served on a loopback port in a thread, for as long as the block runs: its
+    base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_fetch_is_bounded_in_time_and_stays_in_its_origin(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(authorization_module, "FETCH_TIMEOUT_SECONDS", 0.5)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowOrWandering)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(SlowOrWandering) as base:
         started = time.monotonic()
         with pytest.raises(AuthorizationServerUnavailable, match="did not answer within"):
             authorization_module._fetch_json(base + "/drip")
         assert time.monotonic() - started < 2
         with pytest.raises(AuthorizationServerUnavailable, match="another origin"):
             authorization_module._fetch_json(base + "/away")
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.anyio

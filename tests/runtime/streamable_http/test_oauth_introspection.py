@@ -30,6 +30,7 @@ from test_oauth import (
     Clock,
     FakeAuthorizationServer,
     http_settings,
+    serving,
     token,
 )
 
@@ -346,25 +347,31 @@ async def test_an_authorization_server_that_does_not_answer_is_a_503() -> None:
     assert isinstance(verdict, AuthorizationServerUnavailable)
 
 
+class InFlight:
+    """A question that takes `seconds`, counting how many are asked at once (`now`, `most`)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.now = self.most = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, url: str, form: Mapping[str, str], client: IntrospectionClient) -> Json:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(self.seconds)
+        with self._lock:
+            self.now -= 1
+        return active(sub=form["token"])
+
+
 @pytest.mark.anyio
 async def test_introspections_in_flight_are_bounded_and_the_rest_wait_their_turn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake = IntrospectingServer()
-    in_flight, most = 0, 0
-    lock = threading.Lock()
-
-    def slow_post(url: str, form: Mapping[str, str], client: IntrospectionClient) -> Json:
-        nonlocal in_flight, most
-        with lock:
-            in_flight += 1
-            most = max(most, in_flight)
-        time.sleep(0.05)
-        with lock:
-            in_flight -= 1
-        return active(sub=form["token"])
-
-    monkeypatch.setattr(fake, "post", slow_post)
+    asked = InFlight(0.05)
+    monkeypatch.setattr(fake, "post", asked)
     # The rate bound is another test's: here only the turns bound.
     monkeypatch.setattr(authorization_module, "INTROSPECTIONS_PER_SECOND", 10_000)
     authority = introspecting(fake, Clock(), [NOW])
@@ -377,7 +384,7 @@ async def test_introspections_in_flight_are_bounded_and_the_rest_wait_their_turn
     async with anyio.create_task_group() as group:
         for number in range(10 * MAX_CONCURRENT_INTROSPECTIONS):
             group.start_soon(ask, number)
-    assert most == MAX_CONCURRENT_INTROSPECTIONS
+    assert asked.most == MAX_CONCURRENT_INTROSPECTIONS
     assert len(verdicts) == 10 * MAX_CONCURRENT_INTROSPECTIONS
     assert all(isinstance(verdict, Grant) for verdict in verdicts)
 
@@ -391,20 +398,8 @@ async def test_questions_that_outlive_their_request_still_hold_their_turn(
     # of 8, and threads grew without end under a flood.
     monkeypatch.setattr(authorization_module, "FETCH_TIMEOUT_SECONDS", 0.1)
     fake = IntrospectingServer()
-    in_flight, most = 0, 0
-    lock = threading.Lock()
-
-    def hanging_post(url: str, form: Mapping[str, str], client: IntrospectionClient) -> Json:
-        nonlocal in_flight, most
-        with lock:
-            in_flight += 1
-            most = max(most, in_flight)
-        time.sleep(1.5)  # longer than a request waits (FETCH_TIMEOUT_SECONDS and a second)
-        with lock:
-            in_flight -= 1
-        return active()
-
-    monkeypatch.setattr(fake, "post", hanging_post)
+    asked = InFlight(1.5)  # longer than a request waits (FETCH_TIMEOUT_SECONDS and a second)
+    monkeypatch.setattr(fake, "post", asked)
     monkeypatch.setattr(authorization_module, "INTROSPECTIONS_PER_SECOND", 10_000)
     authority = introspecting(fake, Clock(), [NOW])
     verdicts: list[object] = []
@@ -416,11 +411,11 @@ async def test_questions_that_outlive_their_request_still_hold_their_turn(
     async with anyio.create_task_group() as group:
         for number in range(10 * MAX_CONCURRENT_INTROSPECTIONS):
             group.start_soon(ask, number)
-    assert most <= MAX_CONCURRENT_INTROSPECTIONS
+    assert asked.most <= MAX_CONCURRENT_INTROSPECTIONS
     assert len(verdicts) == 10 * MAX_CONCURRENT_INTROSPECTIONS
     assert any(isinstance(verdict, AuthorizationServerUnavailable) for verdict in verdicts)
     await anyio.sleep(1.6)  # the last threads end; every turn is back
-    assert in_flight == 0
+    assert asked.now == 0
     assert authority.introspector is not None
     assert authority.introspector._turns._value == MAX_CONCURRENT_INTROSPECTIONS
 
@@ -478,14 +473,8 @@ class Endpoint(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def endpoint() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Endpoint) as base:
+        yield base
 
 
 class Dripping(http.server.BaseHTTPRequestHandler):
@@ -525,12 +514,8 @@ def test_an_answer_is_cut_off_at_its_deadline_and_garbage_is_unavailable_not_a_c
     # and then held the question (and its turn) for ever; and http.client's own errors and a
     # parser's RecursionError escaped as a 500.
     monkeypatch.setattr(authorization_module, "FETCH_TIMEOUT_SECONDS", 0.5)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Dripping)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
     form = {"token": "opaque", "token_type_hint": "access_token"}
-    try:
+    with serving(Dripping) as base:
         started = time.monotonic()
         with pytest.raises(AuthorizationServerUnavailable, match=r"did not answer within 0\.5 s"):
             authorization_module._post_form(base + "/drip", form, CLIENT)
@@ -542,9 +527,6 @@ def test_an_answer_is_cut_off_at_its_deadline_and_garbage_is_unavailable_not_a_c
         ):
             with pytest.raises(AuthorizationServerUnavailable, match=said):
                 authorization_module._post_form(base + path, form, CLIENT)
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_the_client_secret_is_redacted_wherever_it_would_be_logged() -> None:
