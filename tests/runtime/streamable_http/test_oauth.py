@@ -137,7 +137,9 @@ def test_the_principal_tells_subjects_and_clients_apart() -> None:
     ("changes", "why"),
     [
         ({"exp": int(time.time()) - 120}, "expired"),
-        ({"nbf": int(time.time()) + 600}, "not valid yet"),
+        # A year ahead: the list is made at collection, and a loaded run reaches this test
+        # many minutes later (10 minutes ahead was once in the past by then).
+        ({"nbf": int(time.time()) + 365 * 86400}, "not valid yet"),
         ({"iss": "https://evil.example.com"}, "another authorization server"),
         ({"aud": "https://other.example.com/mcp"}, "another resource"),
         ({"aud": ["https://a.example.com", "https://b.example.com"]}, "another resource"),
@@ -261,6 +263,11 @@ def test_plain_jwt_access_tokens_are_taken_only_when_asked_for_and_id_tokens_nev
     id_token = token(claims(aud="claude-code"), typ="JWT")
     assert "another resource" in refused(id_token, lenient).description
     assert "typ must be at+jwt" in refused(token(typ="id_token+jwt"), lenient).description
+    # Keycloak names the kind in its claims too: an ID token that a mapper gave this server's
+    # audience says `"typ": "ID"` there, its access tokens `"Bearer"`.
+    keycloak_id_token = token(claims(typ="ID"), typ="JWT")
+    assert "not a bearer access token" in refused(keycloak_id_token, lenient).description
+    assert read_access_token(token(claims(typ="Bearer"), typ="JWT"), KEYS, lenient).subject
     made = http_settings(
         MRTR_OAUTH_ISSUER=ISSUER, MRTR_OAUTH_RESOURCE=RESOURCE, MRTR_OAUTH_ACCEPT_PLAIN_JWT="1"
     )
@@ -305,6 +312,14 @@ def test_a_token_changed_anywhere_is_never_taken_for_another_grant(
         return
     # Base64url's last character carries spare bits: the same bytes decode, the same grant.
     assert grant == read_access_token(original, KEYS, SETTINGS)
+
+
+def test_a_header_nested_past_the_parsers_depth_is_refused_not_raised() -> None:
+    # Older PyJWT releases (2.10 to 2.12, which the project's pin allows) let the parser's
+    # RecursionError out: a 500 for anyone who sends such a token.
+    header = b'{"alg":"RS256","typ":"at+jwt","x":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    nested = base64.urlsafe_b64encode(header).rstrip(b"=").decode() + "." + b64(claims()) + ".x"
+    assert "not a signed JWT" in refused(nested).description
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import http.server
 import json
+import socket
 import threading
 import time
 from collections import Counter
@@ -34,7 +35,7 @@ from test_oauth import (
     token,
 )
 
-from mrtr_runtime._redact import redact_secrets
+from mrtr_runtime._redact import redact_secrets, treat_as_secret
 from mrtr_runtime.http import _authorization_server as authorization_module
 from mrtr_runtime.http._authorization_server import (
     INTROSPECTIONS_PER_SECOND,
@@ -53,6 +54,7 @@ from mrtr_runtime.http._oauth import (
     TokenRefused,
     read_introspection,
 )
+from mrtr_runtime.http._rules import oauth_refusal
 
 Json = dict[str, Any]
 CLIENT = IntrospectionClient("mcp-server", "s3cret:with/odd&chars", cache_seconds=60)
@@ -113,6 +115,7 @@ def test_an_answer_without_a_subject_is_refused_so_users_of_one_client_stay_apar
         ({"token_type": "refresh_token"}, "not a bearer access token"),
         ({"token_type": 5}, "not a bearer access token"),
         ({"token_type": "DPoP"}, "not a bearer access token"),
+        ({"token_type": "refresh"}, "not a bearer access token"),
         # ORY Hydra: a refresh token carries this server's audience and no token_type.
         ({"token_type": None, "token_use": "refresh_token"}, "not a bearer access token"),
         # Keycloak: typ says what kind of token it is.
@@ -155,6 +158,17 @@ def test_an_inactive_answer_is_refused_whatever_else_it_says() -> None:
     # Section 2.2: an inactive token's other members mean nothing, grants least of all.
     with pytest.raises(TokenRefused, match="not active"):
         read_introspection(active(active=False, scope="mcp deploy admin"), INTROSPECTING, now=NOW)
+
+
+def test_an_access_token_may_say_so_in_each_way_servers_say_it() -> None:
+    for marks in (
+        {"token_type": "Bearer"},
+        {"token_type": "access_token"},  # not RFC 7662's value, but what some servers send
+        {"token_type": None, "token_use": "access_token"},
+        {"token_type": None, "typ": "Bearer"},
+        {"token_type": None},  # saying nothing refuses nothing
+    ):
+        assert read_introspection(active(**marks), INTROSPECTING, now=NOW).subject == "alice"
 
 
 def test_the_skew_is_allowed_both_ways() -> None:
@@ -439,6 +453,28 @@ async def test_new_tokens_are_asked_about_at_a_bounded_rate_and_known_ones_still
     clock.now += 1
     await authority.authorise("Bearer made-up-later")
     assert fake.posts["made-up-later"] == 1
+    answer = oauth_refusal(INTROSPECTING, unavailable[0])
+    assert answer.status == 503 and dict(answer.headers)[b"retry-after"] == b"1"
+    assert "too many new tokens" in answer.message
+
+
+@pytest.mark.anyio
+async def test_a_flood_of_made_up_tokens_never_holds_back_a_token_vouched_for_before() -> None:
+    # Before: once its kept answer was stale (60 s, or at once with no cache), a user's token
+    # waited in the same queue as the flood's, and got 503 for as long as the flood lasted.
+    fake = IntrospectingServer()
+    fake.tokens["alice"] = active()
+    clock = Clock()
+    authority = introspecting(fake, clock, [NOW], cache_seconds=0)
+    assert isinstance(await authority.authorise("Bearer alice"), Grant)
+    for second in range(10):
+        clock.now += 1
+        for number in range(10 * INTROSPECTIONS_PER_SECOND):
+            await authority.authorise(f"Bearer flood-{second}-{number}")
+        assert isinstance(await authority.authorise("Bearer alice"), Grant)
+        newcomer = await authority.authorise(f"Bearer newcomer-{second}")
+        assert isinstance(newcomer, AuthorizationServerUnavailable)
+    assert fake.posts["alice"] == 11  # asked every time (no cache), never held back
 
 
 # -- the request itself ---------------------------------------------------------------------------
@@ -490,6 +526,17 @@ class Dripping(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
             self.wfile.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
             return
+        if self.path == "/deep-error":
+            body = b"[" * 100_000
+            self.wfile.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n")
+            self.wfile.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            return
+        if self.path == "/truncated-error":
+            self.wfile.write(
+                b"HTTP/1.1 502 Bad Gateway\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n{"
+            )
+            self.wfile.flush()
+            return
         if self.path == "/truncated":
             self.wfile.write(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"a"')
             self.wfile.flush()
@@ -524,18 +571,38 @@ def test_an_answer_is_cut_off_at_its_deadline_and_garbage_is_unavailable_not_a_c
             ("/garbled", "cannot be reached"),
             ("/truncated", "cannot be reached"),
             ("/deep", "did not send JSON"),
+            ("/deep-error", "answered HTTP 400"),
+            ("/truncated-error", "answered HTTP 502"),
         ):
             with pytest.raises(AuthorizationServerUnavailable, match=said):
                 authorization_module._post_form(base + path, form, CLIENT)
 
 
-def test_the_client_secret_is_redacted_wherever_it_would_be_logged() -> None:
+def test_a_connection_made_after_the_deadline_is_ended_at_once() -> None:
+    # A connect or a TLS handshake can outlast the deadline: the watchdog has then fired on
+    # no socket, and the one that comes after must not escape it.
+    ours, theirs = socket.socketpair()
+    try:
+        authorization_module._FETCH.sockets, authorization_module._FETCH.fired = [], [True]
+        authorization_module._track(ours)
+        theirs.settimeout(2)
+        assert theirs.recv(1) == b""  # ended: the other side reads end of stream
+    finally:
+        authorization_module._FETCH.sockets = authorization_module._FETCH.fired = None
+        ours.close()
+        theirs.close()
+
+
+def test_the_client_secret_is_redacted_however_many_secrets_come_after() -> None:
+    # Before: it was one of the 256 most recent run-time secrets, and some 86 deploys (three
+    # credentials each) pushed it out of the log's redaction.
     secret = "introspection-secret-0123456789"
     client = IntrospectionClient("mcp-server", secret)
     settings = ResourceServerSettings.from_values(
         issuer=ISSUER, resource=RESOURCE, introspection=client
     )
     Introspector(AuthorizationServer(ISSUER), settings, client)
+    treat_as_secret(*(f"run-time-credential-{number:04d}" for number in range(10 * 256)))
     said = redact_secrets(f"answered HTTP 400: invalid_client bad secret {secret}")
     assert secret not in said
 

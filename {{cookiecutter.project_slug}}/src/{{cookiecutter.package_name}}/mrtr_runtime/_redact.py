@@ -221,28 +221,34 @@ def _utf16(char: str) -> Iterator[int]:
 
 _known_lock: Final = threading.Lock()
 _known: dict[str, None] = {}  # insertion order is age: the oldest value goes first
+_kept: dict[str, None] = {}  # `for_good`: never pushed out
 _known_needles: list[str] = []
 # What the JSON-RPC encoder looks for in every outgoing line; empty (one truthiness check) in
 # a server that never registered a secret.
 WIRE_NEEDLES: tuple[str, ...] = ()
 
 
-def treat_as_secret(*values: str) -> None:
+def treat_as_secret(*values: str, for_good: bool = False) -> None:
     """Redact `values` from every text `redact_secrets` sees, and from every outgoing message.
 
     For secrets the process obtains at run time (credentials an AWS call returned), which
     can come back bare, with no name beside them. Values shorter than 8 characters are
-    ignored; the set keeps the 256 most recent values. Thread-safe.
+    ignored; the set keeps the 256 most recent values, and besides them every value given
+    `for_good` (the process's own configured secrets, however many run-time ones come after).
+    Thread-safe.
     """
     global WIRE_NEEDLES, _known_needles
     with _known_lock:
         for value in values:
             if isinstance(value, str) and len(value) >= _MIN_KNOWN_SECRET:
+                if for_good:
+                    _kept[value] = None
+                    continue
                 _known.pop(value, None)
                 _known[value] = None
         while len(_known) > MAX_KNOWN_SECRETS:
             del _known[next(iter(_known))]
-        _known_needles = _needles(_known)
+        _known_needles = _needles({**_kept, **_known})
         WIRE_NEEDLES = tuple(dict.fromkeys(_wire_form(needle) for needle in _known_needles))
 
 
@@ -251,6 +257,7 @@ def _forget_known_secrets() -> None:
     global WIRE_NEEDLES, _known_needles
     with _known_lock:
         _known.clear()
+        _kept.clear()
         _known_needles = []
         WIRE_NEEDLES = ()
 

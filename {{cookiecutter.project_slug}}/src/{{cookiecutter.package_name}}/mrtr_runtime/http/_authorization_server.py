@@ -62,6 +62,7 @@ __all__ = (
     "AuthorizationServer",
     "AuthorizationServerUnavailable",
     "BearerAuthority",
+    "IntrospectionBusy",
     "Introspector",
 )
 
@@ -99,6 +100,10 @@ Post = Callable[[str, Mapping[str, str], IntrospectionClient], dict[str, Any]]
 
 class AuthorizationServerUnavailable(MrtrError):
     """The authorization server's metadata or keys cannot be had now; the message says why."""
+
+
+class IntrospectionBusy(AuthorizationServerUnavailable):
+    """More new tokens than INTROSPECTIONS_PER_SECOND: this one was not asked about."""
 
 
 class _SameOrigin(urllib.request.HTTPRedirectHandler):
@@ -139,9 +144,15 @@ class _TrackedHTTPS(http.client.HTTPSConnection):
 
 
 def _track(sock: socket.socket | None) -> None:
+    """Hands a fetch's new connection to its watchdog; past the deadline (a connect or a TLS
+    handshake can outlast it), ends it at once."""
     sockets: list[socket.socket] | None = getattr(_FETCH, "sockets", None)
-    if sockets is not None and sock is not None:
-        sockets.append(sock)
+    if sockets is None or sock is None:
+        return
+    sockets.append(sock)
+    if getattr(_FETCH, "fired", None):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
@@ -198,7 +209,7 @@ def _exchange(request: urllib.request.Request, url: str) -> dict[str, Any]:
     fired: list[bool] = []
     watchdog = threading.Timer(FETCH_TIMEOUT_SECONDS, _cut, (sockets, fired))
     watchdog.daemon = True
-    _FETCH.sockets = sockets
+    _FETCH.sockets, _FETCH.fired = sockets, fired
     watchdog.start()
     chunks: list[bytes] = []
     size = 0
@@ -225,7 +236,7 @@ def _exchange(request: urllib.request.Request, url: str) -> dict[str, Any]:
         raise AuthorizationServerUnavailable(f"{url} cannot be reached: {said}") from None
     finally:
         watchdog.cancel()
-        _FETCH.sockets = None
+        _FETCH.sockets = _FETCH.fired = None
     if fired:
         # Cut off mid-body, a read ends as if the answer had: what came is not all of it.
         raise AuthorizationServerUnavailable(
@@ -247,8 +258,8 @@ def _oauth_error(request: urllib.request.Request, error: urllib.error.HTTPError)
     `error_description`), shortened and printable, for the log; "" when it says nothing."""
     try:
         body = json.loads(error.read(4096))
-    except (OSError, ValueError):
-        body = None
+    except (OSError, ValueError, RecursionError, http.client.HTTPException):
+        body = None  # an error page, cut short, or nested past the parser's depth
     said = ""
     if isinstance(body, dict):
         parts = [body.get("error"), body.get("error_description")]
@@ -295,7 +306,8 @@ class AuthorizationServer:
     REFRESH_INTERVAL_SECONDS, counted from when the last attempt ended (a failure too: while it
     is down, requests after a failed attempt are answered at once instead of each waiting for
     a fetch), one fetch at a time; while one runs, usable keys at hand answer the others, and
-    requests with nothing at hand wait for it (at most FETCH_TIMEOUT_SECONDS and a second).
+    requests with nothing at hand wait for it (the metadata, then the keys: each at most
+    FETCH_TIMEOUT_SECONDS and a second).
     `fetch` and `clock` are the tests' to replace."""
 
     def __init__(
@@ -527,8 +539,12 @@ class Introspector:
         #: Threads of its own: a slow authorization server never starves the shared pool.
         self._threads = anyio.CapacityLimiter(MAX_CONCURRENT_INTROSPECTIONS)
         self._starts = _TokenBucket(INTROSPECTIONS_PER_SECOND, clock)
+        #: Tokens it vouched for before (sha256 -> their exp): asked about again when their
+        #: answer is stale, they skip the rate bound, so that a flood of made-up tokens holds
+        #: back only tokens never seen.
+        self._vouched: collections.OrderedDict[bytes, float] = collections.OrderedDict()
         # Should the authorization server ever echo the secret in an error, the log redacts it.
-        treat_as_secret(client.client_secret)
+        treat_as_secret(client.client_secret, for_good=True)
 
     def _recalled(self, digest: bytes) -> Grant | None:
         kept = self._remembered.get(digest)
@@ -570,6 +586,10 @@ class Introspector:
         except TimeoutError:
             raise AuthorizationServerUnavailable(f"{endpoint} did not answer in time") from None
 
+    def _seen_before(self, digest: bytes) -> bool:
+        expires_at = self._vouched.get(digest)
+        return expires_at is not None and self._wall_clock() <= expires_at + CLOCK_SKEW_SECONDS
+
     async def grant(self, token: str, digest: bytes) -> Grant:
         """The grant of the opaque `token` (`digest`: its sha256); TokenRefused saying why
         not, AuthorizationServerUnavailable when it cannot be asked or does not answer."""
@@ -580,12 +600,16 @@ class Introspector:
         if known is not None:
             return known
         endpoint = await self.server.introspection_endpoint()
-        if not self._starts.take():
-            raise AuthorizationServerUnavailable(
+        if not self._seen_before(digest) and not self._starts.take():
+            raise IntrospectionBusy(
                 f"more than {INTROSPECTIONS_PER_SECOND} new tokens a second to introspect"
             )
         answer = await self._ask(endpoint, {"token": token, "token_type_hint": "access_token"})
         grant = read_introspection(answer, self.settings, now=self._wall_clock())
+        self._vouched[digest] = grant.expires_at
+        self._vouched.move_to_end(digest)
+        if len(self._vouched) > MAX_REMEMBERED_TOKENS:
+            self._vouched.popitem(last=False)
         if self.client.cache_seconds > 0:
             self._remembered[digest] = (grant, self._clock() + self.client.cache_seconds)
             if len(self._remembered) > MAX_REMEMBERED_TOKENS:

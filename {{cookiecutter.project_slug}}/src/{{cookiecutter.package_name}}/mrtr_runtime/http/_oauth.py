@@ -384,7 +384,8 @@ def token_header(token: str, *, accept_plain_jwt: bool = False) -> dict[str, Any
 
     try:
         header: dict[str, Any] = jwt.get_unverified_header(token)
-    except jwt.InvalidTokenError:
+    except (jwt.InvalidTokenError, RecursionError, ValueError, TypeError):
+        # RecursionError: a header nested past the parser's depth (older PyJWT lets it out).
         raise TokenRefused("the token is not a signed JWT") from None
     token_type = header.get("typ")
     kind = token_type.lower() if isinstance(token_type, str) else None
@@ -427,6 +428,9 @@ def read_access_token(
         raise TokenRefused(f"the token has no {error.claim!r} claim") from None
     except jwt.InvalidTokenError as error:
         raise TokenRefused(f"the token is not valid: {error}") from None
+    except (RecursionError, OverflowError, TypeError, ValueError):
+        # Claims older PyJWT releases let out as these (an exp of 1e400 or a list).
+        raise TokenRefused("the token's claims cannot be read") from None
     return _grant_of(claims, settings)
 
 
@@ -456,6 +460,10 @@ def _grant_of(claims: Mapping[str, Any], settings: ResourceServerSettings) -> Gr
     problem = _audience_problem(claims, settings.resource)
     if problem is not None:
         raise TokenRefused(problem)
+    for member, wanted in _ACCESS_TOKEN_MARKS.items():
+        said = claims.get(member)
+        if said is not None and (not isinstance(said, str) or said.lower() not in wanted):
+            raise TokenRefused("the token is not a bearer access token")
     if claims.get("cnf") is not None:
         # RFC 8705 and RFC 9449: a token bound to a certificate or a DPoP key is only its
         # holder's; taken as a bare bearer token, anyone who copied it could use it.
@@ -498,12 +506,13 @@ def opaque_token_problem(token: str) -> str | None:
     return None
 
 
-#: How an introspection answer may say what kind of token it is, and what an access token
-#: presented as a bearer token says there: RFC 7662's `token_type`; `token_use` (ORY Hydra,
-#: whose refresh tokens carry this server's audience too); `typ` (Keycloak: "Bearer", or
-#: "Refresh"). A member that says anything else refuses the token.
+#: How a token's claims or its introspection may say what kind of token it is, and what an
+#: access token presented as a bearer token says there: RFC 7662's `token_type` ("Bearer";
+#: some servers say "access_token"); `token_use` (ORY Hydra, whose refresh tokens carry this
+#: server's audience too); `typ` (Keycloak's claims: "Bearer", or "Refresh", "ID"). A member
+#: that says anything else refuses the token; one that is absent says nothing.
 _ACCESS_TOKEN_MARKS: Final = {
-    "token_type": ("bearer",),
+    "token_type": ("bearer", "access_token"),
     "token_use": ("access_token",),
     "typ": ("bearer",),
 }
@@ -528,10 +537,6 @@ def read_introspection(
     issuer = response.get("iss")
     if issuer is not None and issuer != settings.issuer:
         raise TokenRefused("the token was issued by another authorization server")
-    for member, wanted in _ACCESS_TOKEN_MARKS.items():
-        said = response.get(member)
-        if said is not None and (not isinstance(said, str) or said.lower() not in wanted):
-            raise TokenRefused("the token is not a bearer access token")
     grant = _grant_of(response, settings)
     if now > grant.expires_at + CLOCK_SKEW_SECONDS:
         raise TokenRefused("the token has expired")

@@ -42,7 +42,11 @@ from .._jsonrpc import (
     clip,
 )
 from .._wire import LEGACY_VERSIONS, META_PROTOCOL_VERSION
-from ._authorization_server import RETRY_AFTER_SECONDS, AuthorizationServerUnavailable
+from ._authorization_server import (
+    RETRY_AFTER_SECONDS,
+    AuthorizationServerUnavailable,
+    IntrospectionBusy,
+)
 from ._oauth import ResourceServerSettings, TokenRefused, challenge
 
 __all__ = (
@@ -684,6 +688,12 @@ def oauth_refusal(
     Handling": 401 for a missing or invalid token, 403 for insufficient scope, each with the
     challenge); 503 with Retry-After while the authorization server cannot be reached, so a
     client retries the same token instead of asking its user to sign in again."""
+    if isinstance(problem, IntrospectionBusy):
+        return Refusal(
+            503,
+            "Service Unavailable: too many new tokens to check at once; retry later",
+            headers=((b"retry-after", b"1"),),
+        )
     if isinstance(problem, AuthorizationServerUnavailable):
         return Refusal(
             503,
