@@ -332,16 +332,21 @@ def registered(host: Host, project: Installed) -> Host:
     assert over_http[-2:] == ["--bearer-token-env-var", "MRTR_HTTP_TOKEN"], over_http
     added = host.run(over_http)
     assert added.returncode == 0, added.stderr
-    path = host.home / ".codex" / "config.toml"
-    config = path.read_text(encoding="utf-8")
+    config = (host.home / ".codex" / "config.toml").read_text(encoding="utf-8")
     assert host.token not in config
-    # Codex gives a server 10 s to start, then goes on without its tools. A Python server's
-    # first start (its bytecode compiled) on a CI machine running other suites on every core
-    # can take longer; a user's machine starts it in a third of a second. The test machine's
-    # allowance, in the table `codex mcp add` wrote:
-    table = f"[mcp_servers.{DEFAULT_SLUG}]\n"
-    assert config.count(table) == 1, config
-    path.write_text(config.replace(table, table + "startup_timeout_sec = 120\n"), "utf-8")
+    # `codex exec` sends its first request about a second after it starts, with the tools of
+    # the servers that have answered by then. A user's machine starts this server in a third
+    # of a second; a CI machine running other suites on every core, with the bake's bytecode
+    # not yet compiled, has taken longer. One start ahead compiles it, as a user's first run
+    # of the server (or its tests) does.
+    warm = subprocess.run(
+        [str(project.python), "-m", DEFAULT_PACKAGE],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=CODEX_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert warm.returncode == 0, warm.stderr
     return host
 
 
@@ -366,10 +371,16 @@ def test_codex_adds_both_printed_forms_and_offers_every_tool(registered: Host) -
     assert {DEFAULT_SLUG, HTTP_NAME} <= set(rows), listed.stdout
     assert all("enabled" in rows[name] for name in (DEFAULT_SLUG, HTTP_NAME)), listed.stdout
 
-    result = host.exec("Say hello.", {})
-    assert result.returncode == 0, result.stderr
-    offered = host.model.offered()
-    host.transcript(f"the model was offered: {json.dumps(offered)}")
+    # Codex does not wait for a slow server before its first request (see `registered`): on a
+    # loaded machine a turn may still go out before the stdio server has answered. A later
+    # turn (a new `codex exec`, which starts the servers again) offers its tools.
+    for attempt in range(1, 4):
+        result = host.exec("Say hello.", {})
+        assert result.returncode == 0, result.stderr
+        offered = host.model.offered()
+        host.transcript(f"turn {attempt}: the model was offered: {json.dumps(offered)}")
+        if all(namespace in offered for namespace in (STDIO_NAMESPACE, HTTP_NAMESPACE)):
+            break
     for namespace in (STDIO_NAMESPACE, HTTP_NAMESPACE):
         assert sorted(offered.get(namespace, [])) == ["deploy_to_aws", "plan_release"], offered
     assert "read_mcp_resource" in offered[""]
