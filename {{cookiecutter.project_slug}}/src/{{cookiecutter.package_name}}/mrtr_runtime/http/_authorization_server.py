@@ -36,6 +36,7 @@ import anyio.to_thread
 
 from .._errors import MrtrError
 from .._redact import treat_as_secret
+from ._limits import PrincipalLimits
 from ._oauth import (
     CLOCK_SKEW_SECONDS,
     Grant,
@@ -93,6 +94,9 @@ MAX_CONCURRENT_INTROSPECTIONS: Final = 8
 INTROSPECTIONS_PER_SECOND: Final = 20
 
 _logger = logging.getLogger("mrtr_runtime")
+
+#: The one key of the introspection rate bound: every token never seen before shares it.
+_NEW_TOKENS: Final = "new tokens"
 
 Fetch = Callable[[str], dict[str, Any]]
 Post = Callable[[str, Mapping[str, str], IntrospectionClient], dict[str, Any]]
@@ -488,25 +492,6 @@ class AuthorizationServer:
             return found
 
 
-class _TokenBucket:
-    """`rate` takes a second, in bursts of up to twice that."""
-
-    def __init__(self, rate: int, clock: Callable[[], float]) -> None:
-        self._rate = rate
-        self._clock = clock
-        self._tokens = 2.0 * rate
-        self._at = clock()
-
-    def take(self) -> bool:
-        now = self._clock()
-        self._tokens = min(2.0 * self._rate, self._tokens + (now - self._at) * self._rate)
-        self._at = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
-
-
 class Introspector:
     """Opaque tokens, read by asking the authorization server (RFC 7662 section 2) as this
     server's own client. An answer that grants is kept for `cache_seconds` at most (section
@@ -538,7 +523,8 @@ class Introspector:
         self._turns = asyncio.Semaphore(MAX_CONCURRENT_INTROSPECTIONS)
         #: Threads of its own: a slow authorization server never starves the shared pool.
         self._threads = anyio.CapacityLimiter(MAX_CONCURRENT_INTROSPECTIONS)
-        self._starts = _TokenBucket(INTROSPECTIONS_PER_SECOND, clock)
+        #: The rate bound on new tokens: the per-principal limiter's bucket, with one key.
+        self._starts = PrincipalLimits(rate=INTROSPECTIONS_PER_SECOND, calls=1, max_tracked=1)
         #: Tokens it vouched for before (sha256 -> their exp): asked about again when their
         #: answer is stale, they skip the rate bound, so that a flood of made-up tokens holds
         #: back only tokens never seen.
@@ -600,7 +586,8 @@ class Introspector:
         if known is not None:
             return known
         endpoint = await self.server.introspection_endpoint()
-        if not self._seen_before(digest) and not self._starts.take():
+        wait = None if self._seen_before(digest) else self._starts.admit(_NEW_TOKENS, self._clock())
+        if wait is not None:
             raise IntrospectionBusy(
                 f"more than {INTROSPECTIONS_PER_SECOND} new tokens a second to introspect"
             )
