@@ -48,6 +48,7 @@ OPTION_FILES: dict[str, tuple[str, ...]] = {
         "tests/test_deploy_to_aws.py",
         "docs/aws.md",
     ),
+    "include_tasks": (f"{RUNTIME}/_tasks.py",),
     "include_http": (
         f"{RUNTIME}/http",
         f"{RUNTIME}/testing/_http.py",

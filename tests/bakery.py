@@ -34,6 +34,7 @@ UV_CACHE = REPO / ".cache" / "uv"
 KEY_FILE = ".mrtr-signing-key"
 #: Every optional wing of the runtime, on.
 ALL_WINGS: Mapping[str, str] = {
+    "include_tasks": "yes",
     "include_http": "yes",
     "include_redis_store": "yes",
     "include_bundle": "yes",
@@ -48,6 +49,7 @@ COMBINATIONS: Mapping[str, Mapping[str, str]] = {
     "no-aws": {"include_aws_example": "no", **ALL_WINGS},
     "default": {
         "include_aws_example": "yes",
+        "include_tasks": "yes",
         "include_http": "no",
         "include_redis_store": "no",
         "include_bundle": "no",
@@ -55,6 +57,7 @@ COMBINATIONS: Mapping[str, Mapping[str, str]] = {
     },
     "minimal": {
         "include_aws_example": "no",
+        "include_tasks": "no",
         "include_http": "no",
         "include_redis_store": "no",
         "include_bundle": "no",

@@ -37,6 +37,7 @@ HEX_KEY = re.compile(r"[0-9a-f]{64}")
 RUNTIME = Path("src", DEFAULT_PACKAGE, "mrtr_runtime")
 #: What each optional wing adds to a project: there with its option "yes", absent with "no".
 WING_FILES = {
+    "include_tasks": (RUNTIME / "_tasks.py",),
     "include_http": (
         RUNTIME / "http" / "__init__.py",
         RUNTIME / "http" / "_app.py",
@@ -180,6 +181,7 @@ def test_the_default_combination_is_what_cookiecutter_bakes_with_no_answers() ->
     # What a desktop host's user needs, and nothing a stdio server never runs.
     assert options == {
         "include_aws_example": "yes",
+        "include_tasks": "yes",
         "include_http": "no",
         "include_redis_store": "no",
         "include_bundle": "no",

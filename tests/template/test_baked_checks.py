@@ -79,6 +79,7 @@ def test_every_combination_vendors_the_same_runtime_with_the_same_dependencies(
     runtime, versions = vendored_runtime(full), installed_versions(full)
     assert "server.py" in runtime
     wing_paths = {
+        "include_tasks": ("_tasks.py",),
         "include_http": ("http/", "testing/_http", "cli/_http_commands.py"),
         "include_redis_store": ("redis/",),
         "include_bundle": ("cli/_bundle.py",),
@@ -117,29 +118,38 @@ def test_a_combination_without_a_wing_serves_stdio_and_names_the_option_for_the_
                 assert f'--variables-to-update \'{{"{option}": "yes"}}\'' in result.stderr
     listed = run([script, "--help"], cwd=project.project).stdout
     assert ("http" in listed.split()) is (answers["include_http"] == "yes")
-    # The stdio server itself: one 2026-07-28 request answered on stdout.
-    discover = json.dumps(
+    # The stdio server itself: 2026-07-28 requests answered on stdout; the tasks extension is
+    # declared, and its methods found, only with the tasks wing.
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        },
+    }
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}},
         {
             "jsonrpc": "2.0",
-            "id": 1,
-            "method": "server/discover",
-            "params": {
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                }
-            },
-        }
-    )
+            "id": 2,
+            "method": "tasks/get",
+            "params": {"_meta": meta, "taskId": "x"},
+        },
+    ]
     served = subprocess.run(
         [script],
         cwd=project.project,
-        input=discover + "\n",
+        input="".join(json.dumps(request) + "\n" for request in requests),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    (line,) = served.stdout.splitlines()
-    server_info = json.loads(line)["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]
+    discovered, task = sorted(map(json.loads, served.stdout.splitlines()), key=lambda m: m["id"])
+    server_info = discovered["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]
     assert server_info["name"] == DEFAULT_SLUG, served.stderr
+    tasks = answers["include_tasks"] == "yes"
+    extensions = discovered["result"]["capabilities"].get("extensions", {})
+    assert ("io.modelcontextprotocol/tasks" in extensions) is tasks
+    # With the wing: an unknown task (-32602); without it: no such method, and the option named.
+    assert task["error"]["code"] == (-32602 if tasks else -32601), task
+    assert ("include_tasks=no" in task["error"]["message"]) is not tasks

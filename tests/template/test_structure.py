@@ -138,6 +138,7 @@ OPTIONAL_WINGS = {
     "redis": "redis",
     "cli._bundle": "cli/_bundle.py",
     "_skills": "_skills.py",
+    "_tasks": "_tasks.py",
 }
 
 

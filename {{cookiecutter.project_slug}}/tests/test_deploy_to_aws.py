@@ -19,8 +19,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+{% if cookiecutter.include_tasks == "yes" -%}
 import anyio
 import anyio.from_thread
+{% endif -%}
 import boto3
 import pytest
 from moto import mock_aws
@@ -288,6 +290,7 @@ async def test_confirmed_deploy_creates_the_stack_from_the_bundled_template(
     assert parameter["Parameter"]["Value"] == queue_urls[0]
 
 
+{% if cookiecutter.include_tasks == "yes" -%}
 # -- as a task -----------------------------------------------------------------------------------
 
 
@@ -345,6 +348,28 @@ async def test_the_confirming_round_starts_a_task_that_deploys_once(aws: None) -
     assert len(cfn().describe_stack_events(StackName=STACK)["StackEvents"]) == events
 
 
+{% else -%}
+# -- a confirmation replayed ---------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_confirming_round_replayed_deploys_once(aws: None) -> None:
+    # Without the tasks wing the deploy runs inline; the runtime records the confirming round's
+    # run, so the same confirmation sent again is answered from that record.
+    client = MemoryClient(new_server(), capabilities=FORMS)
+    call: Json = {"name": "deploy_to_aws", "arguments": {"stack": STACK}}
+    second = await rounds(client, call, ARN)
+    confirming = {**call, "inputResponses": CONFIRMED, "requestState": second["requestState"]}
+
+    deployed = await client.request("tools/call", confirming)
+    replayed = await client.request("tools/call", confirming)
+
+    assert deployed["structuredContent"]["action"] == "created"
+    assert replayed["structuredContent"] == deployed["structuredContent"]
+    assert [item["ExecutionStatus"] for item in change_sets()] == ["EXECUTE_COMPLETE"]
+
+
+{% endif -%}
 # -- the yes is bound to the role, the plan and the stack as shown -------------------------------
 
 

@@ -23,7 +23,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+{% if cookiecutter.include_tasks == "yes" -%}
 import anyio
+{% endif -%}
 import pytest
 
 from {{ cookiecutter.package_name }}.mrtr_runtime import (
@@ -652,6 +654,7 @@ def matching(directory: Path, pattern: str) -> list[Path]:
     return sorted(directory.glob(pattern))
 
 
+{% if cookiecutter.include_tasks == "yes" -%}
 async def until_ended(client: MemoryClient, task_id: str) -> Json:
     with anyio.fail_after(10):
         while True:
@@ -698,7 +701,11 @@ async def test_compress_logs_confirmed_runs_as_a_task_and_a_replay_does_nothing(
     assert compressed(tmp_path) == logs
 
 
+{% endif -%}
 @pytest.mark.anyio
+{%- if cookiecutter.include_tasks == "no" %}
+@exercises("compress_logs")
+{%- endif %}
 async def test_compress_logs_runs_inline_for_a_host_without_tasks(
     load_snippet: Callable[[str], Registry], tmp_path: Path
 ) -> None:
@@ -750,12 +757,14 @@ def readme_tests() -> dict[str, str]:
 
 
 #: The README's tests, by the README tool each one tests.
-README_TESTS = {"test_greet": "greet", "test_add_up": "add_up"}
+README_TESTS = {"test_greet": "greet"{% if cookiecutter.include_tasks == "yes" %}, "test_add_up": "add_up"{% endif %}}
 
 
 @pytest.mark.anyio
 @exercises("greet")
+{%- if cookiecutter.include_tasks == "yes" %}
 @exercises("add_up")
+{%- endif %}
 async def test_the_readme_tests_pass_on_the_readme_tools(
     load_snippet: Callable[[str], Registry], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +59,30 @@ def assert_clean(session: ClientSession) -> None:
     assert "Traceback" not in session.stderr_text(), session.stderr_text()
 
 
+@pytest.fixture(scope="module")
+async def modern_session(
+    server_command: list[str],
+    module_server_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[ClientSession]:
+    """One real server for the 2026-07-28 tests: every request of that era stands alone (its
+    version and capabilities ride in `_meta`), so the tests share the process; starting one is
+    most of a second."""
+    cwd = tmp_path_factory.mktemp("modern")
+    async with ClientSession.spawn(
+        server_command, env=module_server_env, cwd=cwd, elicitation=fill_in
+    ) as session:
+        yield session
+
+
 async def test_a_modern_client_discovers_lists_and_finishes_a_multi_round_call(
-    server_command: list[str], server_env: dict[str, str], tmp_path: Path
+    modern_session: ClientSession,
 ) -> None:
     with anyio.fail_after(BOUND):
-        async with ClientSession.spawn(
-            server_command, env=server_env, cwd=tmp_path, elicitation=fill_in
-        ) as session:
-            discover = await session.request("server/discover", {})
-            tools = await session.request("tools/list", {})
-            result = await session.call_tool("plan_release", PLAN)
-            assert_clean(session)
+        discover = await modern_session.request("server/discover", {})
+        tools = await modern_session.request("tools/list", {})
+        result = await modern_session.call_tool("plan_release", PLAN)
+    assert_clean(modern_session)
     assert "2026-07-28" in discover["supportedVersions"]
     assert "plan_release" in {tool["name"] for tool in tools["tools"]}
     assert result.rounds == 3  # the release, its highlights, the confirmation
@@ -94,19 +107,16 @@ async def test_a_legacy_client_initializes_and_is_asked_with_real_requests(
 
 
 async def test_a_tampered_request_state_is_refused_with_invalid_params(
-    server_command: list[str], server_env: dict[str, str], tmp_path: Path
+    modern_session: ClientSession,
 ) -> None:
     params: dict[str, Any] = {"name": "plan_release", "arguments": PLAN}
     with anyio.fail_after(BOUND):
-        async with ClientSession.spawn(
-            server_command, env=server_env, cwd=tmp_path, elicitation=fill_in
-        ) as session:
-            first = await session.request("tools/call", params)
-            token: str = first["requestState"]
-            flipped = token[:-1] + ("A" if token[-1] != "A" else "B")
-            with pytest.raises(RpcError) as refused:
-                await session.request("tools/call", {**params, "requestState": flipped})
-            assert_clean(session)
+        first = await modern_session.request("tools/call", params)
+        token: str = first["requestState"]
+        flipped = token[:-1] + ("A" if token[-1] != "A" else "B")
+        with pytest.raises(RpcError) as refused:
+            await modern_session.request("tools/call", {**params, "requestState": flipped})
+    assert_clean(modern_session)
     assert first["resultType"] == "input_required"
     assert refused.value.code == -32602
     assert "requestState" in refused.value.message

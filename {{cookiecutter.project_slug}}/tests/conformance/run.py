@@ -44,22 +44,27 @@ PROJECT_ROOT = HERE.parent.parent
 SUITE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
 MIN_NODE_MAJOR = 22  # the suite's own requirement (it uses fs.globSync)
 ERAS = ("2026-07-28", "2025-11-25")
-#: Extension scenarios belong to no protocol version: each runs in a CLI process of its own.
-EXTENSION_SCENARIOS = (
-    "tasks-lifecycle",
-    "tasks-capability-negotiation",
-    "tasks-wire-fields",
-    "tasks-request-state-removal",
-    "tasks-mrtr-input",
-    "tasks-request-headers",
-    "tasks-status-notifications",
-    "tasks-dispatch-and-envelope",
-    "tasks-required-task-error",
-    "tasks-mrtr-composition",
-    "sep-2640-skills-enumeration",
-    "sep-2640-skills-manifest",
-    "sep-2640-skills-directory",
-)
+#: Extension scenarios belong to no protocol version: each runs in a CLI process of its own, and
+#: only for a wing this project was generated with (the runtime module that serves it).
+EXTENSION_SCENARIOS = {
+    "_tasks": (
+        "tasks-lifecycle",
+        "tasks-capability-negotiation",
+        "tasks-wire-fields",
+        "tasks-request-state-removal",
+        "tasks-mrtr-input",
+        "tasks-request-headers",
+        "tasks-status-notifications",
+        "tasks-dispatch-and-envelope",
+        "tasks-required-task-error",
+        "tasks-mrtr-composition",
+    ),
+    "_skills": (
+        "sep-2640-skills-enumeration",
+        "sep-2640-skills-manifest",
+        "sep-2640-skills-directory",
+    ),
+}
 #: Scenarios that test the HTTP transport itself (status codes, DNS rebinding, SSE streams and
 #: polling, SEP-2243 headers): over stdio the bridge, not the server, answers those, so they
 #: run but are not judged there. Over HTTP every one is judged.
@@ -145,8 +150,23 @@ def clear(output_dir: Path) -> None:
 
 
 def serves_http() -> bool:
-    package = "{{ cookiecutter.package_name }}.mrtr_runtime.http"
+    return serves("http")
+
+
+def serves(wing_module: str) -> bool:
+    """Whether this project's runtime holds the wing (include_http, include_tasks, ...)."""
+    package = f"{{ cookiecutter.package_name }}.mrtr_runtime.{wing_module}"
     return importlib.util.find_spec(package) is not None
+
+
+def extension_scenarios() -> list[str]:
+    """The extension scenarios of the wings this project was generated with."""
+    return [
+        scenario
+        for wing_module, scenarios in EXTENSION_SCENARIOS.items()
+        if serves(wing_module)
+        for scenario in scenarios
+    ]
 
 
 def suite_command() -> list[str]:
@@ -187,7 +207,7 @@ def run_transport(cli: Sequence[str], transport: str, work: Path) -> Verdict:
                 verdict.failures.append(f"{era}: the suite did not finish:\n{output[-3000:]}")
             judge(work / era, era, verdict, expected, seen_expected)
         extensions = work / "extensions"
-        for scenario in EXTENSION_SCENARIOS:
+        for scenario in extension_scenarios():
             selection = ["--scenario", scenario]
             output = run_suite(cli, selection, url, extensions, SCENARIO_TIMEOUT_SECONDS)
             if scenario not in ran(extensions):

@@ -1,6 +1,6 @@
 """mrtr_runtime: a small MCP server runtime with multi round-trip requests (SEP-2322).
 
-Vendored from the mrtr-server cookiecutter template, version 0.13.0 (`__version__` below; the
+Vendored from the mrtr-server cookiecutter template, version 0.14.0 (`__version__` below; the
 template's CHANGELOG.md says what each version changed). It is part of this project now: change
 it if you must, but a tool needs only what this page exports, and `cruft update` brings the
 template's fixes (README.md, "Updating from the template").
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from . import content
     from ._answers import Accepted, Cancelled, Declined, RootsResult, SamplingResult
 
-__version__ = "0.13.0"
+__version__ = "0.14.0"
 
 # Imported on first use (PEP 562), which is when the tools load: the first answer a server
 # sends must not wait for them. The answer models are pydantic models, which come with the

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from ._context import RequestCancelled, write_mark
 from ._jsonrpc import INTERNAL_ERROR, JSONObject, RpcError, json_size
+from ._records import StoreOpener
 from ._results import ToolResult
 from ._task_store import RoundRecord, TaskStore, TaskStoreFull, TaskStoreUnavailable
 
@@ -71,8 +72,6 @@ _logger = logging.getLogger("mrtr_runtime")
 
 #: Answers a replay whose round became a task: (task id, whether the client follows tasks).
 TaskReplay = Callable[[str, bool], Awaitable[JSONObject]]
-#: Opens the store the records live in (the task store).
-StoreOpener = Callable[[], Awaitable[TaskStore]]
 #: Whose a round is, from who sent it (the task engine's owner: the principal and the server).
 OwnerOf = Callable[[str | None], str]
 

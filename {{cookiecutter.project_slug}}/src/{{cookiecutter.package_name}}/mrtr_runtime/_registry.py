@@ -32,6 +32,7 @@ from ._jsonrpc import INTERNAL_ERROR, RpcError
 from ._redact import redact_secrets
 from ._removed import import_hint
 from ._results import InputRequired
+from ._wings import has_wing, missing_wing
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -455,6 +456,9 @@ _SCOPE_TOKEN: Final = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 def _check_task_options(task: TaskSupport | None, task_ttl_seconds: float | None) -> None:
     if task not in (None, "optional", "required"):
         raise ValueError(f'task must be None, "optional" or "required", not {task!r}')
+    if task == "required" and not has_wing("tasks"):
+        # A tool no client could ever call; "optional" runs inline without the wing.
+        raise ValueError(f'task="required" needs the tasks extension: {missing_wing("tasks")}')
     if task_ttl_seconds is None:
         return
     if task is None:
@@ -588,8 +592,10 @@ class Registry:
         `task="optional"` lets the tool run as a task (tasks extension) where its handler calls
         `ctx.start_task()`: a client that declared the extension gets the task and follows it,
         any other client gets the result inline. `task="required"`: a client without the
-        extension is refused (-32021) before the handler runs. `task_ttl_seconds` is how long
-        the server keeps each task after it is created (default a day, at most 7 days).
+        extension is refused (-32021) before the handler runs. In a project generated without
+        the tasks wing (`include_tasks=no`) every call runs inline, and "required" is refused
+        here. `task_ttl_seconds` is how long the server keeps each task after it is created
+        (default a day, at most 7 days).
         A task whose server stopped mid-run is resumed by running the handler again from the
         top (arguments and answers as recorded); one past `ctx.point_of_no_return()` is run
         again only with `annotations=ToolAnnotations(idempotent=True)`, and otherwise ends

@@ -14,7 +14,8 @@ import contextlib
 import functools
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
@@ -27,6 +28,7 @@ from ._dispatch import (
     Call,
     RoundFlights,
     RoundInput,
+    TaskStarter,
     read_input_responses,
     run_round,
     tasks_required_error,
@@ -47,10 +49,12 @@ from ._jsonrpc import (
     success_response,
 )
 from ._legacy import run_legacy
+from ._records import Records, StoreOpener
 from ._registry import NOT_CACHED, Registry
 from ._subscriptions import LIST_KINDS, MAX_RESOURCE_SUBSCRIPTIONS, Listener, Subscriptions
 from ._telemetry import Telemetry
 from ._tokens import Binding, RequestStateCodec
+from ._wings import has_wing, load_wing, missing_wing
 from ._wire import (
     LEGACY_VERSIONS,
     LOG_LEVELS,
@@ -70,7 +74,7 @@ if TYPE_CHECKING:
     from ._methods import ResourceCall
     from ._once import RoundLedger
     from ._review_pages import ReviewPages
-    from ._tasks import StoreOpener, TaskEngine
+    from ._task_store import TaskStore
 
 __all__ = (
     "Peer",
@@ -165,6 +169,28 @@ class SkillCatalog(Protocol):
     def directory_result(self, params: Mapping[str, Any]) -> JSONObject: ...
 
 
+class TaskEngine(TaskStarter, Protocol):
+    """What the server needs of the tasks wing (`_tasks.TaskEngine`), spelled here for the same
+    reason as `SkillCatalog`: a project generated without the wing has no module to import."""
+
+    async def store(self) -> TaskStore: ...
+    def owner(self, principal: str | None) -> str: ...
+    async def replayed(self, task_id: str, inline: bool) -> JSONObject: ...
+    async def get(self, task_id: object, principal: str | None) -> JSONObject: ...
+    async def update(
+        self, task_id: object, responses: Mapping[str, Any], principal: str | None
+    ) -> None: ...
+    async def cancel(self, task_id: object, principal: str | None) -> None: ...
+    async def visible(self, task_ids: Iterable[object], principal: str | None) -> list[str]: ...
+    def follow(
+        self, task_ids: list[str], send: Callable[[JSONObject], Awaitable[None]]
+    ) -> AbstractAsyncContextManager[None]: ...
+    async def run(self) -> None: ...
+    def stop(self) -> set[asyncio.Task[None]]: ...
+    async def release(self) -> None: ...
+    def abandon(self) -> None: ...
+
+
 class Session:
     """The little a stdio process remembers: whether, and how, a legacy client initialized it."""
 
@@ -228,6 +254,10 @@ class Server:
         #: and sets this while it runs; None: this server links to none.
         self.review_pages: ReviewPages | None = None
         self.skills = skills
+        #: Whether this project was generated with the tasks wing (`include_tasks`): without
+        #: it, the extension is not declared, task methods are not found, and a task tool's
+        #: call runs inline, as for a client that does not follow tasks.
+        self.serves_tasks = has_wing("tasks")
         if skills is not None:
             registry.defer_loader(
                 # Named from the skills folder down: a client reads this if the load fails.
@@ -257,7 +287,7 @@ class Server:
         self._discover_capabilities: dict[str, Any] = {
             **self.capabilities,
             "extensions": {
-                TASKS_EXTENSION: {},
+                **({TASKS_EXTENSION: {}} if self.serves_tasks else {}),
                 # SEP-2640: declared only by a server that serves skills; skills/list,
                 # skills/get and (directoryRead) resources/directory/read are then served, and
                 # `resources` (declared above, as the extension requires) carries the files.
@@ -268,8 +298,8 @@ class Server:
         registry.on_change(self._subscriptions.announce)
         self._flights = RoundFlights()
         self._call_of: CallOf | None = None
-        self._task_store = task_store
-        self._task_store_exists = task_store_exists
+        #: The store of round records (single use) and tasks, opened on first use.
+        self.records = Records(self.info["name"], task_store, task_store_exists)
         self._tasks: TaskEngine | None = None
         self._ledger: RoundLedger | None = None
 
@@ -280,14 +310,11 @@ class Server:
         starts after the first answer), so a server's start-up never imports it."""
         engine = self._tasks
         if engine is None:
-            from ._tasks import TaskEngine
-
-            engine = self._tasks = TaskEngine(
+            engine = self._tasks = load_wing("tasks").TaskEngine(
                 server_name=self.info["name"],
                 registry=self.registry,
                 call_of=lambda: self._call_of or self._load_methods(),
-                open_store=self._task_store,
-                store_exists=self._task_store_exists,
+                records=self.records,
                 token_ttl_seconds=self.signing.ttl_seconds,
                 audit=self.audit,
                 telemetry=self.telemetry,
@@ -302,12 +329,13 @@ class Server:
         if ledger is None:
             from ._once import RoundLedger
 
-            engine = self.tasks
+            records = self.records
             ledger = self._ledger = RoundLedger(
-                open_store=engine.store,
-                answer_task=engine.replayed,
-                owner_of=engine.owner,
-                worker_id=engine.worker_id,
+                open_store=records.store,
+                # Only a round that became a task says so, and only the tasks wing makes one.
+                answer_task=lambda task_id, inline: self.tasks.replayed(task_id, inline),
+                owner_of=records.owner,
+                worker_id=records.worker_id,
                 ttl_seconds=self.signing.ttl_seconds,
             )
         return ledger
@@ -408,6 +436,12 @@ class Server:
         if self._tasks is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._tasks.release(), grace)
+
+    def background(self) -> Coroutine[Any, Any, None]:
+        """What a transport runs beside its requests for the server's life: the task engine's
+        loop (resume tasks nobody runs, forget the expired), or without the tasks wing the
+        sweep that forgets expired round records."""
+        return self.tasks.run() if self.serves_tasks else self.records.run()
 
     def warm_up(self) -> None:
         """Load what `server/discover` did not need; raises if a tool module is broken."""
@@ -620,7 +654,7 @@ class Server:
                 raise tasks_required_error(legacy=True)
             return await run_legacy(call, received, scope)
         # Only a task tool's call can become a task: the others never reach the engine.
-        tasks = self.tasks if call.task is not None else None
+        tasks = self.tasks if call.task is not None and self.serves_tasks else None
         result = await run_round(
             call,
             received,
@@ -642,6 +676,9 @@ class Server:
         self, method: str, params: Mapping[str, Any], scope: RequestScope
     ) -> JSONObject:
         """tasks/get, tasks/update, tasks/cancel (tasks extension, 2026-07-28 only)."""
+        if not self.serves_tasks:
+            missing = missing_wing("tasks")
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method} ({missing})")
         # tasks "Protocol Errors": -32021 for a request that did not declare the extension.
         if not scope.capabilities.extension(TASKS_EXTENSION):
             raise tasks_required_error()
@@ -784,16 +821,18 @@ class Server:
     async def _listened_tasks(self, wanted: Mapping[str, Any], scope: RequestScope) -> list[str]:
         """A listen's `taskIds`, checked; the ids agreed (the caller's own tasks that exist),
         which the acknowledgment lists."""
-        from ._tasks import MAX_FOLLOWED_TASKS
-
+        if not self.serves_tasks:
+            missing = missing_wing("tasks")
+            raise RpcError(INVALID_PARAMS, f"This server follows no tasks: {missing}")
+        max_followed: int = load_wing("tasks").MAX_FOLLOWED_TASKS
         # tasks "Task Status Notifications": without the extension, -32021.
         if not scope.capabilities.extension(TASKS_EXTENSION):
             raise tasks_required_error()
         asked_ids = wanted["taskIds"]
         if not isinstance(asked_ids, list) or not all(isinstance(i, str) for i in asked_ids):
             raise RpcError(INVALID_PARAMS, "taskIds must be a list of task ids")
-        if len(asked_ids) > MAX_FOLLOWED_TASKS:
-            raise RpcError(INVALID_PARAMS, f"At most {MAX_FOLLOWED_TASKS} taskIds per stream")
+        if len(asked_ids) > max_followed:
+            raise RpcError(INVALID_PARAMS, f"At most {max_followed} taskIds per stream")
         visible: list[str] = await self.tasks.visible(asked_ids, scope.principal)
         return visible
 

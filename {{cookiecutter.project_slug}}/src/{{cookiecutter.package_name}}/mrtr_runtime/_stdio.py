@@ -974,9 +974,9 @@ async def _serve_until_stopped(
             broken.append(error)
             stop.set()
             return
-        # The task engine's loop starts after the first answer, so start-up never waits on
-        # the task store: it resumes the tasks a stopped server left, and forgets expired ones.
-        background.append(loop.create_task(server.tasks.run()))
+        # The store's loop starts after the first answer, so start-up never waits on the
+        # store: it resumes the tasks a stopped server left, and forgets expired records.
+        background.append(loop.create_task(server.background()))
 
     connection.after_first_response = warm_up
     input_reader = reading[0] = await _open_input(

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import hashlib
 import logging
 import secrets
 import time
@@ -52,12 +51,11 @@ from ._dispatch import (
 )
 from ._errors import MrtrError
 from ._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JSONObject, RpcError, clip, json_size
+from ._records import Records, StoreOpener
 from ._redact import redact_secrets
 from ._registry import Registry
 from ._results import InputRequired, ToolResult
 from ._task_store import (
-    MemoryTaskStore,
-    RoundRecord,
     TaskRecord,
     TaskStore,
     TaskStoreFull,
@@ -65,7 +63,6 @@ from ._task_store import (
     new_task_id,
 )
 from ._telemetry import Telemetry
-from ._tokens import digest_principal
 from ._wire import MODERN_VERSIONS
 
 __all__ = (
@@ -79,9 +76,7 @@ __all__ = (
     "POLL_INTERVAL_MS",
     "RENEW_SECONDS",
     "CallOf",
-    "StoreOpener",
     "TaskEngine",
-    "memory_store",
     "task_wire",
 )
 
@@ -114,8 +109,6 @@ MAX_FOLLOWED_TASKS: Final = 256
 #: How long a replayed confirmation of a client that does not follow tasks waits for the task
 #: its first sending started (it then hears where the work stands, and may call again).
 INLINE_WAIT_SECONDS: Final = 60.0
-#: How long a readiness probe's round record lives (one per process, rewritten by each probe).
-READINESS_PROBE_SECONDS: Final = 60.0
 #: The end of a task whose action may have been carried out by a run that did not finish (the
 #: server stopped past the handler's point of no return), when the handler is not idempotent
 #: and so is not run again: a tool-level outcome, saying the truth ("maybe").
@@ -129,13 +122,6 @@ _logger = logging.getLogger("mrtr_runtime")
 
 #: `_methods.call_of`, given by the router (the engine sits beside `_methods`, not above it).
 CallOf = Callable[[Registry, str, Mapping[str, Any]], Call]
-#: Opens the store on the first task operation (stdio start-up never waits for it).
-StoreOpener = Callable[[], Awaitable[TaskStore]]
-
-
-async def memory_store() -> TaskStore:
-    """The default opener of a Server built by hand: tasks in this process's memory."""
-    return MemoryTaskStore()
 
 
 def _iso(when: float) -> str:
@@ -310,8 +296,9 @@ class _Run:
 class TaskEngine:
     """Tasks of one server: made from openings, answered for, run by local workers.
 
-    `open_store` is called on the first task operation (and by the sweeper once
-    `store_exists` says there is a store to resume from), never at start-up.
+    Its store is `records` (the server's, shared with single use), or one made of
+    `open_store` and `store_exists`: opened on the first task operation (and by the sweeper
+    once `store_exists` says there is a store to resume from), never at start-up.
     """
 
     def __init__(
@@ -322,6 +309,7 @@ class TaskEngine:
         call_of: Callable[[], CallOf],
         open_store: StoreOpener | None = None,
         store_exists: Callable[[], bool] | None = None,
+        records: Records | None = None,
         max_running: int = MAX_RUNNING,
         max_running_per_owner: int = MAX_RUNNING_PER_OWNER,
         poll_interval_ms: int = POLL_INTERVAL_MS,
@@ -341,8 +329,8 @@ class TaskEngine:
         self.audit = audit
         self.registry = registry
         self._call_of = call_of
-        self._open_store = open_store or memory_store
-        self._store_exists = store_exists
+        #: The store, shared with the server's single use.
+        self.records = records or Records(server_name, open_store, store_exists)
         self.max_running = max_running
         self.max_running_per_owner = max_running_per_owner
         #: Workers running here by owner (`_spawn` counts, `_work` gives back).
@@ -359,10 +347,7 @@ class TaskEngine:
         self.inline_wait_seconds = inline_wait_seconds
         self.clock = clock
         #: This process's name on the leases it holds.
-        self.worker_id = f"{server_name}:{secrets.token_hex(8)}"
-        self._store: TaskStore | None = None
-        self._opening: asyncio.Lock | None = None
-        self._opened: asyncio.Event | None = None
+        self.worker_id = self.records.worker_id
         #: Local runs by task id: the workers (counted against max_running) and inline runs.
         self._runs: dict[str, _Run] = {}
         self._workers = 0
@@ -377,51 +362,16 @@ class TaskEngine:
     # -- the store ----------------------------------------------------------------------
 
     async def check_store(self) -> None:
-        """Whether the store takes a write now (readiness): opened if need be, then one read of
-        a task that does not exist and one write, a round record of this process's own that
-        holds nothing (free at once, gone in a minute). A store that reads but cannot write (a
-        full disk, a file turned read-only, a Redis demoted to a replica) would take requests
-        and fail every confirmation and task. Raises TaskStoreUnavailable or RpcError saying
-        why not."""
-        store = await self.store()
-        await store.load("readiness-probe")
-        now = time.time()
-        probe = RoundRecord(
-            key=f"readiness-probe:{self.worker_id}",
-            expires_at=now + READINESS_PROBE_SECONDS,
-            lease_expires=now,
-            owner="readiness-probe",
-        )
-        with contextlib.suppress(TaskStoreFull):
-            # Refused for a bound (MRTR_TASK_MAX_ROUND_BYTES_PER_OWNER set below a few
-            # replicas' probes): the store answered the write, so it works.
-            await store.claim_round(probe, now)
+        """Readiness: whether the store takes a write now (`Records.check`)."""
+        await self.records.check()
 
     async def store(self) -> TaskStore:
         """The store, opened on first use."""
-        if self._store is not None:
-            return self._store
-        if self._opening is None:
-            self._opening = asyncio.Lock()
-        async with self._opening:
-            if self._store is None:
-                try:
-                    self._store = await self._open_store()
-                except TaskStoreUnavailable as error:
-                    # The text says what to do (the setting, the file, the extra): the
-                    # client and the log get it, and the next task operation tries again.
-                    _logger.error("the task store cannot be used: %s", error)
-                    raise RpcError(INTERNAL_ERROR, str(error)) from None
-                if self._opened is not None:
-                    self._opened.set()
-        return self._store
+        return await self.records.store()
 
     def owner(self, principal: str | None) -> str:
         """Who a task belongs to: the principal (None on stdio) and this server's name."""
-        digest = hashlib.sha256()
-        digest.update(self.server_name.encode("utf-8", "surrogatepass") + b"\0")
-        digest.update(digest_principal(principal).encode("ascii"))
-        return digest.hexdigest()
+        return self.records.owner(principal)
 
     async def _owned(self, task_id: object, principal: str | None) -> TaskRecord:
         if not isinstance(task_id, str) or not task_id:
@@ -1234,12 +1184,13 @@ class TaskEngine:
             while not self._stopping:
                 self._pump_again = False
                 free = self.max_running - self._workers
-                if free <= 0 or self._store is None:
+                store = self.records.current
+                if free <= 0 or store is None:
                     break
                 # Past this owner's share, a task is skipped: look far enough that another
                 # owner's waiting task is among those found.
                 window = free + len(self._runs) + 4 * self.max_running
-                ready = await self._store.runnable(self.clock(), window)
+                ready = await store.runnable(self.clock(), window)
                 for task_id in ready:
                     if task_id in self._runs:
                         continue
@@ -1260,27 +1211,10 @@ class TaskEngine:
         """The background loop a transport runs for the server's life: resume the tasks
         nobody runs, forget the expired. It opens the store only if one exists already."""
         await asyncio.sleep(min(self.sweep_seconds, 0.5))  # after the first answer is out
-        if self._store is None:
-            if self._store_exists is not None and self._store_exists():
-                # A store that cannot be opened is said in the log; the first task
-                # operation tries again.
-                with contextlib.suppress(RpcError):
-                    await self.store()
-            if self._store is None:
-                if self._opened is None:
-                    self._opened = asyncio.Event()
-                if self._store is None:
-                    await self._opened.wait()
-        purged_at = 0.0
+        await self.records.opened()
         while True:
             await self.pump()
-            now = self.clock()
-            if now - purged_at > 60 and self._store is not None:
-                purged_at = now
-                try:
-                    await self._store.purge(now)
-                except Exception:
-                    _logger.exception("forgetting expired tasks failed")
+            await self.records.purge_if_due(self.clock())
             await asyncio.sleep(self.sweep_seconds)
 
     def stop(self) -> set[asyncio.Task[None]]:

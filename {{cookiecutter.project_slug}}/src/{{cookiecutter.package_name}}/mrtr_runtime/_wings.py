@@ -1,11 +1,11 @@
 """The optional wings a project was generated with, and the one answer for a missing one.
 
 A project carries only the wings its author picked when generating it (the template's options
-``include_http``, ``include_redis_store``, ``include_bundle`` and ``include_skills``): the
-modules of the others are not in its tree. Whatever would use a missing wing (a command, a task
-store URL, an import of ``serve_http``, a ``skills/`` folder) asks here, and says which option
-leaves it out and how to add it, rather than failing on a ``ModuleNotFoundError`` deep in the
-runtime.
+``include_tasks``, ``include_http``, ``include_redis_store``, ``include_bundle`` and
+``include_skills``): the modules of the others are not in its tree. Whatever would use a
+missing wing (a command, a task method, a task store URL, an import of ``serve_http``, a
+``skills/`` folder) asks here, and says which option leaves it out and how to add it, rather
+than failing on a ``ModuleNotFoundError`` deep in the runtime.
 
 Wings are loaded by name (``importlib``), never imported from the runtime's other modules: a
 project without a wing must still pass ``mypy --strict``, which follows every static import.
@@ -24,7 +24,7 @@ from ._errors import MrtrError
 
 __all__ = ("WINGS", "WingMissing", "has_wing", "load_wing", "missing_wing")
 
-WingName = Literal["http", "redis", "bundle", "skills"]
+WingName = Literal["tasks", "http", "redis", "bundle", "skills"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class Wing:
 
 
 WINGS: Final[dict[WingName, Wing]] = {
+    "tasks": Wing("._tasks", "include_tasks", "the tasks extension (the task engine)"),
     "http": Wing(".http", "include_http", "the Streamable HTTP transport"),
     "redis": Wing(".redis", "include_redis_store", "the Redis task store"),
     "bundle": Wing(".cli._bundle", "include_bundle", "the MCP Bundle and Registry files"),

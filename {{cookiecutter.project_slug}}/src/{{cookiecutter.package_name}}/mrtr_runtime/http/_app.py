@@ -320,9 +320,9 @@ class HttpApp:
                     _logger.exception("the tools could not be loaded; stopping")
                     await send({"type": "lifespan.startup.failed", "message": str(error)})
                     return
-                # The task engine's background loop: resumes tasks whose worker died (here
-                # or on another replica) and forgets expired ones, for the server's life.
-                self._tasks_loop = asyncio.get_running_loop().create_task(self.server.tasks.run())
+                # The store's background loop: resumes tasks whose worker died (here or on
+                # another replica) and forgets expired records, for the server's life.
+                self._tasks_loop = asyncio.get_running_loop().create_task(self.server.background())
                 self._sweeper = asyncio.get_running_loop().create_task(self.legacy.sweep())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
@@ -538,7 +538,7 @@ class HttpApp:
     async def _store_problem(self) -> str | None:
         try:
             async with asyncio.timeout(READY_TIMEOUT_SECONDS):
-                await self.server.tasks.check_store()
+                await self.server.records.check()
         except TimeoutError:
             return f"the task store did not answer within {READY_TIMEOUT_SECONDS:g} s"
         except (TaskStoreUnavailable, RpcError) as error:

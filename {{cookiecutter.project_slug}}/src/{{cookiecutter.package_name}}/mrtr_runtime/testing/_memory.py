@@ -29,6 +29,7 @@ from .._jsonrpc import (
     parse_json,
 )
 from .._router import Server, Session
+from .._wings import WingMissing, missing_wing
 from .._wire import (
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
@@ -83,6 +84,9 @@ class MemoryClient(RoundsClient):
     ) -> None:
         if era not in ("modern", "legacy"):
             raise ValueError(f"era must be 'modern' or 'legacy', not {era!r}")
+        if tasks and not server.serves_tasks:
+            # Every call would run inline and `.task_id` stay None: say why, at the start.
+            raise WingMissing(f"MemoryClient(tasks=True): {missing_wing('tasks')}")
         self.server = server
         self.callbacks = Callbacks(elicitation, sampling, roots)
         self.capabilities: dict[str, Any] = declared_capabilities(
