@@ -267,6 +267,35 @@ def test_the_vendored_runtime_holds_python_modules_only(baked: Bake) -> None:
     assert stray == []
 
 
+#: The longest a runtime function may be, in lines (a reader holds one on a screen).
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(runtime_dir: Path) -> list[str]:
+    """Every runtime function (method, nested function) over MAX_FUNCTION_LINES lines."""
+    found: list[str] = []
+    for path in sorted(runtime_dir.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    where = path.relative_to(runtime_dir).as_posix()
+                    found.append(f"{where}: {node.name} is {lines} lines")
+    return found
+
+
+def test_no_runtime_function_is_longer_than_a_screen(baked: Bake, tmp_path: Path) -> None:
+    runtime_dir = baked.package / "mrtr_runtime"
+    assert long_functions(runtime_dir) == []
+    # What it catches: one function a line too long.
+    planted = tmp_path / "planted.py"
+    body = "".join(f"    x{line} = {line}\n" for line in range(MAX_FUNCTION_LINES - 1))
+    planted.write_text(f"def f():\n{body}", encoding="utf-8")
+    assert long_functions(tmp_path) == []
+    planted.write_text(f"def f():\n{body}    return 0\n", encoding="utf-8")
+    assert long_functions(tmp_path) == [f"planted.py: f is {MAX_FUNCTION_LINES + 1} lines"]
+
+
 def test_the_runtime_has_no_import_cycle(baked: Bake) -> None:
     assert cycles(runtime_graph(baked.package / "mrtr_runtime")) == []
 

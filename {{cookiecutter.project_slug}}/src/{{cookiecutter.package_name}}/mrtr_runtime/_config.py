@@ -278,16 +278,6 @@ class Settings:
                 f"{_REMOVED_PLAINTEXT_FLAG} is ignored: requestState tokens are always signed "
                 "(the unsigned mode was removed)"
             )
-        token = environ.get(_HTTP_TOKEN_VARIABLE)
-        if token is not None and not token.strip():
-            # Set but blank is a mistake, not a wish for no authentication.
-            problems[_HTTP_TOKEN_VARIABLE] = (
-                f"{_HTTP_TOKEN_VARIABLE} is set but empty; unset it, or give it a secret"
-            )
-        elif token is not None and not token.strip().isascii():
-            problems[_HTTP_TOKEN_VARIABLE] = (
-                f"{_HTTP_TOKEN_VARIABLE} must be ASCII (it travels in an HTTP header)"
-            )
         return cls(
             log_level=level if level in logging.getLevelNamesMapping() else "INFO",
             client_request_timeout=_timeout_of(environ.get(_TIMEOUT_VARIABLE), problems),
@@ -296,7 +286,7 @@ class Settings:
             previous_signing_keys=environ.get("MRTR_PREVIOUS_SIGNING_KEYS", ""),
             previous_signing_keys_file=path(PREVIOUS_KEYS_FILE_ENV),
             state_ttl_seconds=ttl,
-            http_token=token.strip() if token is not None else None,
+            http_token=_http_token_of(environ.get(_HTTP_TOKEN_VARIABLE), problems),
             http_tokens_file=environ.get("MRTR_HTTP_TOKENS_FILE"),
             http_allowed_origins=listed("MRTR_HTTP_ALLOWED_ORIGINS"),
             http_allowed_hosts=listed("MRTR_HTTP_ALLOWED_HOSTS"),
@@ -345,6 +335,22 @@ class Settings:
         for name in variables or tuple(self.problems):
             if name in self.problems:
                 raise error(self.problems[name])
+
+
+def _http_token_of(token: str | None, problems: dict[str, str]) -> str | None:
+    """MRTR_HTTP_TOKEN, stripped; a problem when set but blank (a mistake, not a wish for no
+    authentication) or not ASCII (it travels in an HTTP header)."""
+    if token is None:
+        return None
+    if not token.strip():
+        problems[_HTTP_TOKEN_VARIABLE] = (
+            f"{_HTTP_TOKEN_VARIABLE} is set but empty; unset it, or give it a secret"
+        )
+    elif not token.strip().isascii():
+        problems[_HTTP_TOKEN_VARIABLE] = (
+            f"{_HTTP_TOKEN_VARIABLE} must be ASCII (it travels in an HTTP header)"
+        )
+    return token.strip()
 
 
 def _ttl_of(text: str, problems: dict[str, str]) -> int:

@@ -592,10 +592,9 @@ class Registry:
         `task="optional"` lets the tool run as a task (tasks extension) where its handler calls
         `ctx.start_task()`: a client that declared the extension gets the task and follows it,
         any other client gets the result inline. `task="required"`: a client without the
-        extension is refused (-32021) before the handler runs. In a project generated without
-        the tasks wing (`include_tasks=no`) every call runs inline, and "required" is refused
-        here. `task_ttl_seconds` is how long the server keeps each task after it is created
-        (default a day, at most 7 days).
+        extension is refused (-32021) before the handler runs (without the tasks wing, every
+        call runs inline and "required" is refused). `task_ttl_seconds` is how long the server
+        keeps each task after it is created (default a day, at most 7 days).
         A task whose server stopped mid-run is resumed by running the handler again from the
         top (arguments and answers as recorded); one past `ctx.point_of_no_return()` is run
         again only with `annotations=ToolAnnotations(idempotent=True)`, and otherwise ends
@@ -605,8 +604,7 @@ class Registry:
         the server runs over HTTP as an OAuth resource server (`MRTR_OAUTH_ISSUER`): without
         them the call is refused with 403 `insufficient_scope` naming them, before the handler
         runs (basic/authorization "Scope Challenge Handling"). They are listed in the server's
-        Protected Resource Metadata. Without authorization (stdio, a shared token) they are
-        not checked: stdio takes its credentials from the environment.
+        Protected Resource Metadata. Without authorization (stdio, a shared token): unchecked.
         """
         if callable(name):
             return self.tool()(name)

@@ -234,11 +234,9 @@ class Server:
     ) -> None:
         """`skills`: the project's skills (the skills extension), read and served as resources
         with the tools, after the first answer; declared in `server/discover` from the start.
-        `task_store` opens the store of this server's tasks (an async callable returning a
-        `TaskStore`), on the first task operation: never at start-up. None: tasks in memory
-        (`MemoryTaskStore`), gone with the process. `task_store_exists` says, without opening
-        anything, whether there is a store to resume tasks from (the SQLite file exists): the
-        background loop opens it at start only then; None: only once a task is used."""
+        `task_store` opens the store of round records and tasks (`Records`) on first use,
+        never at start-up; None: in memory, gone with the process. `task_store_exists` says,
+        without opening anything, whether there is a store to resume tasks from."""
         self.registry = registry
         #: Signs and verifies every requestState token (`server.codec_from_environment`).
         self.signing = signing
@@ -254,9 +252,7 @@ class Server:
         #: and sets this while it runs; None: this server links to none.
         self.review_pages: ReviewPages | None = None
         self.skills = skills
-        #: Whether this project was generated with the tasks wing (`include_tasks`): without
-        #: it, the extension is not declared, task methods are not found, and a task tool's
-        #: call runs inline, as for a client that does not follow tasks.
+        #: With the tasks wing (`include_tasks`); without it a task tool's call runs inline.
         self.serves_tasks = has_wing("tasks")
         if skills is not None:
             registry.defer_loader(
@@ -298,7 +294,6 @@ class Server:
         registry.on_change(self._subscriptions.announce)
         self._flights = RoundFlights()
         self._call_of: CallOf | None = None
-        #: The store of round records (single use) and tasks, opened on first use.
         self.records = Records(self.info["name"], task_store, task_store_exists)
         self._tasks: TaskEngine | None = None
         self._ledger: RoundLedger | None = None
