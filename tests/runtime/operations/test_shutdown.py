@@ -11,6 +11,7 @@ The stdio server runs as a subprocess (the support server plus two tools of this
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -48,6 +49,7 @@ _logger = logging.getLogger(__name__)
 EXIT_BOUND = SHUTDOWN_GRACE_SECONDS + 2 * WRITE_GRACE_SECONDS + 10
 
 SCRIPT = """\
+import asyncio
 import os
 import threading
 from pathlib import Path
@@ -68,6 +70,16 @@ def commit_then_wait(seconds: float, marker: str, *, ctx: Context) -> str:
     threading.Event().wait(seconds)
     ctx.check_cancelled()  # past the mark: never raises
     return f"carried out after {seconds:g} s"
+
+
+@registry.tool()
+async def commit_async_then_finish(seconds: float, marker: str, *, ctx: Context) -> str:
+    \"\"\"Passes its point of no return, then works for `seconds` and says it ended.\"\"\"
+    await ctx.pass_point_of_no_return()
+    Path(marker).write_text("committed")
+    await asyncio.sleep(seconds)
+    Path(marker).write_text("finished")
+    return "finished"
 
 
 @registry.tool()
@@ -158,6 +170,25 @@ def test_past_the_point_of_no_return_a_cancel_no_longer_stops_the_work() -> None
     ctx.check_cancelled()  # does not raise: the work goes on to its end
 
 
+@pytest.mark.anyio
+async def test_a_client_cancel_stops_the_work_only_before_its_mark() -> None:
+    # The rule every transport applies to a client's notifications/cancelled (and to a client
+    # that goes away): the flag always, the handler's task only before its point of no return.
+    for committed in (False, True):
+        cancellation = Cancellation()
+        if committed:
+            assert cancellation.commit()
+        work = asyncio.get_running_loop().create_task(asyncio.sleep(0.05, "finished"))
+        cancellation.cancel_running(work)
+        assert cancellation.cancelled
+        if committed:
+            assert await work == "finished"
+        else:
+            with pytest.raises(asyncio.CancelledError):
+                await work
+    Cancellation().cancel_running(None)  # a request whose task has not started yet
+
+
 def test_a_request_cancelled_before_its_mark_cannot_pass_it() -> None:
     cancellation = Cancellation()
     ctx = context(cancellation)
@@ -200,6 +231,33 @@ def test_mark_and_stop_racing_from_two_threads_always_agree() -> None:
 
 
 # -- stdio: signals and end of input -----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_client_cancel_past_the_mark_lets_the_work_finish_and_sends_nothing(
+    shutdown_command: list[str], tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker"
+    with anyio.fail_after(BOUND):
+        async with raw_server(shutdown_command, server_env()) as process:
+            stdout = reader(process)
+            await send(process, call(1, "commit_async_then_finish", 1, marker))
+            await wait_for(marker)
+            cancel = {"requestId": 1, "reason": "the user pressed stop"}
+            await send(
+                process, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+            )
+            while marker.read_text() != "finished":  # noqa: ASYNC110 -- the tool's own file
+                await anyio.sleep(0.02)
+            await send(process, request(2, "ping"))
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            messages = await read_until_end(stdout)
+            stderr = await read_stderr(process)
+            returncode = await process.wait()
+    assert_clean_exit(returncode, stderr)
+    # The work was not abandoned halfway; the cancelled request itself gets no answer.
+    assert [message.get("id") for message in messages] == [2]
 
 
 @pytest.mark.anyio

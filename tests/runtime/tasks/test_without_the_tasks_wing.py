@@ -146,3 +146,31 @@ async def test_the_background_loop_forgets_expired_round_records() -> None:
 
     assert await store.load_round("gone") is None
     assert await store.load_round("kept") is not None
+
+
+async def test_a_confirmation_that_became_a_task_before_the_wing_was_dropped_says_so(
+    server: Server, runs: Counter[str]
+) -> None:
+    # A project that had the wing, and a store that still holds a round that became a task:
+    # its replay runs nothing and says why, rather than failing as an internal error.
+    client = MemoryClient(server, capabilities=WITH_TASKS)
+    call: Json = {"name": "delete_file", "arguments": {"filename": "a.txt"}}
+    first = await client.request("tools/call", call)
+    confirming = {
+        **call,
+        "inputResponses": {"confirm": accept(confirmed=True)},
+        "requestState": first["requestState"],
+    }
+    await client.request("tools/call", confirming)
+    store = await server.records.store()
+    assert isinstance(store, MemoryTaskStore)
+    (key,) = store._rounds
+    record = await store.load_round(key)
+    assert record is not None
+    assert await store.swap_round(record.evolve(outcome={"task": "task-of-before"}))
+
+    error = await rpc_error(client, "tools/call", confirming)
+
+    assert error.code == -32603
+    assert "became task task-of-before" in error.message and ADD_IT in error.message
+    assert runs["delete_file"] == 1

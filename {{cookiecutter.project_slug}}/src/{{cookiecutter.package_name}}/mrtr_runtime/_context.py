@@ -161,6 +161,7 @@ class Cancellation:
     its side effect may have happened, so a stopping server must not report it as not done.
     A stopping server cancels with `cancel_unless_committed`, which cannot interleave with
     `commit`: the request is either cancelled before its mark, or marked and left to finish.
+    A client that cancels (or leaves) goes through `cancel_running`, the same rule.
     """
 
     __slots__ = ("cancelled", "committed")
@@ -187,6 +188,17 @@ class Cancellation:
                 return False
             self.cancelled = True
             return True
+
+    def cancel_running(self, task: asyncio.Task[Any] | None) -> None:
+        """The client cancelled the request, or went away: the flag (nothing more is sent for
+        it), and the handler's `task` cancelled unless the handler passed its point of no
+        return. Past it the work finishes, its answer dropped: work that may have taken effect
+        is never abandoned halfway (the promise of `Context.point_of_no_return`)."""
+        with _decision:
+            committed = self.committed
+            self.cancelled = True
+        if task is not None and not committed:
+            task.cancel()
 
 
 class InvalidInputResponse(RpcError):

@@ -327,8 +327,7 @@ class Server:
             records = self.records
             ledger = self._ledger = RoundLedger(
                 open_store=records.store,
-                # Only a round that became a task says so, and only the tasks wing makes one.
-                answer_task=lambda task_id, inline: self.tasks.replayed(task_id, inline),
+                answer_task=self._replayed_task,
                 owner_of=records.owner,
                 worker_id=records.worker_id,
                 ttl_seconds=self.signing.ttl_seconds,
@@ -431,6 +430,14 @@ class Server:
         if self._tasks is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._tasks.release(), grace)
+
+    async def _replayed_task(self, task_id: str, inline: bool) -> JSONObject:
+        """A replay of a confirming round that became a task: that task (`_once`). Only the
+        tasks wing makes one; a project that dropped the wing since says so, running nothing."""
+        if not self.serves_tasks:
+            missing = missing_wing("tasks")
+            raise RpcError(INTERNAL_ERROR, f"This confirmation became task {task_id}: {missing}")
+        return await self.tasks.replayed(task_id, inline)
 
     def background(self) -> Coroutine[Any, Any, None]:
         """What a transport runs beside its requests for the server's life: the task engine's

@@ -360,11 +360,9 @@ class Connection:
             return
         call = self.in_flight.get(request_id)
         if call is not None:
-            # The flag first: a handler in a worker thread sees it even though the task's
+            # The flag: a handler in a worker thread sees it even though the task's
             # cancellation cannot reach it, and `_serve` then writes nothing.
-            call.cancel()
-            if call.task is not None:
-                call.task.cancel()
+            call.cancel_running(call.task)
         elif self.backlog.pop(request_id, None) is not None:
             if self.held:
                 self._admit()

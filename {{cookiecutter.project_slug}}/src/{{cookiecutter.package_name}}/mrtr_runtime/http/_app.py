@@ -856,8 +856,7 @@ class _DisconnectWatch:
         while (await self.receive())["type"] != "http.disconnect":
             pass
         self.exchange.closed = True
-        self.cancellation.cancel()
-        self.serving.cancel()
+        self.cancellation.cancel_running(self.serving)
 
     def cancel(self) -> None:
         self._start.cancel()

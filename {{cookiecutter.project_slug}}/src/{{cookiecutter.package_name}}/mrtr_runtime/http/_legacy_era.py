@@ -582,10 +582,9 @@ class _Running:
         self.task = task
 
     def cancel(self) -> None:
-        # The flag first: a handler in a worker thread sees it although the task's
-        # cancellation cannot reach it.
-        self.cancellation.cancel()
-        self.task.cancel()
+        # The flag: a handler in a worker thread sees it although the task's cancellation
+        # cannot reach it.
+        self.cancellation.cancel_running(self.task)
 
 
 class _Place:
