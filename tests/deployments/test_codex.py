@@ -226,13 +226,25 @@ class Host:
         return result
 
     def exec(self, prompt: str, plan: Json, *options: str) -> subprocess.CompletedProcess[str]:
-        """One headless turn (``codex exec``) whose model makes the call in `plan`."""
+        """One headless turn (``codex exec``) whose model makes the call in `plan`.
+
+        Codex does not wait for a slow server before its first request (see `registered`), and
+        every turn starts the stdio server anew: on a loaded machine a turn may go out before
+        that server has answered. Its tools are then not offered, and Codex refuses the
+        model's call itself ("unsupported call"), so nothing reached the server: such a turn
+        is taken again, up to three turns."""
         with self.model.lock:
             self.model.plan = plan
-        return self.run(
-            ["codex", "exec", "--skip-git-repo-check", *options, prompt],
-            MRTR_HTTP_TOKEN=self.token,
-        )
+        namespace = plan.get("namespace")
+        for turn in range(1, 4):
+            result = self.run(
+                ["codex", "exec", "--skip-git-repo-check", *options, prompt],
+                MRTR_HTTP_TOKEN=self.token,
+            )
+            if namespace is None or result.returncode != 0 or namespace in self.model.offered():
+                break
+            self.transcript(f"turn {turn}: {namespace} was not offered yet; another turn")
+        return result
 
 
 @pytest.fixture(scope="module")
