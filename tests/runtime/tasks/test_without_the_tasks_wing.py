@@ -174,3 +174,44 @@ async def test_a_confirmation_that_became_a_task_before_the_wing_was_dropped_say
     assert error.code == -32603
     assert "became task task-of-before" in error.message and ADD_IT in error.message
     assert runs["delete_file"] == 1
+
+
+async def test_a_question_after_start_task_does_not_reopen_the_confirmed_round(
+    runs: Counter[str],
+) -> None:
+    # With the engine the confirmation would become a task; inline, it is consumed all the
+    # same: sent again, it gets the same next question back, never a fresh run that a second
+    # yes would carry out again.
+    registry = Registry()
+
+    @registry.tool(task="optional")
+    async def publish(*, ctx: Context) -> str | InputRequired:
+        """Asks, starts the work, then asks the work's own question."""
+        if ctx.form_answer("confirm", support.Confirm) is None:
+            return ctx.request_input({"confirm": elicit_form("Publish?", support.Confirm)})
+        ctx.start_task()
+        runs["publish.started"] += 1
+        if ctx.form_answer("channel", support.Confirm) is None:
+            return ctx.request_input({"channel": elicit_form("Announce?", support.Confirm)})
+        runs["publish"] += 1
+        return "published"
+
+    client = MemoryClient(support.make_server(registry=registry), capabilities=ALL_CAPABILITIES)
+    call: Json = {"name": "publish", "arguments": {}}
+    first = await client.request("tools/call", call)
+    yes = {"confirm": accept(confirmed=True)}
+    confirming = {**call, "inputResponses": yes, "requestState": first["requestState"]}
+    second = await client.request("tools/call", confirming)
+    assert second["resultType"] == "input_required" and "channel" in second["inputRequests"]
+
+    replayed = await client.request("tools/call", confirming)
+    announced = {"channel": accept(confirmed=True)}
+    for state in (second["requestState"], replayed["requestState"]):
+        done = await client.request(
+            "tools/call", {**call, "inputResponses": announced, "requestState": state}
+        )
+        assert done["content"] == [{"type": "text", "text": "published"}]
+
+    assert replayed == second  # the very same question, from the record
+    assert runs["publish.started"] == 2  # the first sending, then the answer to its question
+    assert runs["publish"] == 1

@@ -335,6 +335,7 @@ class Context:
         "progress_token",
         "protocol_version",
         "request_state",
+        "started_task",
         "state",
     )
 
@@ -367,6 +368,8 @@ class Context:
         self._fence = fence
         self._task_start: TaskStart = "return" if task is not None else task_start
         self._task = task
+        #: `start_task()` returned in this run: everything was asked and answered before it.
+        self.started_task = False
         #: Answers dispatch already validated into their model (sampling, roots), by key.
         self._parsed: Mapping[str, BaseModel] = parsed or {}
         # Always one, so that a point of no return marked without a transport is still kept.
@@ -538,6 +541,7 @@ class Context:
                 'ctx.start_task() needs the tool declared with @registry.tool(task="optional") '
                 'or task="required"'
             )
+        self.started_task = True
 
     @property
     def cancelled(self) -> bool:

@@ -270,9 +270,12 @@ class TaskOpening:
 class RoundClaim(Fence, Protocol):
     """A confirming round's claim on its record (`_once.RoundHold`): the Fence of the round's
     point of no return, and the task the round became, if it became one (the task engine
-    says so), which is then what the record keeps."""
+    says so), which is then what the record keeps. `started`: the handler passed
+    `ctx.start_task()` inline (no task engine), so a question it asks after that is a new
+    round of the work, not this round asked again."""
 
     task_id: str | None
+    started: bool
 
 
 class RoundLedger(Protocol):
@@ -560,6 +563,8 @@ class _ClosingRound:
             # Acted on decisions and ended without a result: the trail says so.
             self._finished({"isError": True})
             raise
+        if claim is not None and context.started_task:
+            claim.started = True
         self._finished(result)
         return result
 

@@ -91,6 +91,8 @@ class RoundHold:
         self.refused = False
         #: The task the round became, if it became one (set by the task engine).
         self.task_id: str | None = None
+        #: The handler passed `ctx.start_task()` inline (set by dispatch): see `_outcome_of`.
+        self.started = False
         self._loop = asyncio.get_running_loop()
         #: Serialises this claim's writes (renewal, mark, outcome); made by the first of them
         #: that could meet another (most rounds end before any renewal or mark).
@@ -346,8 +348,12 @@ class RoundLedger:
         return result
 
     def _outcome_of(self, result: JSONObject, hold: RoundHold) -> Mapping[str, Any] | None:
-        if result.get("resultType") == "input_required" and not hold.committed:
-            return None  # asked again before any action: not consumed
+        if result.get("resultType") == "input_required" and not (hold.committed or hold.started):
+            # Asked again before any action: not consumed, so its answers can be corrected.
+            # Not so once the handler said all was answered (`ctx.start_task()`, inline where
+            # there is no task engine): what it asks next is the work's own question, as a
+            # task's would be, and the round is consumed as a task's confirmation is.
+            return None
         if hold.task_id is not None:
             # The round became a task (followed, or run inline): a replay gets the task, or
             # for a client that does not follow tasks, the task's outcome.
