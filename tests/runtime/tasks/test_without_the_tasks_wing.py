@@ -62,6 +62,15 @@ def server(runs: Counter[str]) -> Server:
     return support.make_server(registry=registry)
 
 
+async def confirmation(client: MemoryClient) -> Json:
+    """delete_file's confirming round: its first round asked, then a yes under its token."""
+    call: Json = {"name": "delete_file", "arguments": {"filename": "a.txt"}}
+    first = await client.request("tools/call", call)
+    assert first["resultType"] == "input_required"
+    answers = {"confirm": accept(confirmed=True)}
+    return {**call, "inputResponses": answers, "requestState": first["requestState"]}
+
+
 async def test_discover_declares_no_tasks_extension(server: Server) -> None:
     discovered = await MemoryClient(server).request("server/discover")
     assert TASKS not in discovered["capabilities"].get("extensions", {})
@@ -91,14 +100,7 @@ async def test_a_task_tool_runs_inline_and_its_confirmation_replayed_runs_once(
     server: Server, runs: Counter[str]
 ) -> None:
     client = MemoryClient(server, capabilities=WITH_TASKS)
-    call: Json = {"name": "delete_file", "arguments": {"filename": "a.txt"}}
-    first = await client.request("tools/call", call)
-    assert first["resultType"] == "input_required"
-    confirming = {
-        **call,
-        "inputResponses": {"confirm": accept(confirmed=True)},
-        "requestState": first["requestState"],
-    }
+    confirming = await confirmation(client)
 
     done = await client.request("tools/call", confirming)
     replayed = await client.request("tools/call", confirming)
@@ -154,13 +156,7 @@ async def test_a_confirmation_that_became_a_task_before_the_wing_was_dropped_say
     # A project that had the wing, and a store that still holds a round that became a task:
     # its replay runs nothing and says why, rather than failing as an internal error.
     client = MemoryClient(server, capabilities=WITH_TASKS)
-    call: Json = {"name": "delete_file", "arguments": {"filename": "a.txt"}}
-    first = await client.request("tools/call", call)
-    confirming = {
-        **call,
-        "inputResponses": {"confirm": accept(confirmed=True)},
-        "requestState": first["requestState"],
-    }
+    confirming = await confirmation(client)
     await client.request("tools/call", confirming)
     store = await server.records.store()
     assert isinstance(store, MemoryTaskStore)
